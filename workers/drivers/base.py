@@ -1,0 +1,85 @@
+"""The contract between the reconciler and a host cluster.
+
+A driver is told the desired state of tenants on one host cluster and makes the cluster match it. It knows
+nothing of Django: the reconciler turns database rows into the plain values below, and turns the
+observations a driver returns back into rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+Desired = Literal["running", "suspended", "absent"]
+Phase = Literal["provisioning", "ready", "suspended", "deleting", "absent", "failed"]
+TrustTier = Literal["isolated", "standard", "trusted"]
+
+
+class DriverError(Exception):
+    """A failure talking to a host cluster."""
+
+
+class TemporaryDriverError(DriverError):
+    """Worth retrying later: timeouts, 409, 429, 5xx, connection refused."""
+
+
+class PermanentDriverError(DriverError):
+    """Retrying will not help until someone changes something: 403, 422, a missing CRD."""
+
+
+@dataclass(frozen=True)
+class QuotaSpec:
+    """One quota of a tenant, in the units of its GPU class (whole GPUs, MIG slices or shares)."""
+
+    gpu_class: str  # e.g. "h200-141gb", "h200-141gb.mig-1g.18gb", "h200-141gb.shared"
+    resource_name: str  # Kubernetes extended resource, e.g. "nvidia.com/gpu", "nvidia.com/mig-1g.18gb"
+    node_labels: tuple[tuple[str, str], ...]  # labels selecting the nodes of this class (Kueue ResourceFlavor)
+    guaranteed: int
+    burst: int  # how much more than guaranteed the tenant may borrow (Kueue borrowingLimit)
+    lendable: int | None  # how much of the guarantee others may borrow (Kueue lendingLimit); None = all
+    weight: int  # fair-share weight
+
+
+@dataclass(frozen=True)
+class TenantSpec:
+    """What one tenant should look like on its host cluster."""
+
+    slug: str
+    public_id: str
+    trust_tier: TrustTier
+    desired: Desired
+    namespace: str  # host namespace, "tenant-<slug>"
+    quotas: tuple[QuotaSpec, ...] = ()
+
+
+@dataclass(frozen=True)
+class TenantObservation:
+    """What a driver saw of one tenant after acting on it."""
+
+    slug: str
+    phase: Phase
+    endpoint: str = ""
+    message: str = ""
+
+
+@dataclass
+class ReconcileResult:
+    """The outcome of one pass over some tenants of a host cluster."""
+
+    observations: dict[str, TenantObservation] = field(default_factory=dict)
+    api_calls: int = 0
+    writes: int = 0
+    drift_repaired: int = 0
+    errors: dict[str, str] = field(default_factory=dict)  # slug -> permanent error message
+
+
+class Driver(Protocol):
+    """Drives tenants on one host cluster towards their desired state.
+
+    `reconcile` must be idempotent: a second call with the same specs against an unchanged cluster makes
+    no writes. With `complete=True` the specs are every tenant of the cluster, so objects owned by gpucloud
+    for tenants not in the list are pruned; with `complete=False` only the named tenants are touched.
+    """
+
+    def reconcile(self, tenants: Sequence[TenantSpec], *, complete: bool) -> ReconcileResult: ...
