@@ -1,0 +1,37 @@
+# gpucloud: `make run` serves the embedded default on http://127.0.0.1:8000; `make test` runs every check.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip --disable-pip-version-check -q
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: run test lint install-run install-test
+
+$(VENV)/bin/python:
+	python3 -m venv $(VENV)
+	$(PIP) install --upgrade pip
+
+$(VENV)/.run-installed: pyproject.toml | $(VENV)/bin/python
+	$(PIP) install -e .
+	touch $@
+
+$(VENV)/.test-installed: pyproject.toml | $(VENV)/bin/python
+	$(PIP) install -e '.[dev]'
+	bash scripts/install-test-tools.sh
+	touch $@
+
+install-run: $(VENV)/.run-installed
+install-test: $(VENV)/.test-installed
+
+run: install-run
+	$(PY) manage.py migrate --noinput -v0
+	$(PY) manage.py bootstrap
+	$(PY) manage.py serve_embedded
+
+lint: install-test
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy .
+	$(PY) manage.py makemigrations --check --dry-run
+
+test: lint
+	bash scripts/with-services.sh $(VENV)/bin/pytest $(PYTEST_ARGS)

@@ -1,0 +1,1 @@
+"""Usage, rate cards and invoices (see issue 5); nothing is stored here yet."""

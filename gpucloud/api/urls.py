@@ -1,0 +1,23 @@
+"""Every route of REST API v1."""
+
+from django.urls import include, path
+from rest_framework.routers import SimpleRouter
+
+from scheduling.api.views import CapacityViewSet, GpuClassViewSet, HostClusterViewSet
+from tenants.api.views import AuditEventViewSet, MemberViewSet, QuotaViewSet, TenantViewSet
+
+router = SimpleRouter()
+router.register("tenants", TenantViewSet, basename="tenant")
+router.register("gpu-classes", GpuClassViewSet, basename="gpu-class")
+router.register("host-clusters", HostClusterViewSet, basename="host-cluster")
+router.register("fleet/capacity", CapacityViewSet, basename="capacity")
+router.register("audit-events", AuditEventViewSet, basename="audit-event")
+
+tenant_router = SimpleRouter()
+tenant_router.register("members", MemberViewSet, basename="member")
+tenant_router.register("quotas", QuotaViewSet, basename="quota")
+
+urlpatterns = [
+    path("", include(router.urls)),
+    path("tenants/<slug:tenant_slug>/", include(tenant_router.urls)),
+]

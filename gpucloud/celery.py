@@ -1,0 +1,52 @@
+"""The Celery app, its routing table and schedule, and the one way services ask for background work.
+
+Services never import `workers` (it sits above them); they enqueue by task name with `enqueue`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gpucloud.settings")
+
+log = logging.getLogger(__name__)
+
+app = Celery("gpucloud")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+
+RECONCILE_TENANT = "workers.reconcile_tenant"
+RECONCILE_ALL = "workers.reconcile_all"
+AUDIT_STUCK = "workers.report_stuck_tenants"
+
+app.conf.update(
+    task_acks_late=True,
+    task_reject_on_worker_lost=True,
+    worker_prefetch_multiplier=1,
+    task_ignore_result=True,
+    result_backend=None,
+    task_default_queue="default",
+    task_routes={
+        RECONCILE_TENANT: {"queue": "reconcile"},
+        RECONCILE_ALL: {"queue": "reconcile"},
+        AUDIT_STUCK: {"queue": "default"},
+    },
+    broker_connection_retry_on_startup=True,
+)
+
+
+def enqueue(name: str, *args: Any, countdown: float | None = None) -> bool:
+    """Send a task; if the broker is down, log and carry on — the periodic pass will catch up."""
+    try:
+        app.send_task(name, args=args, countdown=countdown)
+    except Exception as exc:  # broker errors come in many types (kombu, redis, OSError)
+        log.warning("could not enqueue %s: %s; the periodic reconcile will pick it up", name, exc)
+        return False
+    return True
+
+
+def enqueue_tenant_reconcile(tenant_id: int) -> bool:
+    return enqueue(RECONCILE_TENANT, tenant_id)

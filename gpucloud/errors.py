@@ -1,0 +1,51 @@
+"""Errors services raise; the API turns each into an RFC 9457 problem response."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ServiceError(Exception):
+    """A refusal with a message meant for the caller."""
+
+    status = 400
+    type = "invalid-request"
+    title = "The request is not valid"
+
+    def __init__(self, detail: str, *, errors: dict[str, list[str]] | None = None, **extra: Any) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.errors = errors or {}
+        self.extra = extra
+
+
+class ValidationFailed(ServiceError):
+    """Input that breaks a rule: the field errors say which and what is allowed."""
+
+    @classmethod
+    def on(cls, field: str, message: str) -> ValidationFailed:
+        return cls(message, errors={field: [message]})
+
+
+class NotFound(ServiceError):
+    status = 404
+    type = "not-found"
+    title = "Not found"
+
+
+class PermissionDenied(ServiceError):
+    status = 403
+    type = "forbidden"
+    title = "Not allowed"
+
+
+class Conflict(ServiceError):
+    status = 409
+    type = "conflict"
+    title = "The request conflicts with the current state"
+
+
+class CapacityExceeded(ServiceError):
+    status = 422
+    type = "quota-exceeds-capacity"
+    title = "Not enough capacity for this guarantee"

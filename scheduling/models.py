@@ -1,0 +1,158 @@
+"""The GPU catalog and the fleet: host clusters, their nodes and GPUs, with topology and health."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from django.conf import settings
+from django.db import models
+
+from gpucloud.ids import PublicIdField
+from scheduling import catalog
+
+
+class GpuModel(models.Model):
+    """A GPU product (H200 141GB, A100 80GB …), synced from `scheduling.catalog`."""
+
+    slug = models.SlugField(max_length=40, unique=True)
+    display_name = models.CharField(max_length=80)
+    memory_gb = models.PositiveIntegerField()
+    product_label = models.CharField(max_length=80, help_text="nvidia.com/gpu.product value")
+    dcgm_model_names = models.JSONField(default=list, help_text="dcgm-exporter modelName values")
+    mig_profiles = models.JSONField(
+        default=list, help_text="[{name, compute_slices, memory_slices, memory_gb, max_count}]"
+    )
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+    @property
+    def mig_capable(self) -> bool:
+        return bool(self.mig_profiles)
+
+
+class GpuClass(models.Model):
+    """The unit quotas and prices are written in: a whole GPU, a MIG profile, or a shared fraction."""
+
+    class Kind(models.TextChoices):
+        WHOLE = catalog.WHOLE
+        MIG = catalog.MIG
+        SHARED = catalog.SHARED
+
+    name = models.CharField(max_length=60, unique=True)
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    gpu_model = models.ForeignKey(GpuModel, on_delete=models.PROTECT, related_name="classes")
+    mig_profile = models.CharField(max_length=20, blank=True)
+    resource_name = models.CharField(max_length=80)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name_plural = "GPU classes"
+
+    def __str__(self) -> str:
+        return self.name
+
+    def _profile(self) -> dict[str, int]:
+        return next(p for p in self.gpu_model.mig_profiles if p["name"] == self.mig_profile)
+
+    @property
+    def gpu_fraction(self) -> Fraction:
+        """How much of one physical GPU one unit of this class takes (MIG: compute slices of 7)."""
+        if self.kind == self.Kind.MIG:
+            return Fraction(self._profile()["compute_slices"], catalog.COMPUTE_SLICES)
+        if self.kind == self.Kind.SHARED:
+            return Fraction(1, settings.SHARED_GPU_REPLICAS)
+        return Fraction(1)
+
+    def units_per_gpu(self) -> int:
+        """The most units of this class one GPU can give."""
+        if self.kind == self.Kind.MIG:
+            return self._profile()["max_count"]
+        if self.kind == self.Kind.SHARED:
+            return int(settings.SHARED_GPU_REPLICAS)
+        return 1
+
+
+class HostCluster(models.Model):
+    """A Kubernetes cluster with GPU nodes (driver `kubernetes`), or the built-in simulated fleet."""
+
+    class Driver(models.TextChoices):
+        SIMULATED = "simulated"
+        KUBERNETES = "kubernetes"
+
+    class Scheduler(models.TextChoices):
+        KUEUE = "kueue"
+        KAI = "kai"
+
+    class State(models.TextChoices):
+        READY = "ready"
+        UNREACHABLE = "unreachable"
+        ERROR = "error"
+
+    public_id = PublicIdField(prefix="hc")
+    name = models.SlugField(max_length=63, unique=True)
+    region = models.CharField(max_length=63, blank=True)
+    driver = models.CharField(max_length=20, choices=Driver.choices)
+    scheduler = models.CharField(max_length=10, choices=Scheduler.choices, default=Scheduler.KUEUE)
+    state = models.CharField(max_length=20, choices=State.choices, default=State.READY)
+    status_message = models.TextField(blank=True)
+    source = models.CharField(max_length=500, blank=True, help_text="fleet file of a simulated cluster")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Node(models.Model):
+    """A GPU server in a host cluster, with its place in the topology."""
+
+    class State(models.TextChoices):
+        READY = "ready"
+        CORDONED = "cordoned"
+        QUARANTINED = "quarantined"
+
+    host_cluster = models.ForeignKey(HostCluster, on_delete=models.CASCADE, related_name="nodes")
+    name = models.CharField(max_length=253)
+    zone = models.CharField(max_length=63, blank=True)
+    block = models.CharField(max_length=63, blank=True)
+    rack = models.CharField(max_length=63, blank=True)
+    nvlink_domain = models.CharField(max_length=63, blank=True)
+    cpu_milli = models.PositiveIntegerField(default=0)
+    memory_mib = models.PositiveBigIntegerField(default=0)
+    labels = models.JSONField(default=dict, blank=True)
+    state = models.CharField(max_length=20, choices=State.choices, default=State.READY)
+
+    class Meta:
+        ordering = ["host_cluster", "name"]
+        constraints = [models.UniqueConstraint(fields=["host_cluster", "name"], name="node_unique_name")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Gpu(models.Model):
+    """One physical GPU, known by the UUID NVML and DCGM report."""
+
+    class Health(models.TextChoices):
+        HEALTHY = "healthy"
+        QUARANTINED = "quarantined"
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="gpus")
+    uuid = models.CharField(max_length=80, unique=True)
+    index = models.PositiveSmallIntegerField()
+    gpu_model = models.ForeignKey(GpuModel, on_delete=models.PROTECT, related_name="gpus")
+    numa_node = models.PositiveSmallIntegerField(default=0)
+    health = models.CharField(max_length=20, choices=Health.choices, default=Health.HEALTHY)
+
+    class Meta:
+        ordering = ["node", "index"]
+        constraints = [models.UniqueConstraint(fields=["node", "index"], name="gpu_unique_index")]
+
+    def __str__(self) -> str:
+        return self.uuid

@@ -1,0 +1,107 @@
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from tenants.models import AuditEvent, Membership, Quota, Tenant, TenantCluster
+
+
+class TenantClusterSerializer(serializers.ModelSerializer):
+    host_cluster = serializers.CharField(source="host_cluster.name")
+
+    class Meta:
+        model = TenantCluster
+        fields = ["host_cluster", "namespace", "state", "endpoint", "message", "observed_at"]
+
+
+class TenantSerializer(serializers.ModelSerializer):
+    id = serializers.CharField(source="public_id", read_only=True)
+    cluster = TenantClusterSerializer(read_only=True)
+    host_cluster = serializers.CharField(
+        write_only=True, required=False, help_text="host cluster name; gpucloud picks one when omitted"
+    )
+
+    class Meta:
+        model = Tenant
+        fields = [
+            "id",
+            "slug",
+            "display_name",
+            "trust_tier",
+            "state",
+            "state_reason",
+            "cluster",
+            "host_cluster",
+            "created_at",
+            "updated_at",
+            "deleted_at",
+        ]
+        read_only_fields = ["state", "state_reason", "created_at", "updated_at", "deleted_at"]
+        extra_kwargs = {
+            # Validation of the slug (form, uniqueness) is the service's; the serializer only carries it.
+            "slug": {"validators": []},
+            "display_name": {"required": False},
+            "trust_tier": {"required": False},
+        }
+
+
+class TenantUpdateSerializer(serializers.Serializer):
+    display_name = serializers.CharField(required=False, allow_blank=True)
+    trust_tier = serializers.CharField(required=False)
+
+
+class MemberSerializer(serializers.ModelSerializer):
+    username = serializers.CharField(source="user.username")
+    role = serializers.CharField()
+
+    class Meta:
+        model = Membership
+        fields = ["username", "role", "created_at"]
+        read_only_fields = ["created_at"]
+
+
+class MemberRoleSerializer(serializers.Serializer):
+    role = serializers.CharField()
+
+
+class QuotaSerializer(serializers.ModelSerializer):
+    gpu_class = serializers.CharField(source="gpu_class.name")
+    guaranteed = serializers.IntegerField()
+    burst = serializers.IntegerField(required=False, default=0)
+    lendable = serializers.IntegerField(required=False, allow_null=True, default=None)
+    weight = serializers.IntegerField(required=False, default=1)
+
+    class Meta:
+        model = Quota
+        fields = ["gpu_class", "guaranteed", "burst", "lendable", "weight", "updated_at"]
+        read_only_fields = ["updated_at"]
+
+
+class QuotaValuesSerializer(QuotaSerializer):
+    """The body of PUT /quotas/{gpu_class}/: the class comes from the URL."""
+
+    class Meta(QuotaSerializer.Meta):
+        fields = ["guaranteed", "burst", "lendable", "weight", "updated_at"]
+
+
+class AuditEventSerializer(serializers.ModelSerializer):
+    id = serializers.CharField(source="public_id")
+    actor = serializers.CharField(source="actor_label")
+    tenant: serializers.SlugRelatedField[Tenant] = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True
+    )
+
+    class Meta:
+        model = AuditEvent
+        fields = [
+            "id",
+            "created_at",
+            "actor",
+            "tenant",
+            "action",
+            "object_type",
+            "object_id",
+            "before",
+            "after",
+            "request_id",
+            "source_ip",
+        ]

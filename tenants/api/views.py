@@ -1,0 +1,229 @@
+"""Tenants, their members and quotas. Views only translate HTTP to service calls and back."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import django_filters
+from django.db.models import QuerySet
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, status
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from gpucloud.api.viewsets import BaseViewSet
+from gpucloud.errors import ValidationFailed
+from scheduling.models import GpuClass, HostCluster
+from tenants import services
+from tenants.api.serializers import (
+    AuditEventSerializer,
+    MemberRoleSerializer,
+    MemberSerializer,
+    QuotaSerializer,
+    QuotaValuesSerializer,
+    TenantSerializer,
+    TenantUpdateSerializer,
+)
+from tenants.models import AuditEvent, Membership, Quota, Tenant
+
+
+class TenantFilter(django_filters.FilterSet):
+    class Meta:
+        model = Tenant
+        fields = ["state", "trust_tier"]
+
+
+class TenantViewSet(
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    BaseViewSet,
+):
+    """Tenants: each a team with one tenant cluster, members and quotas."""
+
+    serializer_class = TenantSerializer
+    filterset_class = TenantFilter
+    lookup_field = "slug"
+    lookup_value_regex = "[a-z0-9-]+"
+
+    def get_queryset(self) -> QuerySet[Tenant]:
+        return self.visible_tenants().select_related("cluster__host_cluster").order_by("slug")
+
+    def _host_cluster(self, name: str | None) -> HostCluster | None:
+        if not name:
+            return None
+        host_cluster = HostCluster.objects.filter(name=name).first()
+        if host_cluster is None:
+            known = ", ".join(HostCluster.objects.values_list("name", flat=True)) or "none"
+            raise ValidationFailed.on("host_cluster", f"there is no host cluster {name!r}; known: {known}")
+        return host_cluster
+
+    def create(self, request: Request) -> Response:
+        serializer = TenantSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        tenant = services.create_tenant(
+            actor=self.actor(),
+            slug=data["slug"],
+            display_name=data.get("display_name", ""),
+            trust_tier=data.get("trust_tier", Tenant.TrustTier.STANDARD),
+            host_cluster=self._host_cluster(data.get("host_cluster")),
+        )
+        return Response(TenantSerializer(tenant).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=TenantUpdateSerializer, responses=TenantSerializer)
+    def partial_update(self, request: Request, slug: str) -> Response:
+        serializer = TenantUpdateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        tenant = services.update_tenant(
+            actor=self.actor(), tenant=self.get_object(), **serializer.validated_data
+        )
+        return Response(TenantSerializer(tenant).data)
+
+    @extend_schema(responses={202: TenantSerializer})
+    def destroy(self, request: Request, slug: str) -> Response:
+        tenant = services.delete_tenant(actor=self.actor(), tenant=self.get_object())
+        return Response(TenantSerializer(tenant).data, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(request=None, responses={202: TenantSerializer})
+    @action(detail=True, methods=["post"])
+    def suspend(self, request: Request, slug: str) -> Response:
+        tenant = services.suspend_tenant(actor=self.actor(), tenant=self.get_object())
+        return Response(TenantSerializer(tenant).data, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(request=None, responses={202: TenantSerializer})
+    @action(detail=True, methods=["post"])
+    def resume(self, request: Request, slug: str) -> Response:
+        tenant = services.resume_tenant(actor=self.actor(), tenant=self.get_object())
+        return Response(TenantSerializer(tenant).data, status=status.HTTP_202_ACCEPTED)
+
+
+class TenantChildViewSet(BaseViewSet):
+    """Base of the views nested under /tenants/{slug}/: the tenant is looked up in the caller's scope."""
+
+    def tenant(self) -> Tenant:
+        if not hasattr(self, "_tenant"):
+            self._tenant = get_object_or_404(self.visible_tenants(), slug=self.kwargs["tenant_slug"])
+        return self._tenant
+
+
+class MemberViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantChildViewSet):
+    """People with a role in a tenant."""
+
+    serializer_class = MemberSerializer
+    lookup_field = "user__username"
+    lookup_url_kwarg = "username"
+    lookup_value_regex = r"[\w.@+-]+"
+
+    def get_queryset(self) -> QuerySet[Membership]:
+        return (
+            Membership.objects.filter(tenant=self.tenant()).select_related("user").order_by("user__username")
+        )
+
+    def create(self, request: Request, tenant_slug: str) -> Response:
+        serializer = MemberSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        membership = services.add_member(
+            actor=self.actor(),
+            tenant=self.tenant(),
+            username=serializer.validated_data["user"]["username"],
+            role=serializer.validated_data["role"],
+        )
+        return Response(MemberSerializer(membership).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=MemberRoleSerializer, responses=MemberSerializer)
+    def partial_update(self, request: Request, tenant_slug: str, username: str) -> Response:
+        serializer = MemberRoleSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        membership = services.add_member(
+            actor=self.actor(),
+            tenant=self.tenant(),
+            username=self.get_object().user.username,
+            role=serializer.validated_data["role"],
+        )
+        return Response(MemberSerializer(membership).data)
+
+    def destroy(self, request: Request, tenant_slug: str, username: str) -> Response:
+        services.remove_member(actor=self.actor(), tenant=self.tenant(), membership=self.get_object())
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+def gpu_class_named(name: str) -> GpuClass:
+    gpu_class = GpuClass.objects.select_related("gpu_model").filter(name=name).first()
+    if gpu_class is None:
+        raise ValidationFailed.on(
+            "gpu_class", f"{name!r} is not a GPU class; GET /api/v1/gpu-classes/ lists the classes"
+        )
+    return gpu_class
+
+
+class QuotaViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantChildViewSet):
+    """A tenant's quotas, one per GPU class."""
+
+    serializer_class = QuotaSerializer
+    lookup_field = "gpu_class__name"
+    lookup_url_kwarg = "gpu_class"
+    lookup_value_regex = r"[a-z0-9.-]+"
+
+    def get_queryset(self) -> QuerySet[Quota]:
+        return (
+            Quota.objects.filter(tenant=self.tenant()).select_related("gpu_class").order_by("gpu_class__name")
+        )
+
+    def _set(self, gpu_class: GpuClass, data: dict[str, Any]) -> Response:
+        quota, created = services.set_quota(
+            actor=self.actor(),
+            tenant=self.tenant(),
+            gpu_class=gpu_class,
+            guaranteed=data["guaranteed"],
+            burst=data.get("burst", 0),
+            lendable=data.get("lendable"),
+            weight=data.get("weight", 1),
+        )
+        return Response(QuotaSerializer(quota).data, status=201 if created else 200)
+
+    @extend_schema(responses={201: QuotaSerializer, 200: QuotaSerializer})
+    def create(self, request: Request, tenant_slug: str) -> Response:
+        """Set the quota of the GPU class in the body (created: 201, changed: 200)."""
+        serializer = QuotaSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        return self._set(gpu_class_named(data["gpu_class"]["name"]), data)
+
+    @extend_schema(request=QuotaValuesSerializer, responses={201: QuotaSerializer, 200: QuotaSerializer})
+    def update(self, request: Request, tenant_slug: str, gpu_class: str) -> Response:
+        """Set the quota of the GPU class in the URL."""
+        self.tenant()
+        serializer = QuotaValuesSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        return self._set(gpu_class_named(gpu_class), serializer.validated_data)
+
+    def destroy(self, request: Request, tenant_slug: str, gpu_class: str) -> Response:
+        services.remove_quota(actor=self.actor(), quota=self.get_object())
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class AuditEventFilter(django_filters.FilterSet):
+    tenant = django_filters.CharFilter(field_name="tenant__slug")
+    actor = django_filters.CharFilter(field_name="actor_label")
+    action = django_filters.CharFilter()
+    since = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
+    until = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
+
+    class Meta:
+        model = AuditEvent
+        fields = ["tenant", "actor", "action", "since", "until"]
+
+
+class AuditEventViewSet(mixins.ListModelMixin, BaseViewSet):
+    """The audit log: platform administrators see all of it, others the events of their tenants."""
+
+    serializer_class = AuditEventSerializer
+    filterset_class = AuditEventFilter
+
+    def get_queryset(self) -> QuerySet[AuditEvent]:
+        events = AuditEvent.objects.select_related("tenant").order_by("-created_at", "-id")
+        if self.request.user.is_staff:
+            return events
+        return events.filter(tenant__in=self.visible_tenants())

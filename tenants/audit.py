@@ -1,0 +1,61 @@
+"""Who did a write, and the audit row every service writes about it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, User
+
+from gpucloud.observability import current_context
+from tenants.models import AuditEvent, Tenant
+
+
+@dataclass(frozen=True)
+class Actor:
+    """The person, token or process on whose behalf a service writes."""
+
+    user: User | None
+    label: str
+
+    @classmethod
+    def system(cls, process: str) -> Actor:
+        return cls(user=None, label=f"system:{process}")
+
+    @classmethod
+    def of(cls, user: User | AbstractBaseUser | AnonymousUser, token_name: str = "") -> Actor:
+        if not user.is_authenticated:
+            return cls(user=None, label="anonymous")
+        label = user.get_username() + (f" (token {token_name})" if token_name else "")
+        return cls(user=user, label=label)  # type: ignore[arg-type]
+
+    @property
+    def is_platform_admin(self) -> bool:
+        return bool(self.user is not None and getattr(self.user, "is_staff", False))
+
+
+def record(
+    actor: Actor,
+    action: str,
+    *,
+    object_type: str,
+    object_id: str,
+    tenant: Tenant | None = None,
+    before: dict[str, Any] | None = None,
+    after: dict[str, Any] | None = None,
+) -> AuditEvent:
+    """Write one audit row inside the caller's transaction, with the current request's context."""
+    context = current_context()
+    return AuditEvent.objects.create(
+        actor=actor.user,
+        actor_label=actor.label[:150],
+        tenant=tenant,
+        action=action,
+        object_type=object_type,
+        object_id=object_id,
+        before=before,
+        after=after,
+        request_id=context.request_id,
+        source_ip=context.source_ip,
+        user_agent=context.user_agent,
+    )

@@ -1,0 +1,30 @@
+"""`Authorization: Bearer gpc_…` for the REST API."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import authentication, exceptions
+from rest_framework.request import Request
+
+from tenants import tokens
+
+
+class BearerTokenAuthentication(authentication.BaseAuthentication):
+    keyword = "Bearer"
+
+    def authenticate(self, request: Request) -> tuple[Any, Any] | None:
+        header = authentication.get_authorization_header(request).decode(errors="replace")
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer":
+            return None
+        row = tokens.authenticate(token.strip())
+        if row is None:
+            raise exceptions.AuthenticationFailed("the bearer token is unknown, revoked or expired")
+        if not row.user.is_active:
+            raise exceptions.AuthenticationFailed("the token's user is deactivated")
+        tokens.touch(row, request.META.get("REMOTE_ADDR", ""))
+        return row.user, row
+
+    def authenticate_header(self, request: Request) -> str:
+        return 'Bearer realm="gpucloud"'

@@ -1,0 +1,24 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from tenants.audit import Actor
+from tenants.tokens import create_token
+
+
+class Command(BaseCommand):
+    help = "Create an API token for a user and print it (it is shown only this once)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--user", required=True, help="username the token acts as")
+        parser.add_argument("--name", default="cli", help="a label to recognise the token by")
+
+    def handle(self, *args: Any, user: str, name: str, **options: Any) -> None:
+        account = get_user_model().objects.filter(username=user).first()
+        if account is None:
+            raise CommandError(f"there is no user called {user!r}")
+        _, token = create_token(actor=Actor.system("create_token"), user=account, name=name)
+        self.stdout.write(token)

@@ -1,0 +1,228 @@
+"""Tenants, their members, clusters and quotas, API tokens and the audit log."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from django.conf import settings
+from django.core.validators import RegexValidator
+from django.db import models
+from django.utils import timezone
+
+from gpucloud.ids import PublicIdField
+from scheduling.models import GpuClass, HostCluster
+
+SLUG_RE = r"^[a-z]([a-z0-9-]{0,38}[a-z0-9])?$"
+slug_validator = RegexValidator(
+    SLUG_RE,
+    "A slug is 1-40 characters of lowercase letters, digits and hyphens, starting with a letter and not "
+    "ending with a hyphen (it becomes part of Kubernetes names).",
+)
+
+
+class InvalidTransition(Exception):
+    """A state change the tenant state machine does not allow."""
+
+
+class Tenant(models.Model):
+    """A team sharing the GPU cloud: its members, one tenant cluster, its quotas.
+
+    `state` is the lifecycle: pending → provisioning → ready ⇄ suspended (resume goes back through
+    provisioning) → deleting → deleted, and failed (with `state_reason`) from pending or provisioning.
+    """
+
+    class TrustTier(models.TextChoices):
+        ISOLATED = "isolated"
+        STANDARD = "standard"
+        TRUSTED = "trusted"
+
+    class State(models.TextChoices):
+        PENDING = "pending"
+        PROVISIONING = "provisioning"
+        READY = "ready"
+        SUSPENDED = "suspended"
+        DELETING = "deleting"
+        DELETED = "deleted"
+        FAILED = "failed"
+
+    TRANSITIONS: ClassVar[dict[str, set[str]]] = {
+        "pending": {"provisioning", "failed", "deleting"},
+        "provisioning": {"ready", "failed", "deleting"},
+        "ready": {"suspended", "deleting", "provisioning"},
+        "suspended": {"provisioning", "deleting"},
+        "failed": {"pending", "deleting"},
+        "deleting": {"deleted"},
+        "deleted": set(),
+    }
+
+    public_id = PublicIdField(prefix="ten")
+    slug = models.CharField(max_length=40, unique=True, validators=[slug_validator])
+    display_name = models.CharField(max_length=200)
+    trust_tier = models.CharField(max_length=10, choices=TrustTier.choices, default=TrustTier.STANDARD)
+    state = models.CharField(max_length=20, choices=State.choices, default=State.PENDING)
+    state_reason = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(auto_now=True)
+    deleted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+    @property
+    def desired(self) -> str:
+        """What the tenant cluster should be: running, suspended or absent."""
+        if self.state in (self.State.DELETING, self.State.DELETED):
+            return "absent"
+        if self.state == self.State.SUSPENDED:
+            return "suspended"
+        return "running"
+
+    def can_become(self, state: str) -> bool:
+        return state in self.TRANSITIONS[self.state]
+
+    def transition(self, state: str, reason: str = "") -> None:
+        """Change state in memory, refusing what the state machine forbids; the caller saves."""
+        if not self.can_become(state):
+            allowed = ", ".join(sorted(self.TRANSITIONS[self.state])) or "nothing"
+            raise InvalidTransition(
+                f"tenant {self.slug} is {self.state} and cannot become {state}; from {self.state} it can "
+                f"become: {allowed}"
+            )
+        self.state = state
+        self.state_reason = reason
+        if state == self.State.DELETED:
+            self.deleted_at = timezone.now()
+
+
+class Membership(models.Model):
+    """A person's role in a tenant."""
+
+    class Role(models.TextChoices):
+        OWNER = "owner"
+        ADMIN = "admin"
+        MEMBER = "member"
+        VIEWER = "viewer"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=10, choices=Role.choices)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["tenant", "user__username"]
+        constraints = [models.UniqueConstraint(fields=["tenant", "user"], name="membership_unique_user")]
+
+    def __str__(self) -> str:
+        return f"{self.user} is {self.role} of {self.tenant}"
+
+
+class TenantCluster(models.Model):
+    """The tenant's Kubernetes API in a host cluster: its host namespace, endpoint and observed state."""
+
+    class State(models.TextChoices):
+        PENDING = "pending"
+        PROVISIONING = "provisioning"
+        READY = "ready"
+        SUSPENDED = "suspended"
+        DELETING = "deleting"
+        DELETED = "deleted"
+        FAILED = "failed"
+
+    tenant = models.OneToOneField(Tenant, on_delete=models.CASCADE, related_name="cluster")
+    host_cluster = models.ForeignKey(HostCluster, on_delete=models.PROTECT, related_name="tenant_clusters")
+    namespace = models.CharField(max_length=63)
+    state = models.CharField(max_length=20, choices=State.choices, default=State.PENDING)
+    endpoint = models.CharField(max_length=300, blank=True)
+    message = models.TextField(blank=True)
+    observed_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.namespace}@{self.host_cluster}"
+
+
+class Quota(models.Model):
+    """How much of a GPU class a tenant is guaranteed, may burst to, and lends out."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="quotas")
+    gpu_class = models.ForeignKey(GpuClass, on_delete=models.PROTECT, related_name="quotas")
+    guaranteed = models.PositiveIntegerField(default=0)
+    burst = models.PositiveIntegerField(default=0, help_text="units above guaranteed it may borrow")
+    lendable = models.PositiveIntegerField(
+        null=True, blank=True, help_text="units of its guarantee others may borrow; empty = all"
+    )
+    weight = models.PositiveIntegerField(default=1, help_text="fair-share weight")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["tenant", "gpu_class__name"]
+        constraints = [models.UniqueConstraint(fields=["tenant", "gpu_class"], name="quota_unique_class")]
+
+    def __str__(self) -> str:
+        return f"{self.tenant}/{self.gpu_class}"
+
+
+class AuditEvent(models.Model):
+    """One write, who made it and what changed. Rows are only ever added."""
+
+    public_id = PublicIdField(prefix="aud")
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    actor_label = models.CharField(max_length=150, help_text="username, token or system process")
+    tenant = models.ForeignKey(Tenant, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    action = models.CharField(max_length=60, db_index=True)
+    object_type = models.CharField(max_length=40)
+    object_id = models.CharField(max_length=120)
+    before = models.JSONField(null=True, blank=True)
+    after = models.JSONField(null=True, blank=True)
+    request_id = models.CharField(max_length=64, blank=True)
+    source_ip = models.CharField(max_length=45, blank=True)
+    user_agent = models.CharField(max_length=300, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.actor_label} {self.action} {self.object_type}:{self.object_id}"
+
+
+class ApiToken(models.Model):
+    """A bearer token: only a lookup prefix and an HMAC of it are kept; the token is shown once."""
+
+    public_id = PublicIdField(prefix="tok")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=16, unique=True)
+    digest = models.CharField(max_length=64)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    last_used_ip = models.CharField(max_length=45, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+
+class IdempotencyRecord(models.Model):
+    """The response to a POST made with an `Idempotency-Key`, replayed when the same request comes again."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=200)
+    fingerprint = models.CharField(max_length=64, help_text="hash of method, path and body")
+    status_code = models.PositiveSmallIntegerField(null=True)
+    body = models.JSONField(null=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "key"], name="idempotency_unique_key")]
+
+    def __str__(self) -> str:
+        return self.key

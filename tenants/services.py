@@ -1,0 +1,363 @@
+"""Every write to tenants, members and quotas goes through here.
+
+Each service validates, writes in one transaction, writes its audit row, and asks for a reconcile once the
+transaction has committed (so a worker never reads a state that was rolled back).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.db.models import Count, Q
+
+from gpucloud.celery import enqueue_tenant_reconcile
+from gpucloud.errors import CapacityExceeded, Conflict, PermissionDenied, ValidationFailed
+from scheduling.models import GpuClass, HostCluster
+from tenants import audit
+from tenants.audit import Actor
+from tenants.capacity import capacity_of
+from tenants.models import SLUG_RE, InvalidTransition, Membership, Quota, Tenant, TenantCluster
+
+User = get_user_model()
+MANAGERS: set[str] = {Membership.Role.OWNER, Membership.Role.ADMIN}
+
+
+def role_of(actor: Actor, tenant: Tenant) -> str | None:
+    if actor.user is None:
+        return None
+    membership = Membership.objects.filter(tenant=tenant, user=actor.user).first()
+    return membership.role if membership else None
+
+
+def require(actor: Actor, tenant: Tenant, roles: set[str], what: str) -> None:
+    """Refuse unless the actor is a platform admin or holds one of `roles` in the tenant."""
+    if actor.is_platform_admin or role_of(actor, tenant) in roles:
+        return
+    allowed = ", ".join(sorted(roles)) or "platform administrators only"
+    raise PermissionDenied(f"{what} needs one of these roles in tenant {tenant.slug}: {allowed}")
+
+
+def tenant_snapshot(tenant: Tenant) -> dict[str, Any]:
+    return {
+        "slug": tenant.slug,
+        "display_name": tenant.display_name,
+        "trust_tier": tenant.trust_tier,
+        "state": tenant.state,
+    }
+
+
+def _audit_tenant(actor: Actor, action: str, tenant: Tenant, before: dict[str, Any] | None) -> None:
+    audit.record(
+        actor,
+        action,
+        object_type="tenant",
+        object_id=tenant.public_id,
+        tenant=tenant,
+        before=before,
+        after=tenant_snapshot(tenant),
+    )
+
+
+def _reconcile_on_commit(tenant: Tenant) -> None:
+    tenant_id = tenant.pk
+    transaction.on_commit(lambda: enqueue_tenant_reconcile(tenant_id))
+
+
+def _validate_slug(slug: str) -> None:
+    if not re.match(SLUG_RE, slug or ""):
+        raise ValidationFailed.on(
+            "slug",
+            f"{slug!r} is not a valid slug: use 1-40 lowercase letters, digits and hyphens, starting with a "
+            "letter and not ending with a hyphen",
+        )
+    if Tenant.objects.filter(slug=slug).exists():
+        raise ValidationFailed.on("slug", f"the slug {slug!r} is taken (slugs are never reused)")
+
+
+def _validate_tier(trust_tier: str) -> None:
+    if trust_tier not in Tenant.TrustTier.values:
+        allowed = ", ".join(Tenant.TrustTier.values)
+        raise ValidationFailed.on("trust_tier", f"{trust_tier!r} is not a trust tier; use one of: {allowed}")
+
+
+def pick_host_cluster() -> HostCluster:
+    """The ready host cluster with the most healthy GPUs not yet guaranteed to anyone."""
+    clusters = HostCluster.objects.filter(state=HostCluster.State.READY).annotate(
+        gpus=Count("nodes__gpus", filter=Q(nodes__gpus__health="healthy"))
+    )
+    best = max(clusters, key=lambda c: (c.gpus, c.name), default=None)
+    if best is None:
+        raise Conflict("no host cluster is ready to take a tenant; register one or load a fleet first")
+    return best
+
+
+@transaction.atomic
+def create_tenant(
+    *,
+    actor: Actor,
+    slug: str,
+    display_name: str = "",
+    trust_tier: str = Tenant.TrustTier.STANDARD,
+    host_cluster: HostCluster | None = None,
+) -> Tenant:
+    """Create a tenant and its (pending) tenant cluster; the creator becomes its owner."""
+    if not actor.is_platform_admin:
+        raise PermissionDenied("creating a tenant needs a platform administrator")
+    _validate_slug(slug)
+    _validate_tier(trust_tier)
+    tenant = Tenant.objects.create(slug=slug, display_name=display_name or slug, trust_tier=trust_tier)
+    TenantCluster.objects.create(
+        tenant=tenant, host_cluster=host_cluster or pick_host_cluster(), namespace=f"tenant-{slug}"
+    )
+    if actor.user is not None:
+        Membership.objects.create(tenant=tenant, user=actor.user, role=Membership.Role.OWNER)
+    _audit_tenant(actor, "tenant.create", tenant, None)
+    _reconcile_on_commit(tenant)
+    return tenant
+
+
+@transaction.atomic
+def update_tenant(
+    *, actor: Actor, tenant: Tenant, display_name: str | None = None, trust_tier: str | None = None
+) -> Tenant:
+    """Change the display name (owners and admins) or the trust tier (platform administrators)."""
+    require(actor, tenant, MANAGERS, "renaming a tenant")
+    tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
+    if tenant.state == Tenant.State.DELETED:
+        raise Conflict(f"tenant {tenant.slug} is deleted and cannot change")
+    before = tenant_snapshot(tenant)
+    if display_name is not None:
+        if not display_name.strip():
+            raise ValidationFailed.on("display_name", "the display name may not be blank")
+        tenant.display_name = display_name.strip()
+    if trust_tier is not None and trust_tier != tenant.trust_tier:
+        if not actor.is_platform_admin:
+            raise PermissionDenied("changing the trust tier needs a platform administrator")
+        _validate_tier(trust_tier)
+        tenant.trust_tier = trust_tier
+    if tenant_snapshot(tenant) == before:
+        return tenant
+    tenant.save()
+    _audit_tenant(actor, "tenant.update", tenant, before)
+    _reconcile_on_commit(tenant)
+    return tenant
+
+
+def _transition(actor: Actor, tenant: Tenant, state: str, action: str, reason: str = "") -> Tenant:
+    tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
+    before = tenant_snapshot(tenant)
+    try:
+        tenant.transition(state, reason)
+    except InvalidTransition as exc:
+        raise Conflict(str(exc), current_state=before["state"]) from None
+    tenant.save(update_fields=["state", "state_reason", "deleted_at", "updated_at"])
+    _audit_tenant(actor, action, tenant, before)
+    _reconcile_on_commit(tenant)
+    return tenant
+
+
+@transaction.atomic
+def suspend_tenant(*, actor: Actor, tenant: Tenant) -> Tenant:
+    """Put the tenant's cluster to sleep: its workloads stop, its objects and quotas stay."""
+    require(actor, tenant, MANAGERS, "suspending a tenant")
+    return _transition(actor, tenant, Tenant.State.SUSPENDED, "tenant.suspend")
+
+
+@transaction.atomic
+def resume_tenant(*, actor: Actor, tenant: Tenant) -> Tenant:
+    """Wake a suspended tenant, or retry a failed one."""
+    require(actor, tenant, MANAGERS, "resuming a tenant")
+    targets: dict[str, str] = {
+        Tenant.State.SUSPENDED: Tenant.State.PROVISIONING,
+        Tenant.State.FAILED: Tenant.State.PENDING,
+    }
+    if tenant.state not in targets:
+        raise Conflict(
+            f"tenant {tenant.slug} is {tenant.state}; only a suspended or failed tenant can be resumed",
+            current_state=tenant.state,
+        )
+    return _transition(actor, tenant, targets[tenant.state], "tenant.resume")
+
+
+@transaction.atomic
+def delete_tenant(*, actor: Actor, tenant: Tenant) -> Tenant:
+    """Start deleting: the reconciler removes the tenant cluster, then marks the tenant deleted."""
+    require(actor, tenant, {"owner"}, "deleting a tenant")
+    return _transition(actor, tenant, Tenant.State.DELETING, "tenant.delete")
+
+
+def _require_live(tenant: Tenant, what: str) -> None:
+    if tenant.state in (Tenant.State.DELETING, Tenant.State.DELETED):
+        raise Conflict(f"tenant {tenant.slug} is {tenant.state}; {what} is no longer possible")
+
+
+def membership_snapshot(membership: Membership) -> dict[str, Any]:
+    return {"user": membership.user.get_username(), "role": membership.role}
+
+
+@transaction.atomic
+def add_member(*, actor: Actor, tenant: Tenant, username: str, role: str) -> Membership:
+    """Give a user a role in the tenant, or change the role they have."""
+    require(actor, tenant, MANAGERS, "managing members")
+    _require_live(tenant, "changing members")
+    if role not in Membership.Role.values:
+        allowed = ", ".join(Membership.Role.values)
+        raise ValidationFailed.on("role", f"{role!r} is not a role; use one of: {allowed}")
+    user = User.objects.filter(username=username).first()
+    if user is None:
+        raise ValidationFailed.on("username", f"there is no user called {username!r}")
+    if role == Membership.Role.OWNER and not (actor.is_platform_admin or role_of(actor, tenant) == "owner"):
+        raise PermissionDenied("only an owner or a platform administrator can make someone an owner")
+    existing = Membership.objects.select_for_update().filter(tenant=tenant, user=user).first()
+    before = membership_snapshot(existing) if existing else None
+    if existing and existing.role == role:
+        return existing
+    if existing and existing.role == Membership.Role.OWNER:
+        _refuse_last_owner(tenant, existing)
+    membership, _ = Membership.objects.update_or_create(tenant=tenant, user=user, defaults={"role": role})
+    audit.record(
+        actor,
+        "member.add" if before is None else "member.update",
+        object_type="membership",
+        object_id=f"{tenant.slug}/{username}",
+        tenant=tenant,
+        before=before,
+        after=membership_snapshot(membership),
+    )
+    return membership
+
+
+def _refuse_last_owner(tenant: Tenant, membership: Membership) -> None:
+    owners = Membership.objects.filter(tenant=tenant, role=Membership.Role.OWNER).count()
+    if owners <= 1:
+        raise Conflict(
+            f"{membership.user.get_username()} is the last owner of {tenant.slug}; add another first"
+        )
+
+
+@transaction.atomic
+def remove_member(*, actor: Actor, tenant: Tenant, membership: Membership) -> None:
+    """Take a user's role in the tenant away (never the last owner's)."""
+    require(actor, tenant, MANAGERS, "managing members")
+    if membership.role == Membership.Role.OWNER:
+        _refuse_last_owner(tenant, membership)
+    before = membership_snapshot(membership)
+    membership.delete()
+    audit.record(
+        actor,
+        "member.remove",
+        object_type="membership",
+        object_id=f"{tenant.slug}/{before['user']}",
+        tenant=tenant,
+        before=before,
+    )
+
+
+def quota_snapshot(quota: Quota) -> dict[str, Any]:
+    return {
+        "gpu_class": quota.gpu_class.name,
+        "guaranteed": quota.guaranteed,
+        "burst": quota.burst,
+        "lendable": quota.lendable,
+        "weight": quota.weight,
+    }
+
+
+def _count(field: str, value: Any, *, minimum: int = 0, optional: bool = False) -> int | None:
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValidationFailed.on(field, f"{field} must be a whole number, not {value!r}")
+    if value < minimum:
+        raise ValidationFailed.on(field, f"{field} must be at least {minimum}, not {value}")
+    return value
+
+
+@transaction.atomic
+def set_quota(
+    *,
+    actor: Actor,
+    tenant: Tenant,
+    gpu_class: GpuClass,
+    guaranteed: int,
+    burst: int = 0,
+    lendable: int | None = None,
+    weight: int = 1,
+) -> tuple[Quota, bool]:
+    """Set a tenant's quota of one GPU class. Returns the quota and whether it was created.
+
+    The guarantee is admitted only if, with every other tenant's guarantees, the class still fits the
+    fleet's healthy capacity. The GPU class row is locked so two concurrent admissions cannot both pass.
+    """
+    if not actor.is_platform_admin:
+        raise PermissionDenied("setting quotas needs a platform administrator")
+    _require_live(tenant, "changing quotas")
+    values = {
+        "guaranteed": _count("guaranteed", guaranteed),
+        "burst": _count("burst", burst),
+        "lendable": _count("lendable", lendable, optional=True),
+        "weight": _count("weight", weight, minimum=1),
+    }
+    if values["lendable"] is not None and values["lendable"] > values["guaranteed"]:  # type: ignore[operator]
+        raise ValidationFailed.on("lendable", "lendable cannot exceed guaranteed")
+    GpuClass.objects.select_for_update().get(pk=gpu_class.pk)
+    _admit(tenant, gpu_class, values["guaranteed"])  # type: ignore[arg-type]
+    existing = Quota.objects.filter(tenant=tenant, gpu_class=gpu_class).first()
+    before = quota_snapshot(existing) if existing else None
+    quota, created = Quota.objects.update_or_create(tenant=tenant, gpu_class=gpu_class, defaults=values)
+    if quota_snapshot(quota) != before:
+        audit.record(
+            actor,
+            "quota.set",
+            object_type="quota",
+            object_id=f"{tenant.slug}/{gpu_class.name}",
+            tenant=tenant,
+            before=before,
+            after=quota_snapshot(quota),
+        )
+        _reconcile_on_commit(tenant)
+    return quota, created
+
+
+def _admit(tenant: Tenant, gpu_class: GpuClass, guaranteed: int) -> None:
+    row = capacity_of(gpu_class, exclude_tenant=tenant)
+    if guaranteed <= row.available:
+        return
+    raise CapacityExceeded(
+        f"{gpu_class.name}: asked to guarantee {guaranteed}, but the fleet's healthy capacity is "
+        f"{row.capacity}, {row.guaranteed} is already guaranteed to other tenants"
+        + (
+            f" and other classes of {row.gpu_model} hold GPUs"
+            if row.available < row.capacity - row.guaranteed
+            else ""
+        )
+        + f", so at most {row.available} can be guaranteed",
+        errors={"guaranteed": [f"at most {row.available} is available"]},
+        gpu_class=gpu_class.name,
+        capacity=row.capacity,
+        guaranteed=row.guaranteed,
+        requested=guaranteed,
+        available=row.available,
+    )
+
+
+@transaction.atomic
+def remove_quota(*, actor: Actor, quota: Quota) -> None:
+    """Drop a tenant's quota of one GPU class; its guarantee returns to the pool."""
+    if not actor.is_platform_admin:
+        raise PermissionDenied("removing quotas needs a platform administrator")
+    before = quota_snapshot(quota)
+    tenant = quota.tenant
+    quota.delete()
+    audit.record(
+        actor,
+        "quota.remove",
+        object_type="quota",
+        object_id=f"{tenant.slug}/{before['gpu_class']}",
+        tenant=tenant,
+        before=before,
+    )
+    _reconcile_on_commit(tenant)

@@ -1,0 +1,46 @@
+import pytest
+
+from gpucloud.errors import PermissionDenied, ValidationFailed
+from tenants import services
+from tenants.audit import Actor
+from tenants.models import AuditEvent, Membership, Tenant, TenantCluster
+
+
+def test_it_creates_a_pending_tenant_with_its_cluster_owner_and_audit_row(admin, demo_fleet):
+    tenant = services.create_tenant(actor=Actor.of(admin), slug="vision", display_name="Vision team")
+
+    assert tenant.public_id.startswith("ten_")
+    assert tenant.state == Tenant.State.PENDING
+    assert tenant.cluster.namespace == "tenant-vision"
+    assert tenant.cluster.host_cluster == demo_fleet
+    assert Membership.objects.get(tenant=tenant).role == "owner"
+    event = AuditEvent.objects.get(action="tenant.create")
+    assert event.after["slug"] == "vision" and event.actor == admin
+
+
+@pytest.mark.parametrize("slug", ["Vision", "-vision", "vision-", "9lives", "a" * 41, "vi_sion", ""])
+def test_it_refuses_a_slug_that_is_not_dns_safe(admin, demo_fleet, slug):
+    with pytest.raises(ValidationFailed) as refusal:
+        services.create_tenant(actor=Actor.of(admin), slug=slug)
+
+    assert "slug" in refusal.value.errors
+    assert Tenant.objects.count() == 0 and TenantCluster.objects.count() == 0
+
+
+def test_it_refuses_a_duplicate_slug_even_of_a_deleted_tenant(admin, make_tenant):
+    tenant = make_tenant("vision")
+    Tenant.objects.filter(pk=tenant.pk).update(state=Tenant.State.DELETED)
+
+    with pytest.raises(ValidationFailed, match="taken"):
+        services.create_tenant(actor=Actor.of(admin), slug="vision")
+
+
+def test_it_refuses_an_unknown_trust_tier_and_names_the_allowed_ones(admin, demo_fleet):
+    with pytest.raises(ValidationFailed, match="isolated, standard, trusted"):
+        services.create_tenant(actor=Actor.of(admin), slug="vision", trust_tier="paranoid")
+
+
+def test_only_platform_administrators_create_tenants(make_user, demo_fleet):
+    with pytest.raises(PermissionDenied):
+        services.create_tenant(actor=Actor.of(make_user("alice")), slug="vision")
+    assert not Tenant.objects.exists()

@@ -1,0 +1,121 @@
+import pytest
+
+from gpucloud.errors import CapacityExceeded, Conflict, PermissionDenied, ValidationFailed
+from scheduling.models import Gpu, GpuClass
+from tenants import services
+from tenants.audit import Actor
+from tenants.capacity import capacity_of
+from tenants.models import AuditEvent, Quota, Tenant
+
+
+def h200(name="h200-141gb"):
+    return GpuClass.objects.get(name=name)
+
+
+def set_quota(admin, tenant, gpu_class, guaranteed, **kwargs):
+    return services.set_quota(
+        actor=Actor.of(admin), tenant=tenant, gpu_class=gpu_class, guaranteed=guaranteed, **kwargs
+    )
+
+
+def test_a_guarantee_within_capacity_is_admitted_and_audited(admin, make_tenant):
+    tenant = make_tenant("vision")
+    quota, created = set_quota(admin, tenant, h200(), 8, burst=4, lendable=2, weight=3)
+
+    assert created and (quota.guaranteed, quota.burst, quota.lendable, quota.weight) == (8, 4, 2, 3)
+    assert capacity_of(h200()).guaranteed == 8 and capacity_of(h200()).available == 56
+    assert AuditEvent.objects.get(action="quota.set").after["guaranteed"] == 8
+
+
+def test_it_refuses_a_quota_above_capacity_naming_the_numbers(admin, make_tenant):
+    vision, speech = make_tenant("vision"), make_tenant("speech")
+    set_quota(admin, vision, h200(), 60)
+
+    with pytest.raises(CapacityExceeded) as refusal:
+        set_quota(admin, speech, h200(), 5)
+
+    assert refusal.value.extra == {
+        "gpu_class": "h200-141gb",
+        "capacity": 64,
+        "guaranteed": 60,
+        "requested": 5,
+        "available": 4,
+    }
+    assert "capacity is 64, 60 is already guaranteed" in refusal.value.detail
+    assert not Quota.objects.filter(tenant=speech).exists()
+
+
+def test_raising_ones_own_quota_does_not_count_the_old_value_twice(admin, make_tenant):
+    tenant = make_tenant("vision")
+    set_quota(admin, tenant, h200(), 60)
+    quota, created = set_quota(admin, tenant, h200(), 64)
+    assert not created and quota.guaranteed == 64
+
+
+def test_mig_guarantees_hold_whole_gpus_of_their_model(admin, make_tenant):
+    vision, speech = make_tenant("vision"), make_tenant("speech")
+    set_quota(admin, vision, h200("h200-141gb.mig-1g.18gb"), 15)  # 15 slices of 7 per GPU: 3 GPUs
+
+    assert capacity_of(h200()).available == 61
+    with pytest.raises(CapacityExceeded):
+        set_quota(admin, speech, h200(), 62)
+
+
+def test_quarantined_gpus_are_not_capacity(admin, make_tenant):
+    tenant = make_tenant("vision")
+    ten = list(Gpu.objects.filter(gpu_model__slug="h200-141gb").values_list("pk", flat=True)[:10])
+    Gpu.objects.filter(pk__in=ten).update(health=Gpu.Health.QUARANTINED)
+
+    assert capacity_of(h200()).capacity == 54
+    with pytest.raises(CapacityExceeded):
+        set_quota(admin, tenant, h200(), 55)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("guaranteed", -1),
+        ("guaranteed", 1.5),
+        ("guaranteed", "8"),
+        ("burst", -2),
+        ("weight", 0),
+        ("lendable", 9),
+    ],
+)
+def test_it_refuses_bad_numbers_and_says_which_field(admin, make_tenant, field, value):
+    tenant = make_tenant("vision")
+    values = {"guaranteed": 8, field: value}
+    with pytest.raises(ValidationFailed) as refusal:
+        set_quota(admin, tenant, h200(), **values)
+    assert field in refusal.value.errors
+    assert not Quota.objects.exists()
+
+
+def test_a_deleted_tenants_guarantee_returns_to_the_pool(admin, make_tenant):
+    tenant = make_tenant("vision")
+    set_quota(admin, tenant, h200(), 64)
+    Tenant.objects.filter(pk=tenant.pk).update(state=Tenant.State.DELETED)
+
+    assert capacity_of(h200()).available == 64
+
+
+def test_quotas_of_a_deleting_tenant_cannot_change(admin, make_tenant):
+    tenant = make_tenant("vision")
+    Tenant.objects.filter(pk=tenant.pk).update(state=Tenant.State.DELETING)
+    tenant.refresh_from_db()
+    with pytest.raises(Conflict):
+        set_quota(admin, tenant, h200(), 1)
+
+
+def test_tenant_owners_cannot_grant_themselves_quota(people):
+    with pytest.raises(PermissionDenied):
+        set_quota(people["alice"], people["a"], h200(), 1)
+
+
+def test_removing_a_quota_frees_its_guarantee(admin, make_tenant):
+    tenant = make_tenant("vision")
+    quota, _ = set_quota(admin, tenant, h200(), 10)
+    services.remove_quota(actor=Actor.of(admin), quota=quota)
+
+    assert capacity_of(h200()).available == 64
+    assert AuditEvent.objects.get(action="quota.remove").before["guaranteed"] == 10

@@ -1,0 +1,105 @@
+"""Fixtures every test may use: the demo fleet, the three people of every tenancy test, API clients,
+and a real Celery worker."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.contrib.auth.models import User
+from rest_framework.test import APIClient
+
+from scheduling import fleet_file
+from scheduling.services import load_fleet, sync_catalog
+from tenants import services
+from tenants.audit import Actor
+from tenants.models import Tenant
+from tenants.tokens import create_token
+
+SYSTEM = Actor.system("tests")
+
+
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings: Any) -> None:
+    """Passwords are hashed with a cheap hasher in tests; the real one takes a second per user."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def gpu_catalog(db: Any) -> None:
+    """The GPU catalog. A data migration writes it, but transactional tests flush it; this puts it back."""
+    sync_catalog()
+
+
+@pytest.fixture
+def demo_fleet(gpu_catalog: None) -> Any:
+    """The 104-GPU demo fleet (64 × H200 141GB, 40 × A100 80GB)."""
+    fleet = fleet_file.load(settings.BASE_DIR / "deploy" / "fleets" / "demo.yaml")
+    return load_fleet(actor=SYSTEM, fleet=fleet, source="demo.yaml").host_cluster
+
+
+@pytest.fixture
+def make_user(db: Any) -> Callable[..., User]:
+    def make(username: str, *, staff: bool = False) -> User:
+        return User.objects.create_user(username, f"{username}@example.com", "pw-" + username, is_staff=staff)
+
+    return make
+
+
+@pytest.fixture
+def admin(make_user: Callable[..., User]) -> User:
+    return make_user("admin", staff=True)
+
+
+@pytest.fixture
+def make_tenant(admin: User, demo_fleet: Any) -> Callable[..., Tenant]:
+    def make(slug: str, **kwargs: Any) -> Tenant:
+        return services.create_tenant(actor=Actor.of(admin), slug=slug, **kwargs)
+
+    return make
+
+
+@pytest.fixture
+def people(make_user: Callable[..., User], make_tenant: Callable[..., Tenant], admin: User) -> dict[str, Any]:
+    """alice owns tenant A, bob is a viewer of A, charlie owns tenant B and must see none of A."""
+    alice, bob, charlie = make_user("alice"), make_user("bob"), make_user("charlie")
+    tenant_a, tenant_b = make_tenant("tenant-a"), make_tenant("tenant-b")
+    as_admin = Actor.of(admin)
+    services.add_member(actor=as_admin, tenant=tenant_a, username="alice", role="owner")
+    services.add_member(actor=as_admin, tenant=tenant_a, username="bob", role="viewer")
+    services.add_member(actor=as_admin, tenant=tenant_b, username="charlie", role="owner")
+    return {"alice": alice, "bob": bob, "charlie": charlie, "a": tenant_a, "b": tenant_b, "admin": admin}
+
+
+@pytest.fixture
+def api() -> Callable[[User | None], APIClient]:
+    """An API client signed in as `user` with a real bearer token (or anonymous for None)."""
+
+    def client(user: User | None) -> APIClient:
+        api_client = APIClient()
+        if user is not None:
+            _, token = create_token(actor=SYSTEM, user=user, name="test")
+            api_client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+        return api_client
+
+    return client
+
+
+@pytest.fixture
+def celery_worker(transactional_db: Any) -> Iterator[Any]:
+    """A real Celery worker on the Redis broker, in this process, consuming every gpucloud queue."""
+    from celery.contrib.testing.worker import start_worker
+
+    from gpucloud.celery import app
+
+    if not settings.CELERY_BROKER_URL.startswith("redis://"):
+        pytest.fail("worker tests need CELERY_BROKER_URL=redis://… (make test sets it)")
+    with app.connection_for_write() as conn:
+        for queue in ("reconcile", "default"):
+            conn.default_channel.queue_purge(queue)  # nothing left over from other runs
+    with start_worker(
+        app, pool="solo", perform_ping_check=False, queues=["reconcile", "default"], shutdown_timeout=10
+    ) as worker:
+        yield worker

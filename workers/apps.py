@@ -1,0 +1,8 @@
+from django.apps import AppConfig
+
+
+class WorkersConfig(AppConfig):
+    name = "workers"
+
+    def ready(self) -> None:
+        from workers import tasks  # noqa: F401  (registers the tasks and the failure counter)

@@ -1,0 +1,29 @@
+"""State of the simulated host clusters: what a real cluster would hold in etcd."""
+
+from __future__ import annotations
+
+from django.db import models
+
+from scheduling.models import HostCluster
+
+
+class SimulatedTenantCluster(models.Model):
+    """A tenant cluster as the simulated driver created it on a simulated host cluster."""
+
+    host_cluster = models.ForeignKey(HostCluster, on_delete=models.CASCADE, related_name="+")
+    slug = models.CharField(max_length=40)
+    namespace = models.CharField(max_length=63)
+    endpoint = models.CharField(max_length=300)
+    quotas = models.JSONField(default=list)
+    suspended = models.BooleanField(default=False)
+    created_at = models.DateTimeField()
+    ready_at = models.DateTimeField()
+    deleting_since = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["host_cluster", "slug"], name="simulated_tenant_unique_slug")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.slug}@{self.host_cluster_id}"

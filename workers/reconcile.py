@@ -1,0 +1,202 @@
+"""The tenant reconciler: desired state from the database, applied through the host cluster's driver.
+
+Level-triggered: `reconcile_host_cluster` compares every tenant of a host cluster with what the driver sees
+and acts on the difference; the on-change task is the same function limited to one tenant. What the driver
+observed is written back only where it differs from what is stored, so an unchanged tenant costs no writes.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from gpucloud.observability import RECONCILE_DURATION, RECONCILE_RUNS, RECONCILE_WRITES
+from scheduling.models import HostCluster
+from tenants import audit
+from tenants.audit import Actor
+from tenants.models import Tenant, TenantCluster
+from workers.drivers.base import (
+    Driver,
+    PermanentDriverError,
+    QuotaSpec,
+    ReconcileResult,
+    TenantObservation,
+    TenantSpec,
+)
+from workers.drivers.simulated import SimulatedDriver
+from workers.locks import exclusive
+
+log = logging.getLogger(__name__)
+RECONCILER = Actor.system("reconciler")
+TRANSITIONAL = {Tenant.State.PENDING, Tenant.State.PROVISIONING, Tenant.State.DELETING}
+
+
+def driver_for(host_cluster: HostCluster) -> Driver:
+    if host_cluster.driver == HostCluster.Driver.SIMULATED:
+        return SimulatedDriver(host_cluster)
+    raise PermanentDriverError(
+        f"host cluster {host_cluster.name}: the {host_cluster.driver} driver is not set up"
+    )
+
+
+def tenant_spec(tenant: Tenant) -> TenantSpec:
+    """The plain desired state of a tenant that a driver works from."""
+    quotas = tuple(
+        QuotaSpec(
+            gpu_class=q.gpu_class.name,
+            resource_name=q.gpu_class.resource_name,
+            node_labels=(("nvidia.com/gpu.product", q.gpu_class.gpu_model.product_label),),
+            guaranteed=q.guaranteed,
+            burst=q.burst,
+            lendable=q.lendable,
+            weight=q.weight,
+        )
+        for q in sorted(tenant.quotas.all(), key=lambda q: q.gpu_class.name)
+    )
+    return TenantSpec(
+        slug=tenant.slug,
+        public_id=tenant.public_id,
+        trust_tier=tenant.trust_tier,  # type: ignore[arg-type]
+        desired=tenant.desired,  # type: ignore[arg-type]
+        namespace=tenant.cluster.namespace,
+        quotas=quotas,
+    )
+
+
+@dataclass
+class PassOutcome:
+    """What one pass did: the driver's result, database writes, and tenants still on their way."""
+
+    result: ReconcileResult
+    db_writes: int
+    transitional: list[int]
+
+
+def reconcile_host_cluster(host_cluster: HostCluster, tenant_ids: Sequence[int] | None = None) -> PassOutcome:
+    """One pass over a host cluster's tenants (all of them, or just `tenant_ids`). Raises LockBusy."""
+    started = time.perf_counter()
+    with exclusive(f"reconcile:host-cluster:{host_cluster.pk}"):
+        tenants = _tenants(host_cluster, tenant_ids)
+        try:
+            result = driver_for(host_cluster).reconcile(
+                [tenant_spec(t) for t in tenants], complete=tenant_ids is None
+            )
+        except PermanentDriverError as exc:
+            result = ReconcileResult(errors={t.slug: str(exc) for t in tenants})
+        except Exception:
+            RECONCILE_RUNS.labels(host_cluster.driver, "error").inc()
+            raise
+        db_writes = sum(_write_back(t, result) for t in tenants)
+    RECONCILE_RUNS.labels(host_cluster.driver, "ok").inc()
+    RECONCILE_DURATION.labels(host_cluster.driver).observe(time.perf_counter() - started)
+    RECONCILE_WRITES.labels("cluster").inc(result.writes)
+    RECONCILE_WRITES.labels("database").inc(db_writes)
+    transitional = [t.pk for t in tenants if t.state in TRANSITIONAL]
+    return PassOutcome(result, db_writes, transitional)
+
+
+def _tenants(host_cluster: HostCluster, tenant_ids: Sequence[int] | None) -> list[Tenant]:
+    tenants = (
+        Tenant.objects.filter(cluster__host_cluster=host_cluster)
+        .exclude(state=Tenant.State.DELETED)
+        .select_related("cluster")
+        .prefetch_related("quotas__gpu_class__gpu_model")
+    )
+    if tenant_ids is not None:
+        tenants = tenants.filter(pk__in=tenant_ids)
+    return list(tenants)
+
+
+CLUSTER_STATE = {
+    "provisioning": TenantCluster.State.PROVISIONING,
+    "ready": TenantCluster.State.READY,
+    "suspended": TenantCluster.State.SUSPENDED,
+    "deleting": TenantCluster.State.DELETING,
+    "failed": TenantCluster.State.FAILED,
+}
+
+
+def _next_tenant_state(tenant: Tenant, phase: str, error: str) -> str | None:
+    """The lifecycle step an observation implies, if any."""
+    if error and tenant.state in (Tenant.State.PENDING, Tenant.State.PROVISIONING):
+        return Tenant.State.FAILED
+    if tenant.state == Tenant.State.PENDING and phase in ("provisioning", "ready"):
+        return Tenant.State.PROVISIONING
+    if tenant.state == Tenant.State.PROVISIONING and phase == "ready":
+        return Tenant.State.READY
+    if tenant.state == Tenant.State.DELETING and phase == "absent":
+        return Tenant.State.DELETED
+    return None
+
+
+def _write_back(tenant: Tenant, result: ReconcileResult) -> int:
+    """Store what was observed of one tenant, writing only what changed. Returns rows written."""
+    error = result.errors.get(tenant.slug, "")
+    observation = result.observations.get(tenant.slug)
+    if observation is None and not error:
+        return 0
+    phase = observation.phase if observation else "failed"
+    writes = 0
+    with transaction.atomic():
+        writes += _write_cluster(tenant, observation, phase, error)
+        step = _next_tenant_state(tenant, phase, error)
+        # pending → ready happens in two steps when the driver is fast; both are recorded.
+        while step is not None:
+            before = {"state": tenant.state}
+            tenant.transition(step, reason=error if step == Tenant.State.FAILED else "")
+            tenant.save(update_fields=["state", "state_reason", "deleted_at", "updated_at"])
+            audit.record(
+                RECONCILER,
+                f"tenant.{step}",
+                object_type="tenant",
+                object_id=tenant.public_id,
+                tenant=tenant,
+                before=before,
+                after={"state": step, "reason": tenant.state_reason},
+            )
+            writes += 2
+            step = _next_tenant_state(tenant, phase, error)
+    return writes
+
+
+def _cluster_state(tenant: Tenant, phase: str, current: str) -> str:
+    if phase == "absent":
+        return TenantCluster.State.DELETED if tenant.desired == "absent" else TenantCluster.State.PENDING
+    return CLUSTER_STATE.get(phase, current)
+
+
+def _write_cluster(tenant: Tenant, observation: TenantObservation | None, phase: str, error: str) -> int:
+    cluster = tenant.cluster
+    wanted = {
+        "state": _cluster_state(tenant, phase, cluster.state),
+        "endpoint": observation.endpoint if observation else cluster.endpoint,
+        "message": error or (observation.message if observation else ""),
+    }
+    changed = [field for field, value in wanted.items() if getattr(cluster, field) != value]
+    if not changed:
+        return 0
+    for field in changed:
+        setattr(cluster, field, wanted[field])
+    cluster.observed_at = timezone.now()
+    cluster.save(update_fields=[*changed, "observed_at"])
+    return 1
+
+
+def reconcile_all() -> dict[str, PassOutcome]:
+    """The level-triggered pass: every host cluster, every tenant."""
+    outcomes = {}
+    for host_cluster in HostCluster.objects.all():
+        outcomes[host_cluster.name] = reconcile_host_cluster(host_cluster)
+    return outcomes
+
+
+def stuck_tenants(older_than_seconds: float) -> list[Tenant]:
+    """Tenants in a transitional state for longer than they should be."""
+    cutoff = timezone.now() - timedelta(seconds=older_than_seconds)
+    return list(Tenant.objects.filter(state__in=TRANSITIONAL, updated_at__lt=cutoff))
