@@ -241,6 +241,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
         self.calls = 0
         self.writes = 0
         self.by_method: Counter[str] = Counter()
+        self.injected: Counter[int | str] = Counter()  # faults served, by status or "timeout"
         self.log: list[tuple[str, str, int]] = []  # (method, path, status)
         self._rv = 0
         self.register_resources(BUILTIN)
@@ -294,6 +295,8 @@ class KubeEmulator(kmock.KubernetesEmulator):
         hang = False
         try:
             fault = self._fault(path)
+            if fault is not None:
+                self.injected[fault] += 1
             if fault == "timeout":
                 hang = True
             elif fault is not None:
@@ -658,6 +661,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
     def reset_counters(self) -> None:
         self.calls = self.writes = 0
         self.by_method.clear()
+        self.injected.clear()
         self.log.clear()
 
 
@@ -712,6 +716,8 @@ class RunningEmulator:
         self._error: BaseException | None = None
 
     def start(self) -> RunningEmulator:
+        if self._thread.is_alive():
+            return self
         self._thread.start()
         self._ready.wait(timeout=10)
         if self._error is not None:
