@@ -144,32 +144,41 @@ def merge_patch(target: Any, patch: Any) -> Any:
 
 
 _TERM = re.compile(r"^\s*(!?)([\w./-]+)\s*(?:(==|=|!=)\s*([\w.-]*)|\s+(in|notin)\s*\(([^)]*)\))?\s*$")
+Requirement = tuple[str, str, frozenset[str]]  # operator, key, values
 
 
-def parse_selector(text: str) -> list[Callable[[dict[str, str]], bool]]:
-    """A label selector as a list of predicates that must all hold."""
+def parse_selector(text: str) -> list[Requirement]:
+    """A label selector as requirements that must all hold (operators `=`, `!=`, in, notin, exists, !)."""
     terms = [t for t in re.split(r",(?![^(]*\))", text) if t.strip()]
-    predicates: list[Callable[[dict[str, str]], bool]] = []
+    requirements: list[Requirement] = []
     for term in terms:
         match = _TERM.match(term)
         if not match:
             raise ApiError(400, "BadRequest", f"unable to parse requirement: {term!r}")
         negated, key, op, value, set_op, values = match.groups()
-        if op in ("=", "=="):
-            predicates.append(lambda labels, k=key, v=value: labels.get(k) == v)
-        elif op == "!=":
-            predicates.append(lambda labels, k=key, v=value: labels.get(k) != v)
+        if op:
+            requirements.append(("!=" if op == "!=" else "=", key, frozenset([value])))
         elif set_op:
-            options = {v.strip() for v in values.split(",") if v.strip()}
-            if set_op == "in":
-                predicates.append(lambda labels, k=key, o=options: labels.get(k) in o)
-            else:
-                predicates.append(lambda labels, k=key, o=options: labels.get(k) not in o)
-        elif negated:
-            predicates.append(lambda labels, k=key: k not in labels)
+            requirements.append((set_op, key, frozenset(v.strip() for v in values.split(",") if v.strip())))
         else:
-            predicates.append(lambda labels, k=key: k in labels)
-    return predicates
+            requirements.append(("!" if negated else "exists", key, frozenset()))
+    return requirements
+
+
+def selects(requirements: list[Requirement], labels: dict[str, str]) -> bool:
+    for op, key, values in requirements:
+        value = labels.get(key)
+        ok = {
+            "=": value in values,
+            "in": value in values,
+            "!=": value not in values,
+            "notin": value not in values,
+            "exists": key in labels,
+            "!": key not in labels,
+        }[op]
+        if not ok:
+            return False
+    return True
 
 
 @dataclass
@@ -279,7 +288,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
                 if (None, crd_name) not in self.store[key]:
                     self._create(self.served[key], None, crd)
 
-    def resource(self, api_version: str, kind: str) -> Resource:
+    def served_resource(self, api_version: str, kind: str) -> Resource:
         for res in self.served.values():
             if res.api_version == api_version and res.kind == kind:
                 return res
@@ -433,12 +442,12 @@ class KubeEmulator(kmock.KubernetesEmulator):
         return obj
 
     def _list(self, res: Resource, namespace: str | None, selector: str) -> Obj:
-        predicates = parse_selector(selector)
+        requirements = parse_selector(selector)
         items = [
             copy.deepcopy(obj)
             for (ns, _), obj in self.store[res.key].items()
             if (namespace is None or ns == namespace)
-            and all(p(obj["metadata"].get("labels") or {}) for p in predicates)
+            and selects(requirements, obj["metadata"].get("labels") or {})
         ]
         return {
             "apiVersion": res.api_version,
@@ -628,34 +637,34 @@ class KubeEmulator(kmock.KubernetesEmulator):
         )
         return True
 
-    def put(self, obj: Obj) -> Obj:
+    def put_object(self, obj: Obj) -> Obj:
         """Create or overwrite an object directly, as someone else (kubectl, another controller) would."""
-        res = self.resource(obj["apiVersion"], obj["kind"])
+        res = self.served_resource(obj["apiVersion"], obj["kind"])
         namespace = obj["metadata"].get("namespace") if res.namespaced else None
         key = (namespace, obj["metadata"]["name"])
         if key in self.store[res.key]:
             return self._commit(res, key, self.store[res.key][key], copy.deepcopy(obj))
         return self._create(res, namespace, obj)
 
-    def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> Obj | None:
-        res = self.resource(api_version, kind)
+    def get_object(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> Obj | None:
+        res = self.served_resource(api_version, kind)
         obj = self.store[res.key].get((namespace if res.namespaced else None, name))
         return copy.deepcopy(obj) if obj is not None else None
 
-    def edit(self, api_version: str, kind: str, name: str, namespace: str | None, patch: Obj) -> Obj:
+    def edit_object(self, api_version: str, kind: str, name: str, namespace: str | None, patch: Obj) -> Obj:
         """A hand edit: a JSON merge patch."""
-        res = self.resource(api_version, kind)
+        res = self.served_resource(api_version, kind)
         key = (namespace if res.namespaced else None, name)
         old = self._get(res, key)
         return self._commit(res, key, old, merge_patch(copy.deepcopy(old), patch))
 
-    def remove(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> None:
+    def remove_object(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> None:
         """A hand delete."""
-        res = self.resource(api_version, kind)
+        res = self.served_resource(api_version, kind)
         self._delete(res, (namespace if res.namespaced else None, name))
 
     def objects_of(self, api_version: str, kind: str) -> list[Obj]:
-        res = self.resource(api_version, kind)
+        res = self.served_resource(api_version, kind)
         return [copy.deepcopy(o) for o in self.store[res.key].values()]
 
     def reset_counters(self) -> None:
@@ -760,7 +769,7 @@ class RunningEmulator:
         return future.result(timeout=10)
 
     def __getattr__(self, name: str) -> Any:
-        """Expose the emulator's helpers (`put`, `edit`, `make_vcluster_ready`…) run on its loop."""
+        """Expose the emulator's helpers (`put_object`, `make_vcluster_ready`…), run on its loop."""
         attr = getattr(self.emulator, name)
         if not callable(attr):
             return attr

@@ -9,7 +9,6 @@ import pytest
 from kubernetes import client
 
 from workers.drivers.base import QuotaSpec, TenantSpec
-
 from workers.kube.api import api_client_for_url
 from workers.kube.emulator import RunningEmulator, start_emulator
 

@@ -59,7 +59,7 @@ def test_a_tenant_with_two_quotas_gets_its_namespace_vcluster_and_kueue_queues(k
 
     assert result.errors == {}
     assert result.observations["acme"].phase == "provisioning"
-    get = kube_emulator.get
+    get = kube_emulator.get_object
     ns = get("v1", "Namespace", "tenant-acme")
     assert ns["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "gpucloud"
     rq = get("v1", "ResourceQuota", "gpucloud-gpu-quota", "tenant-acme")
@@ -99,12 +99,12 @@ def test_the_kai_variant_renders_parent_and_leaf_queues_instead(kube_emulator, k
     result = driver.reconcile([make_tenant()], complete=True)
 
     assert result.errors == {}
-    leaf = kube_emulator.get("scheduling.run.ai/v2", "Queue", "tenant-acme")
+    leaf = kube_emulator.get_object("scheduling.run.ai/v2", "Queue", "tenant-acme")
     assert leaf["spec"]["parentQueue"] == "gpucloud-standard"
     assert leaf["spec"]["resources"]["gpu"] == {"quota": 4, "overQuotaWeight": 1, "limit": 6}
-    assert kube_emulator.get("scheduling.run.ai/v2", "Queue", "gpucloud-standard")
+    assert kube_emulator.get_object("scheduling.run.ai/v2", "Queue", "gpucloud-standard")
     assert kube_emulator.objects_of(KUEUE, "ClusterQueue") == []
-    release = kube_emulator.get("helm.toolkit.fluxcd.io/v2", "HelmRelease", "acme", "tenant-acme")
+    release = kube_emulator.get_object("helm.toolkit.fluxcd.io/v2", "HelmRelease", "acme", "tenant-acme")
     assert release["spec"]["values"]["experimental"]["syncSettings"]["setOwner"] is False
 
 
@@ -140,7 +140,7 @@ def test_changing_a_quota_rewrites_only_the_objects_it_affects(kube_emulator, ku
         ("ClusterQueue", None, "tenant-a"),
     }
     assert result.writes == 2 and result.drift_repaired == 0
-    assert kube_emulator.get(KUEUE, "ClusterQueue", "tenant-a")["metadata"]["generation"] == 2
+    assert kube_emulator.get_object(KUEUE, "ClusterQueue", "tenant-a")["metadata"]["generation"] == 2
 
 
 def test_deleting_a_tenant_removes_what_it_owned_and_nothing_else(kube_emulator, kube_client):
@@ -148,7 +148,7 @@ def test_deleting_a_tenant_removes_what_it_owned_and_nothing_else(kube_emulator,
     only_a = quota("l40s", node_labels=(("nvidia.com/gpu.product", "NVIDIA-L40S"),))
     a, b = make_tenant("a", quotas=(quota(), only_a)), make_tenant("b")
     driver.reconcile([a, b], complete=True)
-    foreign = [
+    foreign: list[dict[str, Any]] = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ops"}},
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "notes", "namespace": "ops"}},
         {"apiVersion": KUEUE, "kind": "ClusterQueue", "metadata": {"name": "team-x"}, "spec": {}},
@@ -161,14 +161,14 @@ def test_deleting_a_tenant_removes_what_it_owned_and_nothing_else(kube_emulator,
         },
     ]
     for obj in foreign:
-        kube_emulator.put(obj)
+        kube_emulator.put_object(obj)
     b_objects = owned_by(kube_emulator, "b")
 
     gone = dataclasses.replace(a, desired="absent")
     first = driver.reconcile([gone, b], complete=True)
     assert first.observations["a"].phase == "deleting"
-    assert kube_emulator.get("v1", "Namespace", "tenant-a")["status"]["phase"] == "Terminating"
-    assert kube_emulator.get(KUEUE, "ClusterQueue", "tenant-a") is None
+    assert kube_emulator.get_object("v1", "Namespace", "tenant-a")["status"]["phase"] == "Terminating"
+    assert kube_emulator.get_object(KUEUE, "ClusterQueue", "tenant-a") is None
     assert kube_emulator.finish_namespace_deletions() == 1
 
     second = driver.reconcile([gone, b], complete=True)
@@ -178,9 +178,9 @@ def test_deleting_a_tenant_removes_what_it_owned_and_nothing_else(kube_emulator,
     assert owned_by(kube_emulator, "b") == b_objects
     for obj in foreign:
         meta = obj["metadata"]
-        assert kube_emulator.get(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace"))
-    assert kube_emulator.get(KUEUE, "ResourceFlavor", "l40s") is None  # only a needed it
-    assert kube_emulator.get(KUEUE, "ResourceFlavor", "h200-141gb")  # b still does
+        assert kube_emulator.get_object(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace"))
+    assert kube_emulator.get_object(KUEUE, "ResourceFlavor", "l40s") is None  # only a needed it
+    assert kube_emulator.get_object(KUEUE, "ResourceFlavor", "h200-141gb")  # b still does
 
 
 def test_a_partial_pass_touches_only_the_named_tenants(kube_emulator, kube_client):
@@ -192,7 +192,9 @@ def test_a_partial_pass_touches_only_the_named_tenants(kube_emulator, kube_clien
 
     assert result.observations["a"].phase == "deleting"
     assert owned_by(kube_emulator, "b")
-    assert kube_emulator.get(KUEUE, "ResourceFlavor", "b200")  # shared objects wait for a complete pass
+    assert kube_emulator.get_object(
+        KUEUE, "ResourceFlavor", "b200"
+    )  # shared objects wait for a complete pass
     assert all(
         before[key] == version for key, version in snapshot(kube_emulator).items() if "tenant-b" in key
     )
@@ -201,15 +203,15 @@ def test_a_partial_pass_touches_only_the_named_tenants(kube_emulator, kube_clien
 def test_objects_deleted_or_edited_by_hand_are_restored_and_counted(kube_emulator, kube_client):
     driver = KubernetesDriver(kube_client, ClusterProfile())
     driver.reconcile([make_tenant()], complete=True)
-    kube_emulator.remove(KUEUE, "ClusterQueue", "tenant-acme")
-    kube_emulator.edit(
+    kube_emulator.remove_object(KUEUE, "ClusterQueue", "tenant-acme")
+    kube_emulator.edit_object(
         "v1",
         "ResourceQuota",
         "gpucloud-gpu-quota",
         "tenant-acme",
         {"spec": {"hard": {"requests.nvidia.com/gpu": "100"}}},
     )
-    kube_emulator.edit(
+    kube_emulator.edit_object(
         "networking.k8s.io/v1",
         "NetworkPolicy",
         "gpucloud-deny-other-tenants",
@@ -221,9 +223,10 @@ def test_objects_deleted_or_edited_by_hand_are_restored_and_counted(kube_emulato
 
     assert (result.drift_repaired, result.writes) == (3, 3)
     assert (
-        kube_emulator.get(KUEUE, "ClusterQueue", "tenant-acme")["spec"]["cohortName"] == "gpucloud-standard"
+        kube_emulator.get_object(KUEUE, "ClusterQueue", "tenant-acme")["spec"]["cohortName"]
+        == "gpucloud-standard"
     )
-    rq = kube_emulator.get("v1", "ResourceQuota", "gpucloud-gpu-quota", "tenant-acme")
+    rq = kube_emulator.get_object("v1", "ResourceQuota", "gpucloud-gpu-quota", "tenant-acme")
     assert rq["spec"]["hard"]["requests.nvidia.com/gpu"] == "6"
     assert driver.reconcile([make_tenant()], complete=True).writes == 0
 
@@ -235,13 +238,16 @@ def test_suspending_holds_the_queues_and_puts_the_vcluster_to_sleep(kube_emulato
     result = driver.reconcile([make_tenant(desired="suspended")], complete=True)
 
     assert result.observations["acme"].phase == "suspended"
-    assert kube_emulator.get(KUEUE, "ClusterQueue", "tenant-acme")["spec"]["stopPolicy"] == "Hold"
-    assert kube_emulator.get(KUEUE, "LocalQueue", "default", "tenant-acme")["spec"]["stopPolicy"] == "Hold"
-    release = kube_emulator.get("helm.toolkit.fluxcd.io/v2", "HelmRelease", "acme", "tenant-acme")
+    assert kube_emulator.get_object(KUEUE, "ClusterQueue", "tenant-acme")["spec"]["stopPolicy"] == "Hold"
+    assert (
+        kube_emulator.get_object(KUEUE, "LocalQueue", "default", "tenant-acme")["spec"]["stopPolicy"]
+        == "Hold"
+    )
+    release = kube_emulator.get_object("helm.toolkit.fluxcd.io/v2", "HelmRelease", "acme", "tenant-acme")
     assert release["spec"]["values"]["sleep"]["auto"]["afterInactivity"]
     driver.reconcile([make_tenant()], complete=True)  # resume
-    assert kube_emulator.get(KUEUE, "ClusterQueue", "tenant-acme")["spec"]["stopPolicy"] == "None"
-    release = kube_emulator.get("helm.toolkit.fluxcd.io/v2", "HelmRelease", "acme", "tenant-acme")
+    assert kube_emulator.get_object(KUEUE, "ClusterQueue", "tenant-acme")["spec"]["stopPolicy"] == "None"
+    release = kube_emulator.get_object("helm.toolkit.fluxcd.io/v2", "HelmRelease", "acme", "tenant-acme")
     assert "sleep" not in release["spec"]["values"]
 
 
@@ -288,7 +294,7 @@ def test_a_forbidden_namespace_is_a_permanent_error_on_that_tenant_only():
         assert "forbidden" in result.errors["b"] and "Namespace tenant-b" in result.errors["b"]
         assert result.observations["b"].phase == "failed"
         assert result.observations["a"].phase == "provisioning" and "a" not in result.errors
-        assert em.get(KUEUE, "ClusterQueue", "tenant-b") is None  # no partial state after the failure
+        assert em.get_object(KUEUE, "ClusterQueue", "tenant-b") is None  # no partial state after the failure
 
 
 def test_a_missing_crd_is_a_permanent_error_and_nothing_is_written():
@@ -313,11 +319,13 @@ def test_an_unreachable_cluster_is_a_temporary_error():
 
 
 def test_a_vcluster_platform_host_gets_virtual_cluster_instances(kube_emulator, kube_client):
-    kube_emulator.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "p-gpucloud"}})
+    kube_emulator.put_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "p-gpucloud"}})
     driver = KubernetesDriver(kube_client, ClusterProfile(vcluster_mode="platform", platform_cluster="h1"))
 
     assert driver.reconcile([make_tenant()], complete=True).observations["acme"].phase == "provisioning"
-    instance = kube_emulator.get("management.loft.sh/v1", "VirtualClusterInstance", "acme", "p-gpucloud")
+    instance = kube_emulator.get_object(
+        "management.loft.sh/v1", "VirtualClusterInstance", "acme", "p-gpucloud"
+    )
     assert instance["spec"]["clusterRef"]["namespace"] == "tenant-acme"
     assert kube_emulator.make_vcluster_instance_ready("p-gpucloud", "acme")
     assert driver.reconcile([make_tenant()], complete=True).observations["acme"].phase == "ready"
@@ -333,7 +341,7 @@ def gpu_node(name: str, **labels: str) -> dict[str, Any]:
 
 
 def test_discovery_reads_version_addons_and_gpu_nodes(kube_emulator, kube_client):
-    kube_emulator.put(
+    kube_emulator.put_object(
         gpu_node(
             "gpu-1",
             **{
@@ -345,7 +353,7 @@ def test_discovery_reads_version_addons_and_gpu_nodes(kube_emulator, kube_client
             },
         )
     )
-    kube_emulator.put({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "cpu-1"}})
+    kube_emulator.put_object({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "cpu-1"}})
 
     found = discover(kube_client)
 
@@ -412,4 +420,4 @@ def test_a_driver_built_from_kubeconfig_text_talks_to_its_cluster(kube_emulator)
     driver = KubernetesDriver(api_client_from_kubeconfig(kubeconfig), ClusterProfile())
 
     assert driver.reconcile([make_tenant()], complete=True).errors == {}
-    assert kube_emulator.get("v1", "Namespace", "tenant-acme")
+    assert kube_emulator.get_object("v1", "Namespace", "tenant-acme")
