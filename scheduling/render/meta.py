@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 from typing import Any
@@ -21,8 +20,9 @@ SHARED = "gpucloud.shared"
 
 def spec_hash(manifest: Manifest) -> str:
     """A stable hash of everything gpucloud sets on an object, except the hash itself."""
-    body = copy.deepcopy(manifest)
-    body.get("metadata", {}).get("annotations", {}).pop(SPEC_HASH, None)
+    meta = manifest.get("metadata", {})
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k != SPEC_HASH}
+    body = {**manifest, "metadata": {**meta, "annotations": annotations}}
     text = json.dumps(body, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 

@@ -351,7 +351,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
         if parsed.subresource not in (None, "status"):
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         if method == "GET":
-            return 200, copy.deepcopy(self._get(res, key))
+            return 200, self._get(res, key)
         if method == "PUT":
             return 200, self._replace(res, key, self._decode(body), parsed.subresource)
         if method == "PATCH":
@@ -443,8 +443,9 @@ class KubeEmulator(kmock.KubernetesEmulator):
 
     def _list(self, res: Resource, namespace: str | None, selector: str) -> Obj:
         requirements = parse_selector(selector)
+        # No copies: the answer is serialised before anything else runs on the loop.
         items = [
-            copy.deepcopy(obj)
+            obj
             for (ns, _), obj in self.store[res.key].items()
             if (namespace is None or ns == namespace)
             and selects(requirements, obj["metadata"].get("labels") or {})
