@@ -18,6 +18,7 @@ import os
 import time
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import yaml
@@ -83,8 +84,8 @@ def wait_for(driver: KubernetesDriver, spec: TenantSpec, phase: str, timeout: fl
 def test_a_tenant_is_provisioned_kept_in_sync_and_deleted(api_client, profile):
     slug = f"e2e-{uuid.uuid4().hex[:6]}"
     driver = KubernetesDriver(api_client, profile)
-    core = client.CoreV1Api(api_client)
-    objects = client.CustomObjectsApi(api_client)
+    core: Any = client.CoreV1Api(api_client)
+    objects: Any = client.CustomObjectsApi(api_client)
     try:
         created = reconcile(driver, [tenant(slug)])
         assert created.errors == {}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from kubernetes import client
 
@@ -9,7 +11,7 @@ from workers.kube.emulator import Faults, parse_selector, selects
 
 
 def test_core_namespaces_are_created_with_201_and_stamped(kube_client):
-    core = client.CoreV1Api(kube_client)
+    core: Any = client.CoreV1Api(kube_client)
 
     _, status, _ = core.create_namespace_with_http_info({"metadata": {"name": "a"}})
     ns = core.read_namespace("a")
@@ -24,7 +26,7 @@ def test_core_namespaces_are_created_with_201_and_stamped(kube_client):
 
 
 def test_put_replaces_and_bumps_the_resource_version(kube_client):
-    core = client.CoreV1Api(kube_client)
+    core: Any = client.CoreV1Api(kube_client)
     core.create_namespace({"metadata": {"name": "a"}})
     created = core.create_namespaced_config_map("a", {"metadata": {"name": "c"}, "data": {"x": "1"}})
 
@@ -35,7 +37,7 @@ def test_put_replaces_and_bumps_the_resource_version(kube_client):
 
 
 def test_lists_honour_label_selectors(kube_client):
-    core = client.CoreV1Api(kube_client)
+    core: Any = client.CoreV1Api(kube_client)
     for name, labels in (("a", {"t": "x"}), ("b", {"t": "y"}), ("c", {})):
         core.create_namespace({"metadata": {"name": name, "labels": labels}})
 
