@@ -17,7 +17,7 @@ An unchanged cluster therefore costs one list per kind and no writes.
 from __future__ import annotations
 
 import base64
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +39,7 @@ from scheduling.render.vcluster import vcluster_name
 from workers.drivers.base import (
     DriverError,
     PermanentDriverError,
+    QuotaSpec,
     ReconcileResult,
     TemporaryDriverError,
     TenantObservation,
@@ -50,12 +51,15 @@ from workers.kube.api import KubeApi, NotFound, RetryPolicy, api_client_from_kub
 __all__ = [
     "ClusterDiscovery",
     "GpuNode",
+    "KubeconfigNotReady",
     "KubernetesDriver",
+    "PartialReconcile",
     "UnsupportedCluster",
     "api_client_from_kubeconfig",
     "check_profile",
     "check_scheduler",
     "discover",
+    "missing_resources",
     "read_kubeconfig",
 ]
 
@@ -119,6 +123,18 @@ class _Pass:
         self.result.errors.setdefault(slug, message)
 
 
+class PartialReconcile(TemporaryDriverError):
+    """Some requests kept failing temporarily; the pass did the rest, and `result` says what it saw.
+
+    Everything a pass does is idempotent, so retrying the whole pass later finishes the job.
+    """
+
+    def __init__(self, result: ReconcileResult, failures: list[str]) -> None:
+        super().__init__(f"{len(failures)} requests kept failing, e.g. {failures[0]}")
+        self.result = result
+        self.failures = failures
+
+
 class KubernetesDriver:
     """Drives the tenants of one host cluster through the official Kubernetes client.
 
@@ -147,7 +163,7 @@ class KubernetesDriver:
         run.result.api_calls = self.api.calls - calls
         run.result.writes = self.api.writes - writes
         if run.temporary:
-            raise TemporaryDriverError(f"{len(run.temporary)} requests kept failing, e.g. {run.temporary[0]}")
+            raise PartialReconcile(run.result, run.temporary)
         return run.result
 
     # --- 1. what the cluster has ----------------------------------------------------------------
@@ -414,6 +430,11 @@ def discover(api_client: client.ApiClient, *, retry: RetryPolicy | None = None) 
         addons=addons,
         gpu_nodes=tuple(_gpu_node(node) for node in nodes),
     )
+
+
+def missing_resources(discovery: ClusterDiscovery, quotas: Iterable[QuotaSpec]) -> set[str]:
+    """Resource names quotas ask for that no GPU node of the cluster offers (nothing could ever use them)."""
+    return {quota.resource_name for quota in quotas} - discovery.resource_names()
 
 
 def check_scheduler(discovery: ClusterDiscovery, scheduler: str) -> None:

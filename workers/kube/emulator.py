@@ -188,7 +188,8 @@ class Faults:
     `share` of the requests (all methods) answer one of `kinds`: an HTTP status (409, 429, 500…) without
     touching the store, or "timeout": the request is served, then the answer is held for `hang_seconds`
     (longer than the client's timeout), so the client sees a timeout for a request that took effect.
-    `forbidden` path prefixes answer 403 to every request.
+    `forbidden` path prefixes answer 403 to every request; `invalid` ones answer 422 to writes, as
+    admission or schema validation would.
     """
 
     share: float = 0.0
@@ -196,12 +197,16 @@ class Faults:
     seed: int = 0
     hang_seconds: float = 2.0
     forbidden: set[str] = field(default_factory=set)
+    invalid: set[str] = field(default_factory=set)
+    methods: frozenset[str] | None = None  # only these methods draw faults (None: all)
     _random: random.Random = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._random = random.Random(self.seed)
 
-    def draw(self) -> int | str | None:
+    def draw(self, method: str = "GET") -> int | str | None:
+        if self.methods is not None and method not in self.methods:
+            return None
         if self.share <= 0 or self._random.random() >= self.share:
             return None
         return self._random.choice(self.kinds)
@@ -303,7 +308,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
         self.by_method[method] += 1
         hang = False
         try:
-            fault = self._fault(path)
+            fault = self._fault(method, path)
             if fault is not None:
                 self.injected[fault] += 1
             if fault == "timeout":
@@ -322,12 +327,14 @@ class KubeEmulator(kmock.KubernetesEmulator):
         headers = {"Retry-After": "0"} if status == 429 else None
         return aiohttp.web.json_response(payload, status=status, headers=headers)
 
-    def _fault(self, path: str) -> int | str | None:
+    def _fault(self, method: str, path: str) -> int | str | None:
         if any(path.startswith(prefix) for prefix in self.faults.forbidden):
             raise ApiError(
                 403, "Forbidden", f'{path} is forbidden: User "gpucloud" cannot access this resource'
             )
-        return self.faults.draw()
+        if method in WRITE_METHODS and any(path.startswith(prefix) for prefix in self.faults.invalid):
+            raise ApiError(422, "Invalid", f"{path} is invalid: spec: Invalid value: rejected by admission")
+        return self.faults.draw(method)
 
     def _serve(
         self, method: str, path: str, query: dict[str, str], headers: Any, body: bytes

@@ -13,10 +13,12 @@ from workers.drivers.base import ReconcileResult, TemporaryDriverError
 from workers.drivers.kubernetes import (
     KubeconfigNotReady,
     KubernetesDriver,
+    PartialReconcile,
     UnsupportedCluster,
     check_profile,
     check_scheduler,
     discover,
+    missing_resources,
     read_kubeconfig,
 )
 from workers.kube.api import RetryPolicy, api_client_for_url, api_client_from_kubeconfig
@@ -297,6 +299,35 @@ def test_a_forbidden_namespace_is_a_permanent_error_on_that_tenant_only():
         assert em.get_object(KUEUE, "ClusterQueue", "tenant-b") is None  # no partial state after the failure
 
 
+def test_an_invalid_object_is_a_permanent_error_with_the_servers_message():
+    faults = Faults(invalid={"/apis/kueue.x-k8s.io/v1beta2/clusterqueues/tenant-acme"})
+    with start_emulator(crds=("kueue", "flux"), faults=faults) as em:
+        driver = KubernetesDriver(api_client_for_url(em.url), ClusterProfile(), retry=FAST)
+
+        result = driver.reconcile([make_tenant()], complete=True)
+
+        assert result.errors["acme"].startswith("ClusterQueue tenant-acme: ")
+        assert "rejected by admission" in result.errors["acme"]
+        assert result.observations["acme"].phase == "failed"
+
+
+def test_a_pass_that_keeps_hitting_temporary_errors_says_what_it_saw():
+    with start_emulator(crds=("kueue", "flux")) as em:
+        driver = KubernetesDriver(api_client_for_url(em.url), ClusterProfile(), retry=FAST)
+        driver.reconcile([make_tenant()], complete=True)
+        em.remove_object("v1", "LimitRange", "gpucloud-defaults", "tenant-acme")
+        # Lists succeed; the one write needed keeps failing.
+        em.call(setattr, em.emulator, "faults", Faults(share=1.0, kinds=(503,), methods=frozenset({"PATCH"})))
+
+        with pytest.raises(PartialReconcile) as partial:
+            driver.reconcile([make_tenant()], complete=True)
+
+        assert "HTTP 503" in partial.value.failures[0]
+        assert partial.value.result.observations["acme"].phase == "provisioning"
+        assert partial.value.result.drift_repaired == 1
+        assert em.emulator.injected[503] == FAST.attempts
+
+
 def test_a_missing_crd_is_a_permanent_error_and_nothing_is_written():
     with start_emulator(crds=("flux",)) as em:
         driver = KubernetesDriver(api_client_for_url(em.url), ClusterProfile(), retry=FAST)
@@ -378,6 +409,9 @@ def test_discovery_reads_version_addons_and_gpu_nodes(kube_emulator, kube_client
     assert node.topology == {"kubernetes.io/hostname": "gpu-1", "example.com/topology-rack": "r1"}
     assert found.resource_names() == {"nvidia.com/gpu", "nvidia.com/mig-1g.18gb"}
     check_profile(found, ClusterProfile(scheduler="kai", cilium=True))
+    assert missing_resources(found, [quota(), quota("h200.shared", "nvidia.com/gpumem")]) == {
+        "nvidia.com/gpumem"
+    }
 
 
 def test_a_scheduler_the_cluster_lacks_is_refused_clearly():
