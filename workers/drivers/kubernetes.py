@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import yaml
@@ -115,7 +116,7 @@ class _Pass:
     deleted_namespaces: set[str] = field(default_factory=set)
     temporary: list[str] = field(default_factory=list)
 
-    @property
+    @cached_property
     def slugs(self) -> set[str]:
         return {tenant.slug for tenant in self.tenants}
 
@@ -279,10 +280,12 @@ class KubernetesDriver:
             return False
         owner = labels[TENANT]
         if owner == SHARED:
-            return run.complete and not run.unlisted
+            return run.complete
         return run.complete or owner in run.slugs
 
     def _prune(self, run: _Pass, desired: dict[ObjKey, tuple[str, Manifest]]) -> None:
+        if run.unlisted:
+            return  # an object missing from a failed list could be one we would wrongly keep or delete
         doomed = [(key, obj) for key, obj in run.live.items() if self._prunable(run, key, obj, desired)]
         doomed_namespaces = {key[2] for key, _ in doomed if key[0] == k.NAMESPACE.key}
         order = {kind.key: index for index, kind in enumerate(self.kinds)}
