@@ -287,12 +287,17 @@ class KubernetesDriver:
         if run.unlisted:
             return  # an object missing from a failed list could be one we would wrongly keep or delete
         doomed = [(key, obj) for key, obj in run.live.items() if self._prunable(run, key, obj, desired)]
-        doomed_namespaces = {key[2] for key, _ in doomed if key[0] == k.NAMESPACE.key}
+        # Content of a namespace that is being deleted (now, or already terminating) goes with it.
+        doomed_namespaces = {key[2] for key, _ in doomed if key[0] == k.NAMESPACE.key} | {
+            key[2]
+            for key, obj in run.live.items()
+            if key[0] == k.NAMESPACE.key and obj["metadata"].get("deletionTimestamp")
+        }
         order = {kind.key: index for index, kind in enumerate(self.kinds)}
         # Reverse apply order: queues and the vCluster before the namespace that holds them.
         for key, obj in sorted(doomed, key=lambda item: -order[item[0][0]]):
             kind = self._by_key[key[0]]
-            # Deleting a namespace deletes its content; the vCluster goes first so Flux uninstalls it.
+            # The vCluster is deleted explicitly, before its namespace, so that Flux uninstalls it.
             if key[1] in doomed_namespaces and kind not in k.VCLUSTER_KINDS:
                 continue
             slug = _labels(obj)[TENANT]
