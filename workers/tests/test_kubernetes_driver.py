@@ -185,6 +185,32 @@ def test_deleting_a_tenant_removes_what_it_owned_and_nothing_else(kube_emulator,
     assert kube_emulator.get_object(KUEUE, "ResourceFlavor", "h200-141gb")  # b still does
 
 
+def test_a_tenant_recreated_while_its_namespace_terminates_waits_for_it(kube_emulator, kube_client):
+    driver = KubernetesDriver(kube_client, ClusterProfile())
+    driver.reconcile([make_tenant()], complete=True)
+    driver.reconcile([make_tenant(desired="absent")], complete=True)
+
+    waiting = driver.reconcile([make_tenant()], complete=True)
+
+    assert waiting.observations["acme"].phase == "provisioning"
+    assert "terminating" in waiting.observations["acme"].message
+    assert kube_emulator.get_object(KUEUE, "ClusterQueue", "tenant-acme") is None
+    kube_emulator.finish_namespace_deletions()
+    assert driver.reconcile([make_tenant()], complete=True).errors == {}
+    assert kube_emulator.get_object(KUEUE, "ClusterQueue", "tenant-acme")
+
+
+def test_cilium_clusters_get_a_cilium_network_policy_too(kube_emulator, kube_client):
+    driver = KubernetesDriver(kube_client, ClusterProfile(cilium=True))
+
+    driver.reconcile([make_tenant()], complete=True)
+
+    policy = kube_emulator.get_object(
+        "cilium.io/v2", "CiliumNetworkPolicy", "gpucloud-deny-other-tenants", "tenant-acme"
+    )
+    assert policy["spec"]["ingressDeny"]
+
+
 def test_a_partial_pass_touches_only_the_named_tenants(kube_emulator, kube_client):
     driver = KubernetesDriver(kube_client, ClusterProfile())
     driver.reconcile([make_tenant("a"), make_tenant("b", quotas=(quota("b200"),))], complete=True)
