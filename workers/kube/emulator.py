@@ -41,6 +41,7 @@ from typing import Any, TypeVar
 import aiohttp.web
 import kmock
 import yaml
+from aiohttp.test_utils import RawTestServer
 
 T = TypeVar("T")
 Obj = dict[str, Any]
@@ -753,7 +754,9 @@ class RunningEmulator:
 
     async def _serve(self) -> None:
         self._stop = asyncio.Event()
-        async with self.emulator, kmock.Server(self.emulator, host="127.0.0.1") as server:
+        # aiohttp's raw server, as kmock.Server uses, without the client session and the process-wide
+        # DNS interceptor kmock.Server adds: several emulators may then run and stop in any order.
+        async with self.emulator, RawTestServer(self.emulator, host="127.0.0.1") as server:
             self.url = f"http://127.0.0.1:{server.port}"
             self._ready.set()
             await self._stop.wait()

@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from workers.kube.emulator import Faults, parse_selector, selects
+from workers.kube.api import api_client_for_url
+from workers.kube.emulator import Faults, parse_selector, selects, start_emulator
 
 
 def test_core_namespaces_are_created_with_201_and_stamped(kube_client):
@@ -103,3 +104,11 @@ def test_selector_parsing_matches_kubernetes_semantics():
     assert selects(requirements, {"app.kubernetes.io/managed-by": "gpucloud", "gpucloud.io/tenant": "a"})
     assert not selects(requirements, {"app.kubernetes.io/managed-by": "gpucloud", "gpucloud.io/tenant": "c"})
     assert not selects(requirements, {"gpucloud.io/tenant": "a"})
+
+
+def test_several_emulators_run_side_by_side_and_stop_in_any_order():
+    first, second = start_emulator(), start_emulator()
+    assert first.url != second.url
+    first.stop()
+    assert client.VersionApi(api_client_for_url(second.url)).get_code().git_version
+    second.stop()
