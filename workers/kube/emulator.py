@@ -1,8 +1,10 @@
 """A stand-in for the Kubernetes API server, for tests and benchmarks that cannot run a real one.
 
-`KubeEmulator` subclasses kmock's `KubernetesEmulator` and keeps its server, its error shape and its
-resource registry (`emulator.resources`), but serves every Kubernetes request itself, fixing what kmock
-0.8 gets wrong for the official client (see shared/reference/test-infrastructure.md):
+`KubeEmulator` subclasses kmock's `KubernetesEmulator`. It keeps kmock's handler lifecycle and resource
+registry (`emulator.resources`, filled by `register_crds`), and replaces its request parsing and object
+store: kmock 0.8's path parser is what breaks core namespaces, and its store scans every object on every
+request, too slow for the 8,000 objects of the benchmark. What it fixes for the official client (see
+shared/reference/test-infrastructure.md):
 
 - `/api/v1/namespaces[/name]` is parsed correctly (kmock answers 500);
 - create answers 201, PUT replaces, server-side apply of an absent object creates it;
@@ -16,7 +18,8 @@ Deliberate simplifications: server-side apply by the single manager gpucloud rep
 top-level fields (other than metadata and status) with the applied ones and keeps no managedFields;
 there is no admission or schema validation; deleting a namespace deletes its objects at once and
 leaves the namespace `Terminating` until the harness calls `finish_namespace_deletions()` (it plays
-the namespace controller). It also injects faults and counts calls and writes.
+the namespace controller); watches are not served (gpucloud does not watch). It also injects faults
+(`Faults`) and counts calls and writes.
 
 `start_emulator()` runs it on 127.0.0.1 in a thread with its own event loop, for sync tests.
 """
