@@ -47,10 +47,11 @@ from workers.drivers.base import (
     TenantSpec,
 )
 from workers.kube import kinds as k
-from workers.kube.api import KubeApi, NotFound, RetryPolicy, api_client_from_kubeconfig
+from workers.kube.api import AlreadyExists, KubeApi, NotFound, RetryPolicy, api_client_from_kubeconfig
 
 __all__ = [
     "ClusterDiscovery",
+    "ForeignObject",
     "GpuNode",
     "KubeconfigNotReady",
     "KubernetesDriver",
@@ -122,6 +123,10 @@ class _Pass:
 
     def fail(self, slug: str, message: str) -> None:
         self.result.errors.setdefault(slug, message)
+
+
+class ForeignObject(PermanentDriverError):
+    """An object gpucloud would create exists without gpucloud's ownership labels."""
 
 
 class PartialReconcile(TemporaryDriverError):
@@ -236,13 +241,30 @@ class KubernetesDriver:
                 run.result.drift_repaired += 1
             kind = self._by_key[key[0]]
             try:
-                run.applied[key] = self.api.apply(kind.object_path(manifest), manifest)
+                run.applied[key] = self._write(kind, manifest, slug, exists=live is not None)
             except (TemporaryDriverError, NotFound) as exc:
                 # NotFound on apply: the namespace is not there (yet), e.g. its own apply just failed.
                 run.temporary.append(str(exc))
                 blocked.add(slug)
             except PermanentDriverError as exc:
                 self._fail_object(run, slug, kind, manifest, exc)
+
+    def _write(self, kind: k.Kind, manifest: Manifest, slug: str, *, exists: bool) -> Manifest:
+        """Apply an object gpucloud owns; create one it did not list, refusing to take over a stranger's."""
+        path = kind.object_path(manifest)
+        if exists:
+            return self.api.apply(path, manifest)
+        try:
+            return self.api.create(kind.path(manifest["metadata"].get("namespace")), manifest)
+        except AlreadyExists:
+            # Ours after all (e.g. a create that timed out but took effect), or someone else's in the way.
+            labels = _labels(self.api.get(path))
+            if labels.get(MANAGED_BY) != MANAGER or labels.get(TENANT) != slug:
+                raise ForeignObject(
+                    f"already exists and is not managed by gpucloud for {slug}: delete it, or label it "
+                    f"{MANAGED_BY}={MANAGER} and {TENANT}={slug} to hand it over"
+                ) from None
+            return self.api.apply(path, manifest)
 
     @staticmethod
     def _is_drift(

@@ -203,7 +203,9 @@ class Faults:
     forbidden: set[str] = field(default_factory=set)
     invalid: set[str] = field(default_factory=set)
     methods: frozenset[str] | None = None  # only these methods draw faults (None: all)
+    limit: int | None = None  # at most this many faults in all (None: no limit)
     _random: random.Random = field(init=False, repr=False)
+    _drawn: int = field(init=False, default=0)
 
     def __post_init__(self) -> None:
         self._random = random.Random(self.seed)
@@ -211,8 +213,11 @@ class Faults:
     def draw(self, method: str = "GET") -> int | str | None:
         if self.methods is not None and method not in self.methods:
             return None
+        if self.limit is not None and self._drawn >= self.limit:
+            return None
         if self.share <= 0 or self._random.random() >= self.share:
             return None
+        self._drawn += 1
         return self._random.choice(self.kinds)
 
 

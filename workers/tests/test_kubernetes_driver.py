@@ -259,6 +259,46 @@ def test_objects_deleted_or_edited_by_hand_are_restored_and_counted(kube_emulato
     assert driver.reconcile([make_tenant()], complete=True).writes == 0
 
 
+def test_an_object_of_someone_else_in_the_way_is_a_visible_error_and_left_alone(kube_emulator, kube_client):
+    stranger = {
+        "apiVersion": KUEUE,
+        "kind": "ClusterQueue",
+        "metadata": {"name": "tenant-acme"},
+        "spec": {"x": 1},
+    }
+    kube_emulator.put_object(stranger)
+    driver = KubernetesDriver(kube_client, ClusterProfile())
+
+    result = driver.reconcile([make_tenant()], complete=True)
+
+    assert "ClusterQueue tenant-acme: already exists and is not managed by gpucloud" in result.errors["acme"]
+    assert result.observations["acme"].phase == "failed"
+    assert kube_emulator.get_object(KUEUE, "ClusterQueue", "tenant-acme")["spec"] == {"x": 1}
+
+
+def test_a_create_that_timed_out_but_took_effect_is_recognised_as_ours():
+    faults = Faults(share=1.0, kinds=("timeout",), methods=frozenset({"POST"}), limit=1, hang_seconds=0.5)
+    with start_emulator(crds=("kueue", "flux"), faults=faults) as em:
+        driver = KubernetesDriver(api_client_for_url(em.url), ClusterProfile(), retry=FAST)
+
+        result = driver.reconcile([make_tenant()], complete=True)
+
+        assert result.errors == {} and em.emulator.injected["timeout"] == 1
+        # The first create timed out but took effect; its retry met AlreadyExists; a read showed it ours.
+        log = em.emulator.log
+        conflict = next(i for i, (_, _, status) in enumerate(log) if status == 409)
+        (_, created, _), (_, retried, _), (_, read, _), (_, applied, _) = log[conflict - 1 : conflict + 3]
+        assert [entry[0::2] for entry in log[conflict - 1 : conflict + 3]] == [
+            ("POST", 201),
+            ("POST", 409),
+            ("GET", 200),
+            ("PATCH", 200),
+        ]
+        assert created == retried and read == applied and read.startswith(created)
+        assert [status for _, _, status in log].count(409) == 1
+        assert driver.reconcile([make_tenant()], complete=True).writes == 0
+
+
 def test_suspending_holds_the_queues_and_puts_the_vcluster_to_sleep(kube_emulator, kube_client):
     driver = KubernetesDriver(kube_client, ClusterProfile())
     driver.reconcile([make_tenant()], complete=True)
@@ -319,14 +359,15 @@ def test_a_forbidden_namespace_is_a_permanent_error_on_that_tenant_only():
 
         result = driver.reconcile([make_tenant("a"), make_tenant("b")], complete=True)
 
-        assert "forbidden" in result.errors["b"] and "Namespace tenant-b" in result.errors["b"]
+        assert result.errors["b"].startswith("ResourceQuota gpucloud-gpu-quota: ")
+        assert "is forbidden" in result.errors["b"]
         assert result.observations["b"].phase == "failed"
         assert result.observations["a"].phase == "provisioning" and "a" not in result.errors
         assert em.get_object(KUEUE, "ClusterQueue", "tenant-b") is None  # no partial state after the failure
 
 
 def test_an_invalid_object_is_a_permanent_error_with_the_servers_message():
-    faults = Faults(invalid={"/apis/kueue.x-k8s.io/v1beta2/clusterqueues/tenant-acme"})
+    faults = Faults(invalid={"/apis/kueue.x-k8s.io/v1beta2/clusterqueues"})
     with start_emulator(crds=("kueue", "flux"), faults=faults) as em:
         driver = KubernetesDriver(api_client_for_url(em.url), ClusterProfile(), retry=FAST)
 
@@ -343,7 +384,7 @@ def test_a_pass_that_keeps_hitting_temporary_errors_says_what_it_saw():
         driver.reconcile([make_tenant()], complete=True)
         em.remove_object("v1", "LimitRange", "gpucloud-defaults", "tenant-acme")
         # Lists succeed; the one write needed keeps failing.
-        em.call(setattr, em.emulator, "faults", Faults(share=1.0, kinds=(503,), methods=frozenset({"PATCH"})))
+        em.call(setattr, em.emulator, "faults", Faults(share=1.0, kinds=(503,), methods=frozenset({"POST"})))
 
         with pytest.raises(PartialReconcile) as partial:
             driver.reconcile([make_tenant()], complete=True)
