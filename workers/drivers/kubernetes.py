@@ -47,7 +47,7 @@ from workers.drivers.base import (
     TenantSpec,
 )
 from workers.kube import kinds as k
-from workers.kube.api import AlreadyExists, KubeApi, NotFound, RetryPolicy, api_client_from_kubeconfig
+from workers.kube.api import KubeApi, NotFound, RetryPolicy, api_client_from_kubeconfig
 
 __all__ = [
     "ClusterDiscovery",
@@ -250,21 +250,23 @@ class KubernetesDriver:
                 self._fail_object(run, slug, kind, manifest, exc)
 
     def _write(self, kind: k.Kind, manifest: Manifest, slug: str, *, exists: bool) -> Manifest:
-        """Apply an object gpucloud owns; create one it did not list, refusing to take over a stranger's."""
+        """Server-side apply; an object the lists did not show is read first, never to take over a stranger's.
+
+        (A forced apply would silently adopt an object someone else made with the same name. Creating with
+        POST instead would record gpucloud as an Update manager, whose fields a later apply cannot remove.)
+        """
         path = kind.object_path(manifest)
-        if exists:
-            return self.api.apply(path, manifest)
-        try:
-            return self.api.create(kind.path(manifest["metadata"].get("namespace")), manifest)
-        except AlreadyExists:
-            # Ours after all (e.g. a create that timed out but took effect), or someone else's in the way.
-            labels = _labels(self.api.get(path))
-            if labels.get(MANAGED_BY) != MANAGER or labels.get(TENANT) != slug:
+        if not exists:
+            try:
+                labels = _labels(self.api.get(path))
+            except NotFound:
+                labels = None
+            if labels is not None and (labels.get(MANAGED_BY) != MANAGER or labels.get(TENANT) != slug):
                 raise ForeignObject(
                     f"already exists and is not managed by gpucloud for {slug}: delete it, or label it "
                     f"{MANAGED_BY}={MANAGER} and {TENANT}={slug} to hand it over"
-                ) from None
-            return self.api.apply(path, manifest)
+                )
+        return self.api.apply(path, manifest)
 
     @staticmethod
     def _is_drift(

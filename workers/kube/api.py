@@ -39,10 +39,6 @@ class NotFound(ApiStatusError):
     """404: the object, or the whole resource type (a missing CRD), does not exist."""
 
 
-class AlreadyExists(ApiStatusError):
-    """409 AlreadyExists on create: an object of that name is in the way (a conflict, not contention)."""
-
-
 class RetriesExhausted(TemporaryDriverError):
     """A temporary failure that outlasted the bounded retries of one request."""
 
@@ -82,16 +78,13 @@ def api_client_for_url(url: str) -> client.ApiClient:
     return client.ApiClient(configuration)
 
 
-def _status_field(exc: client.ApiException, name: str) -> str:
-    try:
-        return str(json.loads(exc.body or "").get(name) or "")
-    except (ValueError, AttributeError):
-        return ""
-
-
 def _message(exc: client.ApiException) -> str:
     """The API server's own message from its Status body, falling back to the HTTP reason."""
-    return _status_field(exc, "message") or str(exc.reason or exc.status)
+    try:
+        message = json.loads(exc.body or "").get("message")
+    except (ValueError, AttributeError):
+        message = None
+    return str(message or exc.reason or exc.status)
 
 
 class KubeApi:
@@ -128,8 +121,6 @@ class KubeApi:
             try:
                 return self._once(method, path, query, body, content_type)
             except client.ApiException as exc:
-                if exc.status == 409 and _status_field(exc, "reason") == "AlreadyExists":
-                    raise AlreadyExists(409, _message(exc)) from None
                 if exc.status not in TEMPORARY_STATUSES and not (exc.status or 0) >= 500:
                     raise self._permanent(exc) from None
                 last = exc
@@ -177,10 +168,6 @@ class KubeApi:
 
     def get(self, path: str, query: dict[str, str] | None = None) -> Any:
         return self.request("GET", path, query=query)
-
-    def create(self, collection: str, manifest: dict[str, Any]) -> Any:
-        """Create, so that an object of the same name that gpucloud does not own is never taken over."""
-        return self.request("POST", collection, query={"fieldManager": FIELD_MANAGER}, body=manifest)
 
     def apply(self, path: str, manifest: dict[str, Any]) -> Any:
         """Server-side apply, taking ownership of every field gpucloud sets."""
