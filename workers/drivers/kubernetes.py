@@ -115,6 +115,7 @@ class _Pass:
     applied: dict[ObjKey, Manifest] = field(default_factory=dict)
     unlisted: dict[str, str] = field(default_factory=dict)  # kind -> why it could not be listed
     deleted_namespaces: set[str] = field(default_factory=set)
+    new_namespaces: set[str] = field(default_factory=set)  # read as absent in this pass
     temporary: list[str] = field(default_factory=list)
 
     @cached_property
@@ -241,7 +242,7 @@ class KubernetesDriver:
                 run.result.drift_repaired += 1
             kind = self._by_key[key[0]]
             try:
-                run.applied[key] = self._write(kind, manifest, slug, exists=live is not None)
+                run.applied[key] = self._write(run, kind, manifest, slug, exists=live is not None)
             except (TemporaryDriverError, NotFound) as exc:
                 # NotFound on apply: the namespace is not there (yet), e.g. its own apply just failed.
                 run.temporary.append(str(exc))
@@ -249,18 +250,22 @@ class KubernetesDriver:
             except PermanentDriverError as exc:
                 self._fail_object(run, slug, kind, manifest, exc)
 
-    def _write(self, kind: k.Kind, manifest: Manifest, slug: str, *, exists: bool) -> Manifest:
+    def _write(self, run: _Pass, kind: k.Kind, manifest: Manifest, slug: str, *, exists: bool) -> Manifest:
         """Server-side apply; an object the lists did not show is read first, never to take over a stranger's.
 
         (A forced apply would silently adopt an object someone else made with the same name. Creating with
         POST instead would record gpucloud as an Update manager, whose fields a later apply cannot remove.)
+        Nothing can be in a namespace this pass found absent, so its content is not read.
         """
         path = kind.object_path(manifest)
-        if not exists:
+        namespace = manifest["metadata"].get("namespace")
+        if not exists and not (kind.namespaced and namespace in run.new_namespaces):
             try:
                 labels = _labels(self.api.get(path))
             except NotFound:
                 labels = None
+                if kind is k.NAMESPACE:
+                    run.new_namespaces.add(manifest["metadata"]["name"])
             if labels is not None and (labels.get(MANAGED_BY) != MANAGER or labels.get(TENANT) != slug):
                 raise ForeignObject(
                     f"already exists and is not managed by gpucloud for {slug}: delete it, or label it "

@@ -61,6 +61,12 @@ def test_a_tenant_with_two_quotas_gets_its_namespace_vcluster_and_kueue_queues(k
 
     assert result.errors == {}
     assert result.observations["acme"].phase == "provisioning"
+    # Objects the lists did not show are read before the apply, except inside a namespace found absent.
+    reads = [path for method, path, _ in kube_emulator.log if method == "GET" and "/tenant-acme" in path]
+    assert reads == [
+        "/api/v1/namespaces/tenant-acme",
+        "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/tenant-acme",
+    ]
     get = kube_emulator.get_object
     ns = get("v1", "Namespace", "tenant-acme")
     assert ns["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "gpucloud"
