@@ -114,7 +114,8 @@ Reading the figures: a steady pass is one list per managed kind ({passes[1].api_
 number of tenants; its driver CPU is mostly rendering and hashing every tenant's objects and comparing them
 with the lists. Wall time above the sum of the two CPU columns is time neither thread ran: GIL hand-offs
 between them and the other processes sharing this machine's cores. The first pass costs one server-side apply
-per object, so it is dominated by per-request cost in the client and the emulator, not by the driver's logic.
+per object plus an ownership read of each object the lists did not show (skipped inside namespaces found
+absent in the same pass), so it is dominated by per-request cost in the client and the emulator.
 
 ## Machine
 
