@@ -7,6 +7,10 @@ and vCluster). Environment:
 - `GPUCLOUD_E2E_SCHEDULER`: `kueue` (default) or `kai`.
 - `GPUCLOUD_E2E_READY_TIMEOUT`: seconds to wait for the vCluster to become ready (default 600; 0 skips
   the readiness and kubeconfig checks, e.g. on a cluster without internet access to charts.loft.sh).
+- `GPUCLOUD_E2E_POLL_SECONDS`: pause between passes while waiting (default 5).
+
+`workers/tests/test_cluster_suite_on_emulator.py` runs this flow against the emulator, with a thread playing
+the controllers, so that the suite itself is exercised on every test run.
 
 Every object the tests create belongs to a tenant named `e2e-<random>` and is deleted at the end.
 """
@@ -46,12 +50,17 @@ def api_client() -> Iterator[client.ApiClient]:
     api.close()
 
 
-@pytest.fixture(scope="module")
-def profile(api_client: client.ApiClient) -> ClusterProfile:
+def profile_for(api_client: client.ApiClient) -> ClusterProfile:
+    """The profile under test, refused with a clear error when the cluster cannot serve it."""
     found = discover(api_client)
     chosen = ClusterProfile(scheduler=os.environ.get("GPUCLOUD_E2E_SCHEDULER", "kueue"))  # type: ignore[arg-type]
     check_profile(found, chosen)
     return dataclasses.replace(chosen, cilium=found.addons["cilium"])
+
+
+@pytest.fixture(scope="module")
+def profile(api_client: client.ApiClient) -> ClusterProfile:
+    return profile_for(api_client)
 
 
 def tenant(slug: str, desired: str = "running", guaranteed: int = 2) -> TenantSpec:
@@ -78,7 +87,7 @@ def wait_for(driver: KubernetesDriver, spec: TenantSpec, phase: str, timeout: fl
         result = reconcile(driver, [spec])
         if result.observations[spec.slug].phase == phase or time.monotonic() > deadline:
             return result
-        time.sleep(5)
+        time.sleep(float(os.environ.get("GPUCLOUD_E2E_POLL_SECONDS", "5")))
 
 
 def test_a_tenant_is_provisioned_kept_in_sync_and_deleted(api_client, profile):
