@@ -65,7 +65,8 @@ def _flavor_quota(quota: QuotaSpec) -> dict[str, Any]:
         "borrowingLimit": str(quota.burst),
     }
     if quota.lendable is not None:
-        resource["lendingLimit"] = str(quota.lendable)
+        # Kueue rejects a lendingLimit above the nominal quota: one cannot lend what one is not guaranteed.
+        resource["lendingLimit"] = str(min(quota.lendable, quota.guaranteed))
     return {"name": flavor_name(quota.gpu_class), "resources": [resource]}
 
 

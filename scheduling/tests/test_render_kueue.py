@@ -57,6 +57,12 @@ def test_the_cluster_queue_maps_guaranteed_burst_and_lendable(make_tenant):
     ]
 
 
+def test_lending_never_exceeds_the_guarantee(make_tenant):
+    tenant = make_tenant(quotas=(quota(guaranteed=2, lendable=5),))
+    (group,) = render_cluster_queue(tenant)["spec"]["resourceGroups"]
+    assert group["flavors"][0]["resources"][0]["lendingLimit"] == "2"
+
+
 def test_classes_sharing_a_resource_are_flavors_of_one_group(make_tenant):
     tenant = make_tenant(quotas=(quota("h200-141gb"), quota("h100-80gb")))
     (group,) = render_cluster_queue(tenant)["spec"]["resourceGroups"]
