@@ -47,7 +47,7 @@ from workers.drivers.base import (
     TenantSpec,
 )
 from workers.kube import kinds as k
-from workers.kube.api import KubeApi, NotFound, RetryPolicy, api_client_from_kubeconfig
+from workers.kube.api import ApiStatusError, KubeApi, NotFound, RetryPolicy, api_client_from_kubeconfig
 
 __all__ = [
     "ClusterDiscovery",
@@ -160,7 +160,11 @@ class KubernetesDriver:
         self._by_key = {kind.key: kind for kind in self.kinds}
 
     def reconcile(self, tenants: Sequence[TenantSpec], *, complete: bool) -> ReconcileResult:
-        """One level-triggered pass; raises TemporaryDriverError when a retry later should finish it."""
+        """One level-triggered pass.
+
+        Raises TemporaryDriverError when a retry later should finish it (`PartialReconcile` carries what the
+        pass saw), and PermanentDriverError when the cluster refuses gpucloud's credentials (401).
+        """
         calls, writes = self.api.calls, self.api.writes
         run = _Pass(tenants, complete)
         self._list(run)
@@ -193,7 +197,9 @@ class KubernetesDriver:
                     f"the cluster does not serve {kind.kind} ({kind.api_version}): is its CRD installed?"
                 )
                 continue
-            except PermanentDriverError as exc:
+            except ApiStatusError as exc:
+                if exc.status == 401:
+                    raise  # the credentials, not any tenant: a host-cluster error
                 run.unlisted[kind.kind] = f"cannot list {kind.kind}: {exc}"
                 continue
             for item in listed.get("items") or []:

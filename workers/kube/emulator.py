@@ -691,7 +691,13 @@ class KubeEmulator(kmock.KubernetesEmulator):
         self.log.clear()
 
 
-_REASONS = {409: "Conflict", 429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable"}
+_REASONS = {
+    401: "Unauthorized",
+    409: "Conflict",
+    429: "TooManyRequests",
+    500: "InternalError",
+    503: "ServiceUnavailable",
+}
 
 
 def _status(exc: ApiError) -> Obj:

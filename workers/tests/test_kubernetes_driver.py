@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from scheduling.render import ClusterProfile
-from workers.drivers.base import ReconcileResult, TemporaryDriverError
+from workers.drivers.base import PermanentDriverError, ReconcileResult, TemporaryDriverError
 from workers.drivers.kubernetes import (
     KubeconfigNotReady,
     KubernetesDriver,
@@ -407,6 +407,15 @@ def test_a_missing_crd_is_a_permanent_error_and_nothing_is_written():
         assert "ClusterQueue (kueue.x-k8s.io/v1beta2)" in result.errors["acme"]
         assert result.observations["acme"].phase == "failed"
         assert result.writes == 0
+
+
+def test_refused_credentials_are_a_permanent_error_of_the_host_cluster():
+    with start_emulator(crds=("kueue", "flux"), faults=Faults(share=1.0, kinds=(401,))) as em:
+        driver = KubernetesDriver(api_client_for_url(em.url), ClusterProfile(), retry=FAST)
+
+        with pytest.raises(PermanentDriverError, match="kubeconfig expired"):
+            driver.reconcile([make_tenant()], complete=True)
+        assert em.emulator.injected[401] == 1  # not retried
 
 
 def test_an_unreachable_cluster_is_a_temporary_error():
