@@ -34,9 +34,7 @@ class QuotaSpec:
 
     gpu_class: str  # e.g. "h200-141gb", "h200-141gb.mig-1g.18gb", "h200-141gb.shared"
     resource_name: str  # Kubernetes extended resource, e.g. "nvidia.com/gpu", "nvidia.com/mig-1g.18gb"
-    node_labels: tuple[
-        tuple[str, str], ...
-    ]  # labels selecting the nodes of this class (Kueue ResourceFlavor)
+    node_labels: tuple[tuple[str, str], ...]  # labels selecting the nodes of this class (ResourceFlavor)
     guaranteed: int
     burst: int  # how much more than guaranteed the tenant may borrow (Kueue borrowingLimit)
     lendable: int | None  # how much of the guarantee others may borrow (Kueue lendingLimit); None = all

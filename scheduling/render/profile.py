@@ -1,0 +1,45 @@
+"""What the renderers need to know about a host cluster, as plain values."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+from urllib.parse import urlsplit
+
+Scheduler = Literal["kueue", "kai"]
+VClusterMode = Literal["helmrelease", "platform"]
+
+DEFAULT_PRIORITY_CLASSES: tuple[tuple[str, int, str], ...] = (
+    ("gpucloud-inference", 1000, "Serving: preempts training and batch"),
+    ("gpucloud-training", 100, "Training: preempts batch"),
+    ("gpucloud-batch", 10, "Batch: first to be preempted"),
+)
+
+
+@dataclass(frozen=True)
+class ClusterProfile:
+    """How one host cluster is set up, as far as rendering tenant objects is concerned.
+
+    `endpoint_base` is the URL under which tenant API servers are exposed: a tenant `acme` on
+    `https://vc.example.com` is reached at `https://acme.vc.example.com`.
+    """
+
+    scheduler: Scheduler = "kueue"
+    endpoint_base: str = "https://vc.example.com"
+    cilium: bool = False
+    vcluster_mode: VClusterMode = "helmrelease"
+    topology_levels: tuple[str, ...] = ()  # node-label keys, outermost first (block, rack, …)
+    vcluster_chart_version: str = "0.37.0"
+    vcluster_chart_repo: str = "https://charts.loft.sh"
+    gpu_node_selector: tuple[tuple[str, str], ...] = (("nvidia.com/gpu.present", "true"),)
+    sleep_after_inactivity: str = ""  # e.g. "2h"; empty = never sleep while running
+    platform_project_namespace: str = "p-gpucloud"  # where VirtualClusterInstances live (platform mode)
+    platform_cluster: str = ""  # the Platform's name for this host cluster (platform mode)
+    priority_classes: tuple[tuple[str, int, str], ...] = DEFAULT_PRIORITY_CLASSES
+
+    def endpoint(self, slug: str) -> str:
+        """The external URL of a tenant's API server."""
+        parts = urlsplit(self.endpoint_base)
+        scheme = parts.scheme or "https"
+        host = parts.netloc or parts.path
+        return f"{scheme}://{slug}.{host}"

@@ -1,0 +1,78 @@
+"""The kinds of object gpucloud manages in a host cluster, and their REST paths."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from scheduling.render import ClusterProfile
+
+
+@dataclass(frozen=True)
+class Kind:
+    api_version: str
+    kind: str
+    plural: str
+    namespaced: bool
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.api_version, self.kind)
+
+    def path(self, namespace: str | None = None, name: str | None = None) -> str:
+        """The collection path (all namespaces when `namespace` is None) or an object's path."""
+        base = f"/api/{self.api_version}" if "/" not in self.api_version else f"/apis/{self.api_version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{namespace}"
+        base += f"/{self.plural}"
+        return f"{base}/{name}" if name else base
+
+    def object_path(self, manifest: dict[str, Any]) -> str:
+        meta = manifest["metadata"]
+        return self.path(meta.get("namespace") if self.namespaced else None, meta["name"])
+
+
+NAMESPACE = Kind("v1", "Namespace", "namespaces", False)
+RESOURCE_QUOTA = Kind("v1", "ResourceQuota", "resourcequotas", True)
+LIMIT_RANGE = Kind("v1", "LimitRange", "limitranges", True)
+NETWORK_POLICY = Kind("networking.k8s.io/v1", "NetworkPolicy", "networkpolicies", True)
+CILIUM_NETWORK_POLICY = Kind("cilium.io/v2", "CiliumNetworkPolicy", "ciliumnetworkpolicies", True)
+HELM_REPOSITORY = Kind("source.toolkit.fluxcd.io/v1", "HelmRepository", "helmrepositories", True)
+HELM_RELEASE = Kind("helm.toolkit.fluxcd.io/v2", "HelmRelease", "helmreleases", True)
+VIRTUAL_CLUSTER_INSTANCE = Kind(
+    "management.loft.sh/v1", "VirtualClusterInstance", "virtualclusterinstances", True
+)
+RESOURCE_FLAVOR = Kind("kueue.x-k8s.io/v1beta2", "ResourceFlavor", "resourceflavors", False)
+COHORT = Kind("kueue.x-k8s.io/v1beta2", "Cohort", "cohorts", False)
+WORKLOAD_PRIORITY_CLASS = Kind(
+    "kueue.x-k8s.io/v1beta2", "WorkloadPriorityClass", "workloadpriorityclasses", False
+)
+KUEUE_TOPOLOGY = Kind("kueue.x-k8s.io/v1beta2", "Topology", "topologies", False)
+CLUSTER_QUEUE = Kind("kueue.x-k8s.io/v1beta2", "ClusterQueue", "clusterqueues", False)
+LOCAL_QUEUE = Kind("kueue.x-k8s.io/v1beta2", "LocalQueue", "localqueues", True)
+KAI_QUEUE = Kind("scheduling.run.ai/v2", "Queue", "queues", False)
+SECRET = Kind("v1", "Secret", "secrets", True)
+NODE = Kind("v1", "Node", "nodes", False)
+
+VCLUSTER_KINDS = (HELM_RELEASE, VIRTUAL_CLUSTER_INSTANCE)
+
+
+def kinds_for(profile: ClusterProfile) -> list[Kind]:
+    """The kinds a host cluster with this profile gets, in apply order (a namespace before its content).
+
+    Pruning deletes in the reverse order.
+    """
+    kinds = [NAMESPACE, RESOURCE_QUOTA, LIMIT_RANGE, NETWORK_POLICY]
+    if profile.cilium:
+        kinds.append(CILIUM_NETWORK_POLICY)
+    if profile.vcluster_mode == "platform":
+        kinds.append(VIRTUAL_CLUSTER_INSTANCE)
+    else:
+        kinds += [HELM_REPOSITORY, HELM_RELEASE]
+    if profile.scheduler == "kai":
+        kinds.append(KAI_QUEUE)
+    else:
+        kinds += [RESOURCE_FLAVOR, COHORT, WORKLOAD_PRIORITY_CLASS, CLUSTER_QUEUE, LOCAL_QUEUE]
+        if profile.topology_levels:
+            kinds.insert(kinds.index(RESOURCE_FLAVOR), KUEUE_TOPOLOGY)
+    return kinds
