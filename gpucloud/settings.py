@@ -50,6 +50,8 @@ INSTALLED_APPS = [
     "rest_framework",
     "django_filters",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "mozilla_django_oidc",
     "tenants",
     "scheduling",
     "billing",
@@ -60,6 +62,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "gpucloud.observability.RequestContextMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -105,6 +108,31 @@ LOGIN_URL = "portal:login"
 LOGIN_REDIRECT_URL = "portal:tenant-list"
 LOGOUT_REDIRECT_URL = "portal:login"
 
+# --- Identity (docs/sso.md) ------------------------------------------------------------------------------
+# Local password accounts serve the embedded default; production usually signs in only through OIDC.
+LOCAL_LOGIN = env_bool("GPUCLOUD_LOCAL_LOGIN", True)
+OIDC_ISSUER = env_str("OIDC_ISSUER").rstrip("/")
+OIDC_RP_CLIENT_ID = env_str("OIDC_CLIENT_ID")
+OIDC_RP_CLIENT_SECRET = env_str("OIDC_CLIENT_SECRET")
+OIDC_RP_SCOPES = env_str("OIDC_SCOPES", "openid email profile groups")
+OIDC_GROUPS_CLAIM = env_str("OIDC_GROUPS_CLAIM", "groups")
+OIDC_ADMIN_GROUPS = env_list("OIDC_ADMIN_GROUPS", [])
+OIDC_TENANT_GROUP_PATTERN = env_str("OIDC_TENANT_GROUP_PATTERN", "gpucloud:{tenant}:{role}")
+OIDC_TIMEOUT = env_float("OIDC_TIMEOUT", 5.0, minimum=0.1)
+OIDC_RP_SIGN_ALGO = "RS256"
+OIDC_USE_PKCE = True
+OIDC_PKCE_CODE_CHALLENGE_METHOD = "S256"
+OIDC_OP_LOGOUT_URL_METHOD = "tenants.sso.provider_logout_url"
+if OIDC_ISSUER and not (OIDC_RP_CLIENT_ID and OIDC_RP_CLIENT_SECRET):
+    raise ConfigError("OIDC_ISSUER is set: OIDC_CLIENT_ID and OIDC_CLIENT_SECRET (or _FILE) are needed too")
+if not LOCAL_LOGIN and not OIDC_ISSUER:
+    raise ConfigError("GPUCLOUD_LOCAL_LOGIN=false needs OIDC_ISSUER, or nobody could sign in")
+AUTHENTICATION_BACKENDS = (["django.contrib.auth.backends.ModelBackend"] if LOCAL_LOGIN else []) + (
+    ["tenants.sso.Backend"] if OIDC_ISSUER else []
+)
+LOGIN_ATTEMPTS = env_int("GPUCLOUD_LOGIN_ATTEMPTS", 10, minimum=1)
+LOGIN_ATTEMPTS_WINDOW = env_int("GPUCLOUD_LOGIN_ATTEMPTS_WINDOW", 300, minimum=1)
+
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = False
@@ -113,15 +141,54 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
 
-SESSION_COOKIE_SECURE = not DEBUG and env_bool("GPUCLOUD_SECURE_COOKIES", False)
-CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+# --- Transport and browser security ----------------------------------------------------------------------
+# Production (DEBUG off, DATABASE_URL set) is served over HTTPS: secure cookies, HSTS, redirects to https.
+# The embedded default and the test servers speak plain HTTP on loopback and set GPUCLOUD_HTTPS=false.
+HTTPS = env_bool("GPUCLOUD_HTTPS", not DEBUG and not EMBEDDED)
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = HTTPS
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_AGE = env_int("GPUCLOUD_SESSION_AGE", 12 * 3600, minimum=60)
+SECURE_SSL_REDIRECT = HTTPS and env_bool("GPUCLOUD_SSL_REDIRECT", True)
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
+SECURE_HSTS_SECONDS = env_int("GPUCLOUD_HSTS_SECONDS", 31_536_000 if HTTPS else 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = SECURE_HSTS_PRELOAD = SECURE_HSTS_SECONDS > 0
+if env_bool("GPUCLOUD_BEHIND_TLS_PROXY", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+X_FRAME_OPTIONS = "DENY"
+# No inline script or style anywhere: the portal, the admin and the API docs load their own static files.
+_FORM_TARGETS = ["'self'"] + ([OIDC_ISSUER] if OIDC_ISSUER else [])
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "frame-ancestors": ["'none'"],
+        "form-action": _FORM_TARGETS,
+    }
+}
+# Rate limits and throttles count in this cache; with several web processes point it at Redis.
+CACHES = {
+    "default": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": env_str("GPUCLOUD_CACHE_URL")}
+        if env_str("GPUCLOUD_CACHE_URL")
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    )
+}
+GPUCLOUD_THROTTLE_RATES = {"tokens": env_str("GPUCLOUD_TOKEN_RATE", "60/min")}
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "tenants.authentication.BearerTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PERMISSION_CLASSES": [
+        "rest_framework.permissions.IsAuthenticated",
+        "gpucloud.api.permissions.TokenScope",
+    ],
     "DEFAULT_PAGINATION_CLASS": "gpucloud.api.pagination.Pagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
@@ -143,6 +210,10 @@ SPECTACULAR_SETTINGS = {
         }
     },
     "SECURITY": [{"bearerAuth": []}],
+    # Swagger UI from the drf-spectacular-sidecar package: nothing is loaded from the internet.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 # --- Workers ---------------------------------------------------------------------------------------------

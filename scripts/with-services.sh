@@ -46,5 +46,7 @@ fi
 export CELERY_BROKER_URL="${CELERY_BROKER_URL:-${REDIS_URL%/*}/15}"
 export SECRET_KEY="${SECRET_KEY:-test-secret-key-not-for-production}"
 export GPUCLOUD_VAR_DIR="${GPUCLOUD_VAR_DIR:-$tmp/var}"
+# The test servers (live_server, the OpenID provider) speak plain HTTP on loopback.
+export GPUCLOUD_HTTPS="${GPUCLOUD_HTTPS:-false}"
 echo "tests use DATABASE_URL=$DATABASE_URL CELERY_BROKER_URL=$CELERY_BROKER_URL"
 "$@"

@@ -59,3 +59,9 @@ def record(
         source_ip=context.source_ip,
         user_agent=context.user_agent,
     )
+
+
+def record_download(actor: Actor, what: str, *, object_id: str, tenant: Tenant | None = None) -> AuditEvent:
+    """Record that `actor` downloaded a sensitive document (`kubeconfig`, `invoice`): who, from where, with
+    which client. Views serving such a download call this before sending the body."""
+    return record(actor, f"{what}.download", object_type=what, object_id=object_id, tenant=tenant)

@@ -7,6 +7,7 @@ from typing import Any
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
+from gpucloud.observability import current_context
 from tenants import tokens
 
 
@@ -18,12 +19,12 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer":
             return None
-        row = tokens.authenticate(token.strip())
+        row, reason = tokens.check(token.strip())
         if row is None:
-            raise exceptions.AuthenticationFailed("the bearer token is unknown, revoked or expired")
+            raise exceptions.AuthenticationFailed(reason)
         if not row.user.is_active:
             raise exceptions.AuthenticationFailed("the token's user is deactivated")
-        tokens.touch(row, request.META.get("REMOTE_ADDR", ""))
+        tokens.touch(row, current_context().source_ip or request.META.get("REMOTE_ADDR", ""))
         return row.user, row
 
     def authenticate_header(self, request: Request) -> str:

@@ -98,17 +98,29 @@ class Tenant(models.Model):
 
 
 class Membership(models.Model):
-    """A person's role in a tenant."""
+    """A person's role in a tenant, and where it came from.
+
+    `source` says who owns the row: `manual` rows are granted in gpucloud and kept; `sso` rows follow the
+    identity provider's groups and are re-synced at every sign-in; `token` rows belong to a tenant service
+    token's account and go with the token.
+    """
 
     class Role(models.TextChoices):
         OWNER = "owner"
         ADMIN = "admin"
         MEMBER = "member"
         VIEWER = "viewer"
+        BILLING = "billing"
+
+    class Source(models.TextChoices):
+        MANUAL = "manual"
+        SSO = "sso"
+        TOKEN = "token"
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
     role = models.CharField(max_length=10, choices=Role.choices)
+    source = models.CharField(max_length=10, choices=Source.choices, default=Source.MANUAL)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -169,11 +181,20 @@ class AuditEvent(models.Model):
 
     public_id = PublicIdField(prefix="aud")
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    # The table is append-only (a database trigger refuses UPDATE and DELETE), so deleting a user or a tenant
+    # must not touch it: no database constraint and DO_NOTHING; the labels keep the names readable.
     actor = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        related_name="+",
     )
     actor_label = models.CharField(max_length=150, help_text="username, token or system process")
-    tenant = models.ForeignKey(Tenant, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    tenant = models.ForeignKey(
+        Tenant, null=True, blank=True, on_delete=models.DO_NOTHING, db_constraint=False, related_name="+"
+    )
     action = models.CharField(max_length=60, db_index=True)
     object_type = models.CharField(max_length=40)
     object_id = models.CharField(max_length=120)
@@ -191,11 +212,29 @@ class AuditEvent(models.Model):
 
 
 class ApiToken(models.Model):
-    """A bearer token: only a lookup prefix and an HMAC of it are kept; the token is shown once."""
+    """A bearer token: only a lookup prefix and an HMAC of it are kept; the token is shown once.
+
+    A personal token acts as its user. A tenant service token (`tenant` set) acts as an account of its own
+    that holds one role in that tenant and nothing else; `created_by` is the person who made it.
+    `scope` caps what any token may do, whatever its user's roles: `read` only reads, `write` also changes,
+    `admin` also manages members and tokens.
+    """
+
+    class Scope(models.TextChoices):
+        READ = "read"
+        WRITE = "write"
+        ADMIN = "admin"
 
     public_id = PublicIdField(prefix="tok")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    tenant = models.ForeignKey(
+        Tenant, null=True, blank=True, on_delete=models.CASCADE, related_name="service_tokens"
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     name = models.CharField(max_length=100)
+    scope = models.CharField(max_length=10, choices=Scope.choices, default=Scope.WRITE)
     prefix = models.CharField(max_length=16, unique=True)
     digest = models.CharField(max_length=64)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -209,6 +248,24 @@ class ApiToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"
+
+
+class Identity(models.Model):
+    """A user's account at an OpenID provider: users are matched by (issuer, `sub`), never by e-mail."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="identities")
+    issuer = models.CharField(max_length=300)
+    subject = models.CharField(max_length=255)
+    groups = models.JSONField(default=list, help_text="the groups claim at the last sign-in")
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_login_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name_plural = "identities"
+        constraints = [models.UniqueConstraint(fields=["issuer", "subject"], name="identity_unique_subject")]
+
+    def __str__(self) -> str:
+        return f"{self.subject}@{self.issuer}"
 
 
 class IdempotencyRecord(models.Model):

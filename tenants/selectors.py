@@ -7,12 +7,19 @@ from typing import Any
 from django.db.models import QuerySet
 
 from tenants.models import Tenant
+from tenants.permissions import roles_with
 
 
-def visible_tenants(user: Any) -> QuerySet[Tenant]:
-    """Tenants the user may see: all for platform administrators, else those they are a member of."""
-    if not user.is_authenticated:
+def visible_tenants(user: Any, permission: str = "tenant.view") -> QuerySet[Tenant]:
+    """Tenants in which the user holds `permission`: all for platform administrators, else by membership.
+
+    With the default permission this is every tenant the user belongs to; anything else (another tenant)
+    is "not found" to them.
+    """
+    if not user.is_authenticated or not user.is_active:
         return Tenant.objects.none()
     if user.is_staff:
         return Tenant.objects.all()
-    return Tenant.objects.filter(memberships__user=user)
+    return Tenant.objects.filter(
+        memberships__user=user, memberships__role__in=roles_with(permission)
+    ).distinct()

@@ -20,9 +20,9 @@ from tenants import audit
 from tenants.audit import Actor
 from tenants.capacity import capacity_of
 from tenants.models import SLUG_RE, InvalidTransition, Membership, Quota, Tenant, TenantCluster
+from tenants.permissions import roles_with
 
 User = get_user_model()
-MANAGERS: set[str] = {Membership.Role.OWNER, Membership.Role.ADMIN}
 
 
 def role_of(actor: Actor, tenant: Tenant) -> str | None:
@@ -32,8 +32,14 @@ def role_of(actor: Actor, tenant: Tenant) -> str | None:
     return membership.role if membership else None
 
 
-def require(actor: Actor, tenant: Tenant, roles: set[str], what: str) -> None:
-    """Refuse unless the actor is a platform admin or holds one of `roles` in the tenant."""
+def can(actor: Actor, tenant: Tenant, permission: str) -> bool:
+    """Whether the actor holds `permission` (tenants.permissions) in the tenant."""
+    return actor.is_platform_admin or role_of(actor, tenant) in roles_with(permission)
+
+
+def require(actor: Actor, tenant: Tenant, roles: str | set[str] | frozenset[str], what: str) -> None:
+    """Refuse unless the actor is a platform admin or holds the permission (or a role of `roles`) there."""
+    roles = roles_with(roles) if isinstance(roles, str) else roles
     if actor.is_platform_admin or role_of(actor, tenant) in roles:
         return
     allowed = ", ".join(sorted(roles)) or "platform administrators only"
@@ -124,7 +130,7 @@ def update_tenant(
     *, actor: Actor, tenant: Tenant, display_name: str | None = None, trust_tier: str | None = None
 ) -> Tenant:
     """Change the display name (owners and admins) or the trust tier (platform administrators)."""
-    require(actor, tenant, MANAGERS, "renaming a tenant")
+    require(actor, tenant, "tenant.update", "renaming a tenant")
     tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
     if tenant.state == Tenant.State.DELETED:
         raise Conflict(f"tenant {tenant.slug} is deleted and cannot change")
@@ -162,14 +168,14 @@ def _transition(actor: Actor, tenant: Tenant, state: str, action: str, reason: s
 @transaction.atomic
 def suspend_tenant(*, actor: Actor, tenant: Tenant) -> Tenant:
     """Put the tenant's cluster to sleep: its workloads stop, its objects and quotas stay."""
-    require(actor, tenant, MANAGERS, "suspending a tenant")
+    require(actor, tenant, "tenant.suspend", "suspending a tenant")
     return _transition(actor, tenant, Tenant.State.SUSPENDED, "tenant.suspend")
 
 
 @transaction.atomic
 def resume_tenant(*, actor: Actor, tenant: Tenant) -> Tenant:
     """Wake a suspended tenant, or retry a failed one."""
-    require(actor, tenant, MANAGERS, "resuming a tenant")
+    require(actor, tenant, "tenant.suspend", "resuming a tenant")
     targets: dict[str, str] = {
         Tenant.State.SUSPENDED: Tenant.State.PROVISIONING,
         Tenant.State.FAILED: Tenant.State.PENDING,
@@ -185,7 +191,7 @@ def resume_tenant(*, actor: Actor, tenant: Tenant) -> Tenant:
 @transaction.atomic
 def delete_tenant(*, actor: Actor, tenant: Tenant) -> Tenant:
     """Start deleting: the reconciler removes the tenant cluster, then marks the tenant deleted."""
-    require(actor, tenant, {"owner"}, "deleting a tenant")
+    require(actor, tenant, "tenant.delete", "deleting a tenant")
     return _transition(actor, tenant, Tenant.State.DELETING, "tenant.delete")
 
 
@@ -195,13 +201,13 @@ def _require_live(tenant: Tenant, what: str) -> None:
 
 
 def membership_snapshot(membership: Membership) -> dict[str, Any]:
-    return {"user": membership.user.get_username(), "role": membership.role}
+    return {"user": membership.user.get_username(), "role": membership.role, "source": membership.source}
 
 
 @transaction.atomic
 def add_member(*, actor: Actor, tenant: Tenant, username: str, role: str) -> Membership:
     """Give a user a role in the tenant, or change the role they have."""
-    require(actor, tenant, MANAGERS, "managing members")
+    require(actor, tenant, "member.manage", "managing members")
     _require_live(tenant, "changing members")
     if role not in Membership.Role.values:
         allowed = ", ".join(Membership.Role.values)
@@ -209,15 +215,18 @@ def add_member(*, actor: Actor, tenant: Tenant, username: str, role: str) -> Mem
     user = User.objects.filter(username=username).first()
     if user is None:
         raise ValidationFailed.on("username", f"there is no user called {username!r}")
-    if role == Membership.Role.OWNER and not (actor.is_platform_admin or role_of(actor, tenant) == "owner"):
+    if role == Membership.Role.OWNER and not can(actor, tenant, "member.grant_owner"):
         raise PermissionDenied("only an owner or a platform administrator can make someone an owner")
     existing = Membership.objects.select_for_update().filter(tenant=tenant, user=user).first()
     before = membership_snapshot(existing) if existing else None
-    if existing and existing.role == role:
+    if existing and existing.role == role and existing.source == Membership.Source.MANUAL:
         return existing
-    if existing and existing.role == Membership.Role.OWNER:
+    if existing and existing.role == Membership.Role.OWNER and role != Membership.Role.OWNER:
         _refuse_last_owner(tenant, existing)
-    membership, _ = Membership.objects.update_or_create(tenant=tenant, user=user, defaults={"role": role})
+    # A role given by hand is the tenant's own decision: it becomes `manual` and sign-ins leave it alone.
+    membership, _ = Membership.objects.update_or_create(
+        tenant=tenant, user=user, defaults={"role": role, "source": Membership.Source.MANUAL}
+    )
     audit.record(
         actor,
         "member.add" if before is None else "member.update",
@@ -241,7 +250,7 @@ def _refuse_last_owner(tenant: Tenant, membership: Membership) -> None:
 @transaction.atomic
 def remove_member(*, actor: Actor, tenant: Tenant, membership: Membership) -> None:
     """Take a user's role in the tenant away (never the last owner's)."""
-    require(actor, tenant, MANAGERS, "managing members")
+    require(actor, tenant, "member.manage", "managing members")
     if membership.role == Membership.Role.OWNER:
         _refuse_last_owner(tenant, membership)
     before = membership_snapshot(membership)
@@ -361,3 +370,42 @@ def remove_quota(*, actor: Actor, quota: Quota) -> None:
         before=before,
     )
     _reconcile_on_commit(tenant)
+
+
+def _sso_audit(actor: Actor, action: str, tenant: Tenant, before: Any, after: Any, username: str) -> None:
+    audit.record(
+        actor,
+        action,
+        object_type="membership",
+        object_id=f"{tenant.slug}/{username}",
+        tenant=tenant,
+        before=before,
+        after=after,
+    )
+
+
+@transaction.atomic
+def sync_sso_memberships(*, actor: Actor, user: Any, grants: dict[Tenant, str]) -> None:
+    """Make the user's `sso` memberships exactly `grants` (tenant → role), keeping hand-granted ones.
+
+    Called at every sign-in with what the provider's groups say now, so a group removed at the provider
+    removes the role here. A `manual` membership of the same tenant wins and is never touched.
+    """
+    current = {m.tenant_id: m for m in Membership.objects.select_for_update().filter(user=user)}
+    wanted = {tenant.pk: (tenant, role) for tenant, role in grants.items()}
+    username = user.get_username()
+    for membership in current.values():
+        if membership.source == Membership.Source.SSO and membership.tenant_id not in wanted:
+            before = membership_snapshot(membership)
+            membership.delete()
+            _sso_audit(actor, "member.remove", membership.tenant, before, None, username)
+    for tenant_pk, (tenant, role) in wanted.items():
+        existing = current.get(tenant_pk)
+        if existing is None:
+            created = Membership.objects.create(tenant=tenant, user=user, role=role, source="sso")
+            _sso_audit(actor, "member.add", tenant, None, membership_snapshot(created), username)
+        elif existing.source == Membership.Source.SSO and existing.role != role:
+            before = membership_snapshot(existing)
+            existing.role = role
+            existing.save(update_fields=["role"])
+            _sso_audit(actor, "member.update", tenant, before, membership_snapshot(existing), username)

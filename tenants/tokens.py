@@ -2,6 +2,10 @@
 
 Only the prefix and an HMAC-SHA256 of the whole token (keyed from SECRET_KEY) are stored; the token itself
 is returned once, on creation. Checking compares digests in constant time.
+
+Personal tokens act as their user, capped by their scope. A tenant service token (for Terraform, GitOps)
+gets an account of its own, `svc.<tenant>.<prefix>`, holding one role in that tenant only (viewer, member or
+admin for the scopes read, write, admin), so it is scoped by the same memberships as everyone else.
 """
 
 from __future__ import annotations
@@ -11,15 +15,19 @@ import hmac
 import secrets
 import string
 from datetime import datetime
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
+from gpucloud.errors import Conflict, PermissionDenied, ValidationFailed
 from tenants import audit
 from tenants.audit import Actor
-from tenants.models import ApiToken
+from tenants.models import ApiToken, Membership, Tenant
+from tenants.permissions import SERVICE_TOKEN_ROLE
+from tenants.services import require
 
 KIND = "gpc_"
 ALPHABET = string.ascii_letters + string.digits
@@ -36,46 +44,146 @@ def _random(length: int) -> str:
     return "".join(secrets.choice(ALPHABET) for _ in range(length))
 
 
-@transaction.atomic
-def create_token(
-    *, actor: Actor, user: User, name: str, expires_at: datetime | None = None
-) -> tuple[ApiToken, str]:
-    """Make a token for `user`; returns the row and the token text, which is never stored."""
+def token_snapshot(row: ApiToken) -> dict[str, Any]:
+    return {
+        "user": row.user.get_username(),
+        "tenant": row.tenant.slug if row.tenant else None,
+        "name": row.name,
+        "prefix": row.prefix,
+        "scope": row.scope,
+        "expires_at": row.expires_at.isoformat() if row.expires_at else None,
+        "revoked_at": row.revoked_at.isoformat() if row.revoked_at else None,
+    }
+
+
+def _validate(name: str, scope: str, expires_at: datetime | None) -> None:
+    if not name.strip():
+        raise ValidationFailed.on("name", "a token needs a name saying where it is used")
+    if scope not in ApiToken.Scope.values:
+        allowed = ", ".join(ApiToken.Scope.values)
+        raise ValidationFailed.on("scope", f"{scope!r} is not a scope; use one of: {allowed}")
+    if expires_at is not None and expires_at <= timezone.now():
+        raise ValidationFailed.on("expires_at", "the expiry must be in the future")
+
+
+def _issue(*, user: User, tenant: Tenant | None, actor: Actor, name: str, scope: str, expires_at: Any) -> Any:
     prefix = _random(PREFIX_LENGTH)
     while ApiToken.objects.filter(prefix=prefix).exists():
         prefix = _random(PREFIX_LENGTH)
     token = f"{KIND}{prefix}{_random(SECRET_LENGTH)}"
     row = ApiToken.objects.create(
-        user=user, name=name, prefix=prefix, digest=digest(token), expires_at=expires_at
+        user=user,
+        tenant=tenant,
+        created_by=actor.user,
+        name=name.strip(),
+        scope=scope,
+        prefix=prefix,
+        digest=digest(token),
+        expires_at=expires_at,
     )
     audit.record(
         actor,
         "token.create",
         object_type="api_token",
         object_id=row.public_id,
-        after={"user": user.get_username(), "name": name, "prefix": prefix},
+        tenant=tenant,
+        after=token_snapshot(row),
     )
     return row, token
 
 
-def authenticate(token: str) -> ApiToken | None:
-    """The live token row `token` names, or None if it is unknown, wrong, revoked or expired."""
+@transaction.atomic
+def create_token(
+    *,
+    actor: Actor,
+    user: User,
+    name: str,
+    scope: str = ApiToken.Scope.WRITE,
+    expires_at: datetime | None = None,
+) -> tuple[ApiToken, str]:
+    """Make a personal token for `user`; returns the row and the token text, which is never stored."""
+    _validate(name, scope, expires_at)
+    if actor.user is not None and actor.user != user and not actor.is_platform_admin:
+        raise PermissionDenied("only a platform administrator can make a token for someone else")
+    return _issue(user=user, tenant=None, actor=actor, name=name, scope=scope, expires_at=expires_at)
+
+
+@transaction.atomic
+def create_service_token(
+    *,
+    actor: Actor,
+    tenant: Tenant,
+    name: str,
+    scope: str = ApiToken.Scope.READ,
+    expires_at: datetime | None = None,
+) -> tuple[ApiToken, str]:
+    """Make a tenant service token: its own account with one role in `tenant`, nothing anywhere else."""
+    require(actor, tenant, "token.manage", "managing service tokens")
+    _validate(name, scope, expires_at)
+    if tenant.state in (Tenant.State.DELETING, Tenant.State.DELETED):
+        raise Conflict(f"tenant {tenant.slug} is {tenant.state}; it can get no new tokens")
+    account = User.objects.create_user(f"svc.{tenant.slug}.{_random(8).lower()}")
+    account.set_unusable_password()
+    account.save(update_fields=["password"])
+    Membership.objects.create(
+        tenant=tenant, user=account, role=SERVICE_TOKEN_ROLE[scope], source=Membership.Source.TOKEN
+    )
+    return _issue(user=account, tenant=tenant, actor=actor, name=name, scope=scope, expires_at=expires_at)
+
+
+@transaction.atomic
+def revoke_token(*, actor: Actor, token: ApiToken) -> ApiToken:
+    """Stop a token working at once; a service token's account loses its role and is deactivated."""
+    if token.tenant is not None:
+        require(actor, token.tenant, "token.manage", "managing service tokens")
+    elif actor.user != token.user and not actor.is_platform_admin:
+        raise PermissionDenied("only the token's owner or a platform administrator can revoke it")
+    token = ApiToken.objects.select_for_update().select_related("user", "tenant").get(pk=token.pk)
+    if token.revoked_at is not None:
+        return token
+    before = token_snapshot(token)
+    token.revoked_at = timezone.now()
+    token.save(update_fields=["revoked_at"])
+    if token.tenant is not None:
+        Membership.objects.filter(user=token.user, source=Membership.Source.TOKEN).delete()
+        User.objects.filter(pk=token.user.pk).update(is_active=False)
+    audit.record(
+        actor,
+        "token.revoke",
+        object_type="api_token",
+        object_id=token.public_id,
+        tenant=token.tenant,
+        before=before,
+        after=token_snapshot(token),
+    )
+    return token
+
+
+def check(token: str) -> tuple[ApiToken | None, str]:
+    """The live token row `token` names, or None and the reason it is refused."""
     if not token.startswith(KIND) or len(token) != len(KIND) + PREFIX_LENGTH + SECRET_LENGTH:
-        return None
+        return None, "the bearer token is not a gpucloud token (gpc_…)"
     row = (
-        ApiToken.objects.select_related("user")
+        ApiToken.objects.select_related("user", "tenant")
         .filter(prefix=token[len(KIND) : len(KIND) + PREFIX_LENGTH])
         .first()
     )
     if row is None or not hmac.compare_digest(row.digest, digest(token)):
-        return None
-    if row.revoked_at is not None or (row.expires_at is not None and row.expires_at <= timezone.now()):
-        return None
-    return row
+        return None, "the bearer token is unknown"
+    if row.revoked_at is not None:
+        return None, f"the bearer token was revoked at {row.revoked_at:%Y-%m-%dT%H:%M:%SZ}"
+    if row.expires_at is not None and row.expires_at <= timezone.now():
+        return None, f"the bearer token expired at {row.expires_at:%Y-%m-%dT%H:%M:%SZ}"
+    return row, ""
+
+
+def authenticate(token: str) -> ApiToken | None:
+    """The live token row `token` names, or None if it is unknown, wrong, revoked or expired."""
+    return check(token)[0]
 
 
 def touch(row: ApiToken, address: str) -> None:
-    """Record use, at most once a minute per token so reads stay cheap."""
+    """Record use, at most once a minute per token and address so reads stay cheap."""
     now = timezone.now()
     if row.last_used_at and (now - row.last_used_at).total_seconds() < 60 and row.last_used_ip == address:
         return

@@ -4,7 +4,14 @@ from django.urls import include, path
 from rest_framework.routers import SimpleRouter
 
 from scheduling.api.views import CapacityViewSet, GpuClassViewSet, HostClusterViewSet
-from tenants.api.views import AuditEventViewSet, MemberViewSet, QuotaViewSet, TenantViewSet
+from tenants.api.views import (
+    AuditEventViewSet,
+    MemberViewSet,
+    QuotaViewSet,
+    ServiceTokenViewSet,
+    TenantViewSet,
+    TokenViewSet,
+)
 
 router = SimpleRouter()
 router.register("tenants", TenantViewSet, basename="tenant")
@@ -12,10 +19,12 @@ router.register("gpu-classes", GpuClassViewSet, basename="gpu-class")
 router.register("host-clusters", HostClusterViewSet, basename="host-cluster")
 router.register("fleet/capacity", CapacityViewSet, basename="capacity")
 router.register("audit-events", AuditEventViewSet, basename="audit-event")
+router.register("tokens", TokenViewSet, basename="token")
 
 tenant_router = SimpleRouter()
 tenant_router.register("members", MemberViewSet, basename="member")
 tenant_router.register("quotas", QuotaViewSet, basename="quota")
+tenant_router.register("tokens", ServiceTokenViewSet, basename="service-token")
 
 urlpatterns = [
     path("", include(router.urls)),

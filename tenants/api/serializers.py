@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from tenants.models import AuditEvent, Membership, Quota, Tenant, TenantCluster
+from tenants.models import ApiToken, AuditEvent, Membership, Quota, Tenant, TenantCluster
 
 
 class TenantClusterSerializer(serializers.ModelSerializer):
@@ -55,8 +55,8 @@ class MemberSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Membership
-        fields = ["username", "role", "created_at"]
-        read_only_fields = ["created_at"]
+        fields = ["username", "role", "source", "created_at"]
+        read_only_fields = ["source", "created_at"]
 
 
 class MemberRoleSerializer(serializers.Serializer):
@@ -104,4 +104,53 @@ class AuditEventSerializer(serializers.ModelSerializer):
             "after",
             "request_id",
             "source_ip",
+            "user_agent",
         ]
+
+
+class TokenSerializer(serializers.ModelSerializer):
+    """A token as listed: never its secret."""
+
+    id = serializers.CharField(source="public_id", read_only=True)
+    user = serializers.CharField(source="user.username", read_only=True)
+    tenant = serializers.CharField(source="tenant.slug", read_only=True, allow_null=True, default=None)
+    created_by = serializers.CharField(
+        source="created_by.username", read_only=True, allow_null=True, default=None
+    )
+
+    class Meta:
+        model = ApiToken
+        fields = [
+            "id",
+            "name",
+            "scope",
+            "user",
+            "tenant",
+            "prefix",
+            "created_by",
+            "created_at",
+            "expires_at",
+            "revoked_at",
+            "last_used_at",
+            "last_used_ip",
+        ]
+        read_only_fields = fields
+
+
+class TokenCreateSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=100)
+    scope = serializers.ChoiceField(choices=ApiToken.Scope.choices, default=ApiToken.Scope.READ)
+    expires_at = serializers.DateTimeField(required=False, allow_null=True, default=None)
+
+
+class TokenCreatedSerializer(TokenSerializer):
+    """The answer to creating a token: the only time its text is shown."""
+
+    token = serializers.SerializerMethodField()
+
+    class Meta(TokenSerializer.Meta):
+        fields = [*TokenSerializer.Meta.fields, "token"]
+        read_only_fields = fields
+
+    def get_token(self, row: ApiToken) -> str:
+        return str(self.context["token"])

@@ -2,21 +2,29 @@
 
 from __future__ import annotations
 
+import csv
+import io
+import json
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import django_filters
 from django.db.models import QuerySet
+from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status
 from rest_framework.decorators import action
+from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from gpucloud.api.throttling import SettingsScopedThrottle
 from gpucloud.api.viewsets import BaseViewSet
-from gpucloud.errors import ValidationFailed
+from gpucloud.errors import PermissionDenied, ValidationFailed
 from scheduling.models import GpuClass, HostCluster
-from tenants import services
+from tenants import services, tokens
 from tenants.api.serializers import (
     AuditEventSerializer,
     MemberRoleSerializer,
@@ -25,8 +33,13 @@ from tenants.api.serializers import (
     QuotaValuesSerializer,
     TenantSerializer,
     TenantUpdateSerializer,
+    TokenCreatedSerializer,
+    TokenCreateSerializer,
+    TokenSerializer,
 )
-from tenants.models import AuditEvent, Membership, Quota, Tenant
+from tenants.models import ApiToken, AuditEvent, Membership, Quota, Tenant
+from tenants.permissions import roles_with
+from tenants.selectors import visible_tenants
 
 
 class TenantFilter(django_filters.FilterSet):
@@ -100,11 +113,22 @@ class TenantViewSet(
 
 
 class TenantChildViewSet(BaseViewSet):
-    """Base of the views nested under /tenants/{slug}/: the tenant is looked up in the caller's scope."""
+    """Base of the views nested under /tenants/{slug}/: the tenant is looked up in the caller's scope.
+
+    Another tenant is "not found"; a tenant the caller belongs to without `read_permission` is "forbidden".
+    """
+
+    read_permission = "tenant.view"
 
     def tenant(self) -> Tenant:
         if not hasattr(self, "_tenant"):
-            self._tenant = get_object_or_404(self.visible_tenants(), slug=self.kwargs["tenant_slug"])
+            tenant = get_object_or_404(self.visible_tenants(), slug=self.kwargs["tenant_slug"])
+            if not services.can(self.actor(), tenant, self.read_permission):
+                raise PermissionDenied(
+                    f"reading this needs one of these roles in tenant {tenant.slug}: "
+                    + ", ".join(sorted(roles_with(self.read_permission)))
+                )
+            self._tenant = tenant
         return self._tenant
 
 
@@ -112,6 +136,8 @@ class MemberViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantChil
     """People with a role in a tenant."""
 
     serializer_class = MemberSerializer
+    read_permission = "member.view"
+    write_scope = ApiToken.Scope.ADMIN
     lookup_field = "user__username"
     lookup_url_kwarg = "username"
     lookup_value_regex = r"[\w.@+-]+"
@@ -204,6 +230,62 @@ class QuotaViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantChild
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
+class TokenViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewSet):
+    """The caller's personal API tokens: listed without secrets; DELETE revokes."""
+
+    serializer_class = TokenSerializer
+    lookup_field = "public_id"
+    lookup_url_kwarg = "id"
+    lookup_value_regex = r"tok_[A-Za-z0-9]+"
+    write_scope = ApiToken.Scope.ADMIN
+    throttle_classes = [SettingsScopedThrottle]
+    throttle_scope = "tokens"
+
+    def get_queryset(self) -> QuerySet[ApiToken]:
+        return ApiToken.objects.filter(user=self.request.user.pk, tenant=None).select_related(
+            "user", "tenant", "created_by"
+        )
+
+    def _create(self, request: Request, **where: Any) -> Response:
+        serializer = TokenCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        if where:
+            row, text = tokens.create_service_token(actor=self.actor(), **where, **serializer.validated_data)
+        else:
+            row, text = tokens.create_token(
+                actor=self.actor(),
+                user=self.request.user,  # type: ignore[arg-type]
+                **serializer.validated_data,
+            )
+        body = TokenCreatedSerializer(row, context={"token": text}).data
+        return Response(body, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=TokenCreateSerializer, responses={201: TokenCreatedSerializer})
+    def create(self, request: Request) -> Response:
+        """Make a personal token; the answer is the only time its text is shown."""
+        return self._create(request)
+
+    @extend_schema(responses={200: TokenSerializer})
+    def destroy(self, request: Request, **kwargs: Any) -> Response:
+        """Revoke the token: it stops working at once and stays listed, with `revoked_at`."""
+        row = tokens.revoke_token(actor=self.actor(), token=self.get_object())
+        return Response(TokenSerializer(row).data)
+
+
+class ServiceTokenViewSet(TokenViewSet, TenantChildViewSet):
+    """A tenant's service tokens (Terraform, GitOps): each acts only in this tenant, with its scope's role."""
+
+    read_permission = "token.manage"
+
+    def get_queryset(self) -> QuerySet[ApiToken]:
+        return ApiToken.objects.filter(tenant=self.tenant()).select_related("user", "tenant", "created_by")
+
+    @extend_schema(request=TokenCreateSerializer, responses={201: TokenCreatedSerializer})
+    def create(self, request: Request, tenant_slug: str) -> Response:  # type: ignore[override]
+        """Make a service token for this tenant; the answer is the only time its text is shown."""
+        return self._create(request, tenant=self.tenant())
+
+
 class AuditEventFilter(django_filters.FilterSet):
     tenant = django_filters.CharFilter(field_name="tenant__slug")
     actor = django_filters.CharFilter(field_name="actor_label")
@@ -216,8 +298,34 @@ class AuditEventFilter(django_filters.FilterSet):
         fields = ["tenant", "actor", "action", "since", "until"]
 
 
+class CsvRenderer(BaseRenderer):
+    """Lets `Accept: text/csv` (or `?format=csv`) reach the export; the export writes its own body."""
+
+    media_type = "text/csv"
+    format = "csv"
+
+    def render(self, data: Any, accepted_media_type: str | None = None, renderer_context: Any = None) -> Any:
+        return data if isinstance(data, str | bytes) else json.dumps(data)
+
+
+CSV_COLUMNS = [
+    "id",
+    "created_at",
+    "actor",
+    "tenant",
+    "action",
+    "object_type",
+    "object_id",
+    "before",
+    "after",
+    "request_id",
+    "source_ip",
+    "user_agent",
+]
+
+
 class AuditEventViewSet(mixins.ListModelMixin, BaseViewSet):
-    """The audit log: platform administrators see all of it, others the events of their tenants."""
+    """The audit log: platform administrators see all of it, owners and admins the events of their tenants."""
 
     serializer_class = AuditEventSerializer
     filterset_class = AuditEventFilter
@@ -226,4 +334,33 @@ class AuditEventViewSet(mixins.ListModelMixin, BaseViewSet):
         events = AuditEvent.objects.select_related("tenant").order_by("-created_at", "-id")
         if self.request.user.is_staff:
             return events
-        return events.filter(tenant__in=self.visible_tenants())
+        return events.filter(tenant__in=visible_tenants(self.request.user, "audit.view"))
+
+    @extend_schema(
+        responses={(200, "text/csv"): OpenApiTypes.STR},
+        filters=True,
+        parameters=[],
+        operation_id="audit_export",
+    )
+    @action(
+        detail=False, methods=["get"], pagination_class=None, renderer_classes=[JSONRenderer, CsvRenderer]
+    )
+    def export(self, request: Request) -> StreamingHttpResponse:
+        """The same events as the list, with the same filters, as CSV (one row per event, no paging)."""
+        events = self.filter_queryset(self.get_queryset())
+        rows = (AuditEventSerializer(event).data for event in events.iterator(chunk_size=500))
+        response = StreamingHttpResponse(csv_lines(CSV_COLUMNS, rows), content_type="text/csv")
+        response["Content-Disposition"] = 'attachment; filename="gpucloud-audit.csv"'
+        return response
+
+
+def csv_lines(columns: list[str], rows: Iterable[dict[str, Any]]) -> Iterator[str]:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow([json.dumps(row[c]) if isinstance(row[c], dict | list) else row[c] for c in columns])
+        yield buffer.getvalue()
+        buffer.seek(0)
+        buffer.truncate()
+    yield buffer.getvalue()

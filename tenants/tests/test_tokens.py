@@ -39,7 +39,7 @@ def test_the_api_answers_401_problem_for_a_bad_token(api, make_user, demo_fleet)
 
     assert response.status_code == 401
     assert response["Content-Type"] == "application/problem+json"
-    assert response.json()["detail"] == "the bearer token is unknown, revoked or expired"
+    assert response.json()["detail"] == "the bearer token is not a gpucloud token (gpc_…)"
 
 
 def test_create_token_prints_a_working_token(make_user, api, demo_fleet):

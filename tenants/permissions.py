@@ -1,0 +1,47 @@
+"""Who may do what: the one permission matrix the services, the API and the portal all consult.
+
+Platform administrators may do everything. Everyone else acts through their role in a tenant; a permission
+lists the roles that hold it. docs/permissions.md is this table in prose; change both together.
+"""
+
+from __future__ import annotations
+
+OWNER, ADMIN, MEMBER, VIEWER, BILLING = "owner", "admin", "member", "viewer", "billing"
+ROLES = (OWNER, ADMIN, MEMBER, VIEWER, BILLING)
+TEAM = frozenset({OWNER, ADMIN, MEMBER, VIEWER})
+MANAGERS = frozenset({OWNER, ADMIN})
+
+PERMISSIONS: dict[str, frozenset[str]] = {
+    # the tenant itself
+    "tenant.view": frozenset(ROLES),
+    "tenant.update": MANAGERS,
+    "tenant.suspend": MANAGERS,
+    "tenant.delete": frozenset({OWNER}),
+    # people and their roles
+    "member.view": TEAM,
+    "member.manage": MANAGERS,
+    "member.grant_owner": frozenset({OWNER}),
+    # quotas are read by the team and set by platform administrators only
+    "quota.view": frozenset(ROLES),
+    "quota.manage": frozenset(),
+    # the tenant cluster
+    "kubeconfig.download": frozenset({OWNER, ADMIN, MEMBER}),
+    # money
+    "billing.view": frozenset({OWNER, ADMIN, BILLING}),
+    "invoice.download": frozenset({OWNER, ADMIN, BILLING}),
+    # tenant service tokens and the audit log
+    "token.manage": MANAGERS,
+    "audit.view": MANAGERS,
+}
+
+# The role a tenant service token's account holds, by the token's scope.
+SERVICE_TOKEN_ROLE = {"read": VIEWER, "write": MEMBER, "admin": ADMIN}
+
+
+def roles_with(permission: str) -> frozenset[str]:
+    """The tenant roles holding `permission`; an unknown name is a programming error, not a refusal."""
+    return PERMISSIONS[permission]
+
+
+def allows(role: str | None, permission: str) -> bool:
+    return role is not None and role in PERMISSIONS[permission]

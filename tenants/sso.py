@@ -1,0 +1,233 @@
+"""Single sign-on through any OpenID provider (docs/sso.md).
+
+One setting, `OIDC_ISSUER`, is enough: the endpoints come from the issuer's discovery document, read once
+per process and read again while it fails. Users are matched by (issuer, `sub`), never by e-mail. At every
+sign-in the groups claim decides the user's platform-administrator flag and their `sso` memberships
+(`OIDC_TENANT_GROUP_PATTERN`, default `gpucloud:{tenant}:{role}`); memberships granted by hand are kept.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode
+
+import requests
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.exceptions import SuspiciousOperation
+from django.db import transaction
+from django.http import HttpRequest
+from django.urls import reverse
+from django.utils import timezone
+from mozilla_django_oidc.auth import OIDCAuthenticationBackend
+from mozilla_django_oidc.utils import absolutify, import_from_settings
+
+from tenants import services
+from tenants.audit import Actor
+from tenants.models import Identity, Membership, Tenant
+
+log = logging.getLogger(__name__)
+User = get_user_model()
+
+# mozilla-django-oidc setting → key of the discovery document.
+DISCOVERED = {
+    "OIDC_OP_AUTHORIZATION_ENDPOINT": "authorization_endpoint",
+    "OIDC_OP_TOKEN_ENDPOINT": "token_endpoint",
+    "OIDC_OP_USER_ENDPOINT": "userinfo_endpoint",
+    "OIDC_OP_JWKS_ENDPOINT": "jwks_uri",
+}
+_documents: dict[str, dict[str, Any]] = {}
+_lock = threading.Lock()
+
+
+class ProviderUnavailable(Exception):
+    """The OpenID provider cannot be used now: not configured, unreachable, or answering nonsense."""
+
+
+class SignInRefused(SuspiciousOperation):
+    """The provider vouched for the person, but gpucloud will not let them in; the message says why."""
+
+
+def discovery(issuer: str | None = None) -> dict[str, Any]:
+    """The issuer's discovery document, fetched once per process (and again after a failure)."""
+    issuer = (issuer if issuer is not None else settings.OIDC_ISSUER).rstrip("/")
+    if not issuer:
+        raise ProviderUnavailable("single sign-on is not configured (OIDC_ISSUER is empty)")
+    with _lock:
+        if issuer not in _documents:
+            _documents[issuer] = _fetch(issuer)
+        return _documents[issuer]
+
+
+def _fetch(issuer: str) -> dict[str, Any]:
+    url = f"{issuer}/.well-known/openid-configuration"
+    try:
+        response = requests.get(url, timeout=settings.OIDC_TIMEOUT)
+        response.raise_for_status()
+        document = response.json()
+    except (requests.RequestException, ValueError) as exc:
+        raise ProviderUnavailable(f"the discovery document at {url} could not be read: {exc}") from exc
+    missing = [key for key in DISCOVERED.values() if not document.get(key)]
+    if missing or document.get("issuer", "").rstrip("/") != issuer:
+        raise ProviderUnavailable(
+            f"the discovery document at {url} is not usable: issuer {document.get('issuer')!r}, "
+            f"missing {', '.join(missing) or 'nothing'}"
+        )
+    return dict(document)
+
+
+def forget_discovery() -> None:
+    with _lock:
+        _documents.clear()
+
+
+def setting(attr: str, *default: Any) -> Any:
+    """mozilla-django-oidc's settings, with the provider's endpoints taken from discovery."""
+    if attr in DISCOVERED:
+        return discovery()[DISCOVERED[attr]]
+    return import_from_settings(attr, *default)
+
+
+@dataclass(frozen=True)
+class Grants:
+    """What a groups claim gives: platform administration, and a role per existing tenant."""
+
+    admin: bool
+    tenants: dict[Tenant, str]
+
+    @property
+    def any(self) -> bool:
+        return self.admin or bool(self.tenants)
+
+
+def group_pattern(pattern: str) -> re.Pattern[str]:
+    """`gpucloud:{tenant}:{role}` as a regular expression with named groups."""
+    escaped = re.escape(pattern)
+    escaped = escaped.replace(re.escape("{tenant}"), r"(?P<tenant>[a-z][a-z0-9-]*)")
+    escaped = escaped.replace(re.escape("{role}"), r"(?P<role>[a-z]+)")
+    return re.compile(f"^{escaped}$")
+
+
+def grants_from(groups: list[str]) -> Grants:
+    """Read the groups claim; a group naming a tenant or role that does not exist is logged and ignored."""
+    names = [str(g).lstrip("/") for g in groups]  # Keycloak sends full paths: "/gpucloud:vision:owner"
+    admin = bool(set(names) & set(settings.OIDC_ADMIN_GROUPS))
+    pattern = group_pattern(settings.OIDC_TENANT_GROUP_PATTERN)
+    wanted: dict[str, str] = {}
+    rank = {role: i for i, role in enumerate(Membership.Role.values)}  # owner first: the strongest wins
+    for name in names:
+        match = pattern.match(name)
+        if not match:
+            continue
+        slug, role = match["tenant"], match["role"]
+        if role not in rank:
+            log.warning("sso group %r names the role %r, which does not exist; ignored", name, role)
+            continue
+        if slug not in wanted or rank[role] < rank[wanted[slug]]:
+            wanted[slug] = role
+    tenants = {t.slug: t for t in Tenant.objects.filter(slug__in=wanted).exclude(state=Tenant.State.DELETED)}
+    for slug in sorted(set(wanted) - set(tenants)):
+        log.warning("sso group for tenant %r ignored: there is no such tenant", slug)
+    return Grants(
+        admin=admin, tenants={tenants[slug]: role for slug, role in wanted.items() if slug in tenants}
+    )
+
+
+class Backend(OIDCAuthenticationBackend):
+    """mozilla-django-oidc's backend, matching users by `sub` and syncing roles from groups."""
+
+    get_settings = staticmethod(setting)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # The endpoints are read when a sign-in needs them, so a provider that is down never breaks
+        # password sign-in (Django builds every backend for every authenticate() call).
+        self.UserModel = User
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("OIDC_"):
+            return setting(name, None)
+        raise AttributeError(name)
+
+    def verify_claims(self, claims: dict[str, Any]) -> bool:
+        if not claims.get("sub"):
+            self._refuse("the provider sent no subject (sub) for this person")
+        grants = grants_from(self._groups(claims))
+        identity = Identity.objects.filter(issuer=settings.OIDC_ISSUER, subject=claims["sub"]).first()
+        hand_granted = identity is not None and (
+            identity.user.memberships.filter(source=Membership.Source.MANUAL).exists()
+        )
+        if not grants.any and not hand_granted:
+            self._refuse(
+                "your account at the identity provider is in no group that gives access to gpucloud; "
+                "ask an administrator to add you to a group such as "
+                + settings.OIDC_TENANT_GROUP_PATTERN.format(tenant="<tenant>", role="viewer")
+            )
+        return True
+
+    def _refuse(self, reason: str) -> None:
+        # mozilla-django-oidc turns the exception into "no user"; the request carries the reason to the page.
+        request = getattr(self, "request", None)
+        if request is not None:
+            request.sso_refusal = reason
+        raise SignInRefused(reason)
+
+    def _groups(self, claims: dict[str, Any]) -> list[str]:
+        groups = claims.get(settings.OIDC_GROUPS_CLAIM) or []
+        return [groups] if isinstance(groups, str) else list(groups)
+
+    def filter_users_by_claims(self, claims: dict[str, Any]) -> Any:
+        return User.objects.filter(
+            identities__issuer=settings.OIDC_ISSUER, identities__subject=claims["sub"]
+        ).distinct()
+
+    @transaction.atomic
+    def create_user(self, claims: dict[str, Any]) -> Any:
+        user = User.objects.create_user(self._free_username(claims), email=claims.get("email", ""))
+        user.set_unusable_password()
+        user.save(update_fields=["password"])
+        Identity.objects.create(user=user, issuer=settings.OIDC_ISSUER, subject=claims["sub"])
+        log.info("sso created user %s for subject %s", user.username, claims["sub"])
+        return self.update_user(user, claims)
+
+    def _free_username(self, claims: dict[str, Any]) -> str:
+        wanted = claims.get("preferred_username") or (claims.get("email") or "").split("@")[0] or "user"
+        base = re.sub(r"[^\w.@+-]", "", str(wanted))[:140] or "user"
+        name, n = base, 1
+        while User.objects.filter(username=name).exists():
+            n += 1
+            name = f"{base}{n}"
+        return name
+
+    @transaction.atomic
+    def update_user(self, user: Any, claims: dict[str, Any]) -> Any:
+        groups = self._groups(claims)
+        grants = grants_from(groups)
+        user.email = claims.get("email", user.email)
+        user.first_name = str(claims.get("given_name", user.first_name))[:150]
+        user.last_name = str(claims.get("family_name", user.last_name))[:150]
+        user.is_staff = grants.admin
+        user.save(update_fields=["email", "first_name", "last_name", "is_staff"])
+        Identity.objects.filter(user=user, issuer=settings.OIDC_ISSUER, subject=claims["sub"]).update(
+            groups=groups, last_login_at=timezone.now()
+        )
+        services.sync_sso_memberships(actor=Actor.system("sso"), user=user, grants=grants.tenants)
+        return user
+
+
+def provider_logout_url(request: HttpRequest) -> str:
+    """Where signing out sends the browser: the provider's end_session_endpoint when it has one, so the
+    provider session ends too; else gpucloud's sign-in page."""
+    back = absolutify(request, reverse(settings.LOGOUT_REDIRECT_URL))
+    try:
+        end_session = discovery().get("end_session_endpoint")
+    except ProviderUnavailable as exc:
+        log.warning("sign-out could not end the provider session: %s", exc)
+        return back
+    if not end_session:
+        return back
+    query = urlencode({"client_id": settings.OIDC_RP_CLIENT_ID, "post_logout_redirect_uri": back})
+    return f"{end_session}?{query}"
