@@ -138,7 +138,7 @@ def revoke_token(*, actor: Actor, token: ApiToken) -> ApiToken:
         require(actor, token.tenant, "token.manage", "managing service tokens")
     elif actor.user != token.user and not actor.is_platform_admin:
         raise PermissionDenied("only the token's owner or a platform administrator can revoke it")
-    token = ApiToken.objects.select_for_update().select_related("user", "tenant").get(pk=token.pk)
+    token = ApiToken.objects.select_for_update(of=("self",)).select_related("user", "tenant").get(pk=token.pk)
     if token.revoked_at is not None:
         return token
     before = token_snapshot(token)

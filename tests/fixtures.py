@@ -80,7 +80,7 @@ def api() -> Callable[[User | None], APIClient]:
     def client(user: User | None) -> APIClient:
         api_client = APIClient()
         if user is not None:
-            _, token = create_token(actor=SYSTEM, user=user, name="test")
+            _, token = create_token(actor=SYSTEM, user=user, name="test", scope="admin")
             api_client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
         return api_client
 

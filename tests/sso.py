@@ -50,7 +50,12 @@ class Provider:
 
     def person(self, login: str, groups: list[str], password: str = "correct horse") -> None:
         users = json.loads(self.users_file.read_text())
-        users[login] = {"password": password, "email": f"{login}@corp.example", "name": login, "groups": groups}
+        users[login] = {
+            "password": password,
+            "email": f"{login}@corp.example",
+            "name": login,
+            "groups": groups,
+        }
         self.set_users(users)
 
 
@@ -78,7 +83,9 @@ def oidc_provider(live_server: Any, tmp_path_factory: pytest.TempPathFactory) ->
         deadline = time.monotonic() + 15
         while True:
             try:
-                requests.get(f"{provider.issuer}/.well-known/openid-configuration", timeout=1).raise_for_status()
+                requests.get(
+                    f"{provider.issuer}/.well-known/openid-configuration", timeout=1
+                ).raise_for_status()
                 break
             except requests.RequestException:
                 if process.poll() is not None or time.monotonic() > deadline:
@@ -120,7 +127,9 @@ def follow_to_callback(browser: requests.Session, base: str, login: str, passwor
     return response
 
 
-def sign_in(base: str, login: str, password: str = "correct horse") -> tuple[requests.Session, requests.Response]:
+def sign_in(
+    base: str, login: str, password: str = "correct horse"
+) -> tuple[requests.Session, requests.Response]:
     """A full authorization-code sign-in, as a browser without JavaScript does it."""
     browser = requests.Session()
     response = follow_to_callback(browser, base, login, password)

@@ -1,0 +1,149 @@
+"""Every route of the API router × alice (owner of A), bob (viewer of A), charlie (owner of B), anonymous.
+
+The routes come from Django's URL resolver, so a route added without a line in MATRIX fails this test. Each
+request runs in a savepoint that is rolled back, so every cell starts from the same state. Objects in URLs
+belong to tenant A: charlie must get 404 for all of them (not 403: he may not learn they exist).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from django.db import transaction
+from django.urls import URLPattern, URLResolver, get_resolver, reverse
+
+from scheduling.models import GpuClass
+from tenants import services
+from tenants.audit import Actor
+from tenants.models import Tenant
+from tenants.tokens import create_service_token, create_token
+
+PEOPLE = ("alice", "bob", "charlie", "anonymous")
+
+# (route name, method): expected status for alice, bob, charlie, anonymous.
+MATRIX: dict[tuple[str, str], tuple[int, int, int, int]] = {
+    ("tenant-list", "GET"): (200, 200, 200, 401),
+    ("tenant-list", "POST"): (403, 403, 403, 401),
+    ("tenant-detail", "GET"): (200, 200, 404, 401),
+    ("tenant-detail", "PATCH"): (200, 403, 404, 401),
+    ("tenant-detail", "DELETE"): (202, 403, 404, 401),
+    ("tenant-suspend", "POST"): (202, 403, 404, 401),
+    ("tenant-resume", "POST"): (409, 403, 404, 401),  # alice may, but a ready tenant cannot resume
+    ("gpu-class-list", "GET"): (200, 200, 200, 401),
+    ("gpu-class-detail", "GET"): (200, 200, 200, 401),
+    ("host-cluster-list", "GET"): (200, 200, 200, 401),
+    ("host-cluster-detail", "GET"): (200, 200, 200, 401),
+    ("capacity-list", "GET"): (200, 200, 200, 401),
+    ("audit-event-list", "GET"): (200, 200, 200, 401),  # scoped: bob and charlie see none of A's
+    ("audit-event-export", "GET"): (200, 200, 200, 401),
+    ("token-list", "GET"): (200, 200, 200, 401),
+    ("token-list", "POST"): (201, 201, 201, 401),
+    ("token-detail", "GET"): (200, 404, 404, 401),  # alice's own token
+    ("token-detail", "DELETE"): (200, 404, 404, 401),
+    ("member-list", "GET"): (200, 200, 404, 401),
+    ("member-list", "POST"): (201, 403, 404, 401),
+    ("member-detail", "GET"): (200, 200, 404, 401),
+    ("member-detail", "PATCH"): (200, 403, 404, 401),
+    ("member-detail", "DELETE"): (204, 403, 404, 401),
+    ("quota-list", "GET"): (200, 200, 404, 401),
+    ("quota-list", "POST"): (403, 403, 404, 401),
+    ("quota-detail", "GET"): (200, 200, 404, 401),
+    ("quota-detail", "PUT"): (403, 403, 404, 401),
+    ("quota-detail", "DELETE"): (403, 403, 404, 401),
+    ("service-token-list", "GET"): (200, 403, 404, 401),
+    ("service-token-list", "POST"): (201, 403, 404, 401),
+    ("service-token-detail", "GET"): (200, 403, 404, 401),
+    ("service-token-detail", "DELETE"): (200, 403, 404, 401),
+}
+
+BODIES = {
+    ("tenant-list", "POST"): {"slug": "newcomer"},
+    ("tenant-detail", "PATCH"): {"display_name": "Renamed"},
+    ("token-list", "POST"): {"name": "laptop", "scope": "read"},
+    ("member-list", "POST"): {"username": "charlie", "role": "viewer"},
+    ("member-detail", "PATCH"): {"role": "member"},
+    ("quota-list", "POST"): {"gpu_class": "a100-80gb", "guaranteed": 1},
+    ("quota-detail", "PUT"): {"guaranteed": 2},
+    ("service-token-list", "POST"): {"name": "terraform", "scope": "write"},
+}
+
+
+def api_routes() -> list[tuple[str, URLPattern]]:
+    def walk(patterns: list, prefix: str = "") -> list[tuple[str, URLPattern]]:
+        found = []
+        for pattern in patterns:
+            if isinstance(pattern, URLResolver):
+                found += walk(pattern.url_patterns, prefix + str(pattern.pattern))
+            elif getattr(pattern.callback, "actions", None):
+                found.append((prefix + str(pattern.pattern), pattern))
+        return found
+
+    return [(route, p) for route, p in walk(get_resolver().url_patterns) if route.startswith("api/v1/")]
+
+
+def url_of(route: str, name: str, values: dict[str, dict[str, str]]) -> str:
+    names = [a or b for a, b in re.findall(r"\(\?P<(\w+)>|<(?:\w+:)?(\w+)>", route)]
+    kwargs = {key: values.get(name, {}).get(key) or values["*"][key] for key in names}
+    return reverse(name, kwargs=kwargs)
+
+
+@pytest.fixture
+def world(people, api, demo_fleet):
+    admin = Actor.of(people["admin"])
+    Tenant.objects.filter(pk=people["a"].pk).update(state=Tenant.State.READY)
+    services.set_quota(
+        actor=admin, tenant=people["a"], gpu_class=GpuClass.objects.get(name="h200-141gb"), guaranteed=1
+    )
+    personal, _ = create_token(actor=Actor.of(people["alice"]), user=people["alice"], name="alice's laptop")
+    service, _ = create_service_token(actor=admin, tenant=people["a"], name="gitops")
+    values = {
+        "*": {"slug": "tenant-a", "tenant_slug": "tenant-a", "username": "bob", "gpu_class": "h200-141gb"},
+        "token-detail": {"id": personal.public_id},
+        "service-token-detail": {"id": service.public_id},
+        "gpu-class-detail": {"name": "h200-141gb"},
+        "host-cluster-detail": {"name": demo_fleet.name},
+    }
+    clients = {name: api(people.get(name)) for name in PEOPLE}
+    return values, clients
+
+
+def test_every_api_route_answers_each_role_exactly_as_the_matrix_says(world):
+    values, clients = world
+    unlisted, wrong = [], []
+    for route, pattern in api_routes():
+        for method in sorted(m.upper() for m in pattern.callback.actions):  # type: ignore[attr-defined]
+            key = (pattern.name or route, method)
+            if key not in MATRIX:
+                unlisted.append(key)
+                continue
+            url = url_of(route, key[0], values)
+            for person, expected in zip(PEOPLE, MATRIX[key], strict=True):
+                savepoint = transaction.savepoint()
+                try:
+                    response = clients[person].generic(
+                        method, url, data=_json(BODIES.get(key)), content_type="application/json"
+                    )
+                finally:
+                    transaction.savepoint_rollback(savepoint)
+                if response.status_code != expected:
+                    wrong.append(f"{method} {url} as {person}: {response.status_code}, expected {expected}")
+    assert not unlisted, f"routes missing from MATRIX (add them with each role's answer): {unlisted}"
+    assert not wrong, "\n".join(wrong)
+    listed = {(p.name, m.upper()) for _, p in api_routes() for m in p.callback.actions}  # type: ignore[attr-defined]
+    assert set(MATRIX) <= listed, f"MATRIX names routes that no longer exist: {set(MATRIX) - listed}"
+
+
+def _json(body: dict | None) -> str:
+    return json.dumps(body) if body is not None else ""
+
+
+def test_bob_and_charlie_see_none_of_tenant_as_audit_events(world, people):
+    _, clients = world
+    alice_sees = clients["alice"].get("/api/v1/audit-events/?tenant=tenant-a").json()
+    assert alice_sees["count"] > 0
+    for person in ("bob", "charlie"):
+        assert clients[person].get("/api/v1/audit-events/?tenant=tenant-a").json()["count"] == 0
+        export = clients[person].get("/api/v1/audit-events/export/")
+        assert b"tenant-a" not in b"".join(export.streaming_content)
