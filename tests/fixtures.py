@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from django.conf import settings
+from django.core.cache import cache
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
@@ -25,6 +26,12 @@ SYSTEM = Actor.system("tests")
 def fast_password_hashing(settings: Any) -> None:
     """Passwords are hashed with a cheap hasher in tests; the real one takes a second per user."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
+def fresh_rate_limits() -> None:
+    """Throttles and sign-in limits count in the (per-process) cache: every test starts at zero."""
+    cache.clear()
 
 
 @pytest.fixture
