@@ -43,6 +43,7 @@ class CapacityViewSet(mixins.ListModelMixin, BaseViewSet):
     """Per GPU class: what the healthy fleet holds, what is guaranteed, what can still be guaranteed."""
 
     serializer_class = CapacitySerializer
+    filter_backends: list[type] = []  # a computed table, not a queryset: list() filters it by hand
 
     def list(self, request: Request) -> Response:
         rows = [asdict(row) for row in capacity_table()]

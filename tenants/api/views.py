@@ -143,6 +143,8 @@ class MemberViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantChil
     lookup_value_regex = r"[\w.@+-]+"
 
     def get_queryset(self) -> QuerySet[Membership]:
+        if getattr(self, "swagger_fake_view", False):  # drf-spectacular: no tenant in the URL
+            return Membership.objects.none()
         return (
             Membership.objects.filter(tenant=self.tenant()).select_related("user").order_by("user__username")
         )
@@ -193,6 +195,8 @@ class QuotaViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantChild
     lookup_value_regex = r"[a-z0-9.-]+"
 
     def get_queryset(self) -> QuerySet[Quota]:
+        if getattr(self, "swagger_fake_view", False):
+            return Quota.objects.none()
         return (
             Quota.objects.filter(tenant=self.tenant()).select_related("gpu_class").order_by("gpu_class__name")
         )
@@ -278,6 +282,8 @@ class ServiceTokenViewSet(TokenViewSet, TenantChildViewSet):
     read_permission = "token.manage"
 
     def get_queryset(self) -> QuerySet[ApiToken]:
+        if getattr(self, "swagger_fake_view", False):
+            return ApiToken.objects.none()
         return ApiToken.objects.filter(tenant=self.tenant()).select_related("user", "tenant", "created_by")
 
     @extend_schema(request=TokenCreateSerializer, responses={201: TokenCreatedSerializer})

@@ -56,9 +56,10 @@ def test_the_audit_list_filters_by_tenant_actor_action_and_time(api, people):
 
     by_actor = client.get("/api/v1/audit-events/", {"actor": "alice", "action": "tenant.update"}).json()
     assert [e["tenant"] for e in by_actor["results"]] == ["tenant-a"]
-    assert client.get("/api/v1/audit-events/", {"tenant": "tenant-b", "action": "tenant.update"}).json()[
-        "count"
-    ] == 0
+    assert (
+        client.get("/api/v1/audit-events/", {"tenant": "tenant-b", "action": "tenant.update"}).json()["count"]
+        == 0
+    )
     assert client.get("/api/v1/audit-events/", {"since": "2999-01-01T00:00:00Z"}).json()["count"] == 0
 
 
