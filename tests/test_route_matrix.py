@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 import pytest
 from django.db import transaction
@@ -58,7 +59,7 @@ MATRIX: dict[tuple[str, str], tuple[int, int, int, int]] = {
     ("service-token-detail", "DELETE"): (200, 403, 404, 401),
 }
 
-BODIES = {
+BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("tenant-list", "POST"): {"slug": "newcomer"},
     ("tenant-detail", "PATCH"): {"display_name": "Renamed"},
     ("token-list", "POST"): {"name": "laptop", "scope": "read"},
@@ -135,7 +136,7 @@ def test_every_api_route_answers_each_role_exactly_as_the_matrix_says(world):
     assert set(MATRIX) <= listed, f"MATRIX names routes that no longer exist: {set(MATRIX) - listed}"
 
 
-def _json(body: dict | None) -> str:
+def _json(body: dict[str, Any] | None) -> str:
     return json.dumps(body) if body is not None else ""
 
 

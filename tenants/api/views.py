@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import io
 import json
 from collections.abc import Iterable, Iterator
@@ -292,12 +293,25 @@ class ServiceTokenViewSet(TokenViewSet, TenantChildViewSet):
         return self._create(request, tenant=self.tenant())
 
 
+class UtcDateTimeFilter(django_filters.IsoDateTimeFilter):
+    """An ISO 8601 time with any offset Python accepts, turned into UTC before it reaches the database
+    (PostgreSQL refuses offsets beyond ±15:59)."""
+
+    def filter(self, qs: QuerySet[Any], value: Any) -> QuerySet[Any]:
+        if value is not None:
+            try:
+                value = value.astimezone(dt.UTC)
+            except OverflowError:
+                raise ValidationFailed.on(self.field_name, "the time is out of range") from None
+        return super().filter(qs, value)  # type: ignore[no-any-return]
+
+
 class AuditEventFilter(django_filters.FilterSet):
     tenant = django_filters.CharFilter(field_name="tenant__slug")
     actor = django_filters.CharFilter(field_name="actor_label")
     action = django_filters.CharFilter()
-    since = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
-    until = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
+    since = UtcDateTimeFilter(field_name="created_at", lookup_expr="gte")
+    until = UtcDateTimeFilter(field_name="created_at", lookup_expr="lt")
 
     class Meta:
         model = AuditEvent

@@ -1,0 +1,37 @@
+"""The OpenAPI generator: drf-spectacular's, plus the problem responses every operation can give."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular import openapi
+from rest_framework import serializers
+
+from gpucloud.api.problems import PROBLEM_JSON
+
+
+class ProblemSerializer(serializers.Serializer):
+    """An RFC 9457 problem: what went wrong and, in `errors`, which field broke which rule."""
+
+    type = serializers.CharField()
+    title = serializers.CharField()
+    status = serializers.IntegerField()
+    detail = serializers.CharField()
+    instance = serializers.CharField(required=False)
+    errors = serializers.DictField(child=serializers.ListField(child=serializers.CharField()), required=False)
+
+
+class AutoSchema(openapi.AutoSchema):
+    """Documents the errors too, so clients (and the schema fuzz test) know every answer they may get."""
+
+    def _get_response_bodies(self, direction: Any = "response") -> dict[str, Any]:
+        responses: dict[str, Any] = super()._get_response_bodies(direction)
+        codes = ["400", "401", "403", "404", "429"]
+        if self.method not in ("GET", "HEAD", "OPTIONS"):
+            codes += ["409", "422"]
+        for code in codes:
+            if code not in responses:
+                responses[code] = self._get_response_for_code(
+                    ProblemSerializer, code, [PROBLEM_JSON], direction
+                )
+        return responses
