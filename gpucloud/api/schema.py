@@ -18,7 +18,7 @@ class ProblemSerializer(serializers.Serializer):
     status = serializers.IntegerField()
     detail = serializers.CharField()
     instance = serializers.CharField(required=False)
-    errors = serializers.DictField(child=serializers.ListField(child=serializers.CharField()), required=False)
+    errors = serializers.DictField(child=serializers.ListField(child=serializers.CharField()), required=False)  # type: ignore[assignment]
 
 
 class AutoSchema(openapi.AutoSchema):
