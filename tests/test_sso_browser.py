@@ -1,0 +1,64 @@
+"""Signing in through the real OpenID provider in headless Chromium (PyPI playwright, the system browser)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tenants.models import Membership
+from tests.sso import unavailable
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+]
+
+
+@pytest.fixture
+def page() -> Iterator[Any]:
+    if not CHROMIUM.exists():
+        unavailable("chromium is needed at /usr/bin/chromium for the browser test")
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API runs an event loop in this thread; Django's async-safety check must allow the
+    # database calls the test makes around it.
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+            context = browser.new_context()
+            yield context.new_page()
+            context.close()
+            browser.close()
+    finally:
+        del os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"]
+
+
+def test_a_person_signs_in_with_the_company_account_in_a_browser(sso_on, live_server, make_tenant, page):
+    make_tenant("vision")
+    sso_on.person("grace", ["gpucloud:vision:admin"])
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+
+    page.goto(f"{live_server.url}/tenants/vision/")
+    page.click("#sso")
+    page.fill("input[name=login]", "grace")
+    page.fill("input[name=password]", "correct horse")
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{live_server.url}/tenants/vision/")
+
+    assert page.locator("h1").inner_text().startswith("vision")
+    assert "grace — admin" in page.content()
+    assert Membership.objects.get(user__username="grace").source == "sso"
+    assert not [e for e in errors if "Content Security Policy" in e], errors
