@@ -234,7 +234,8 @@ class ApiToken(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     name = models.CharField(max_length=100)
-    scope = models.CharField(max_length=10, choices=Scope.choices, default=Scope.WRITE)
+    # Tokens made before scopes existed could do everything their user could; new ones choose (API: read).
+    scope = models.CharField(max_length=10, choices=Scope.choices, default=Scope.ADMIN)
     prefix = models.CharField(max_length=16, unique=True)
     digest = models.CharField(max_length=64)
     created_at = models.DateTimeField(auto_now_add=True)

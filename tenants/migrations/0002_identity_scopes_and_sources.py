@@ -28,7 +28,7 @@ class Migration(migrations.Migration):
             name="scope",
             field=models.CharField(
                 choices=[("read", "Read"), ("write", "Write"), ("admin", "Admin")],
-                default="write",
+                default="admin",
                 max_length=10,
             ),
         ),

@@ -15,10 +15,13 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--user", required=True, help="username the token acts as")
         parser.add_argument("--name", default="cli", help="a label to recognise the token by")
+        parser.add_argument(
+            "--scope", default="admin", choices=["read", "write", "admin"], help="what the token may do"
+        )
 
-    def handle(self, *args: Any, user: str, name: str, **options: Any) -> None:
+    def handle(self, *args: Any, user: str, name: str, scope: str, **options: Any) -> None:
         account = get_user_model().objects.filter(username=user).first()
         if account is None:
             raise CommandError(f"there is no user called {user!r}")
-        _, token = create_token(actor=Actor.system("create_token"), user=account, name=name)
+        _, token = create_token(actor=Actor.system("create_token"), user=account, name=name, scope=scope)
         self.stdout.write(token)

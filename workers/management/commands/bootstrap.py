@@ -23,7 +23,7 @@ class Command(BaseCommand):
             return
         password = secrets.token_urlsafe(12)
         admin = users.create_superuser("admin", "admin@localhost", password)
-        _, token = create_token(actor=Actor.system("bootstrap"), user=admin, name="bootstrap")
+        _, token = create_token(actor=Actor.system("bootstrap"), user=admin, name="bootstrap", scope="admin")
         self.stdout.write(
             "\n".join(
                 [
