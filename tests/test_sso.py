@@ -12,7 +12,7 @@ from django.contrib.sessions.models import Session
 from tenants import services, sso
 from tenants.audit import Actor
 from tenants.models import Identity, Membership
-from tests.sso import ADMIN_GROUP, follow_to_callback, sign_in
+from tests.sso import ADMIN_GROUP, CLIENT_SECRET, follow_to_callback, sign_in
 
 
 def roles(username):
@@ -28,7 +28,7 @@ def test_the_first_sign_in_creates_the_user_and_memberships_from_groups(
     make_tenant("vision"), make_tenant("speech")
     sso_on.person("ada", ["gpucloud:vision:owner", "gpucloud:speech:viewer", "gpucloud:ghost:owner", "misc"])
 
-    with caplog.at_level(logging.WARNING, logger="tenants.sso"):
+    with caplog.at_level(logging.DEBUG):
         _, page = sign_in(live_server.url, "ada")
 
     assert page.status_code == 200 and page.url == f"{live_server.url}/"
@@ -38,6 +38,7 @@ def test_the_first_sign_in_creates_the_user_and_memberships_from_groups(
     assert roles("ada") == {("vision", "owner", "sso"), ("speech", "viewer", "sso")}
     assert not ada.is_staff
     assert "sso group for tenant 'ghost' ignored: there is no such tenant" in caplog.text
+    assert CLIENT_SECRET not in caplog.text  # secrets never reach the log, even at DEBUG
 
 
 def test_a_group_removed_at_the_provider_removes_the_membership_at_the_next_sign_in(
