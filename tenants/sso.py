@@ -80,6 +80,24 @@ def _fetch(issuer: str) -> dict[str, Any]:
     return dict(document)
 
 
+def warm_up() -> threading.Thread | None:
+    """Fetch the discovery document in a background thread, logging the outcome (web process start-up)."""
+    if not settings.OIDC_ISSUER:
+        return None
+
+    def fetch() -> None:
+        try:
+            document = discovery()
+        except ProviderUnavailable as exc:
+            log.error("single sign-on is configured but the provider cannot be used yet: %s", exc)
+        else:
+            log.info("single sign-on: discovery document of %s read", document["issuer"])
+
+    thread = threading.Thread(target=fetch, name="oidc-discovery", daemon=True)
+    thread.start()
+    return thread
+
+
 def forget_discovery() -> None:
     with _lock:
         _documents.clear()

@@ -178,3 +178,11 @@ def test_password_sign_in_can_be_switched_off(client, settings, make_user):
 
     assert page.status_code == 403 and b"Password sign-in is switched off here" in page.content
     assert client.get("/", follow=False).status_code == 302
+
+
+def test_the_discovery_document_is_read_at_start_up(sso_on, caplog):
+    with caplog.at_level(logging.INFO, logger="tenants.sso"):
+        sso.warm_up().join(10)
+
+    assert f"discovery document of {sso_on.issuer} read" in caplog.text
+    assert sso.setting("OIDC_OP_TOKEN_ENDPOINT").startswith(sso_on.issuer)
