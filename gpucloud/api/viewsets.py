@@ -26,12 +26,20 @@ class IdempotencyMixin:
     """
 
     HEADER = "Idempotency-Key"
+    # False where the response holds a secret shown once (a new token): it must never be stored to replay.
+    idempotent_replay = True
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)  # type: ignore[misc]
         key = request.headers.get(self.HEADER, "")
         if request.method != "POST" or not key or not request.user.is_authenticated:
             return
+        if not self.idempotent_replay:
+            raise ServiceError(
+                "this endpoint answers with a secret shown once, so it cannot replay answers: "
+                "send it without an Idempotency-Key",
+                errors={self.HEADER: ["not accepted here"]},
+            )
         if len(key) > 200:
             raise ServiceError(
                 "Idempotency-Key is longer than 200 characters", errors={self.HEADER: ["too long"]}

@@ -243,6 +243,7 @@ class TokenViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewSet
     lookup_url_kwarg = "id"
     lookup_value_regex = r"tok_[A-Za-z0-9]+"
     write_scope = ApiToken.Scope.ADMIN
+    idempotent_replay = False
     throttle_classes = [SettingsScopedThrottle]
     throttle_scope = "tokens"
 
