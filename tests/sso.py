@@ -60,7 +60,10 @@ class Provider:
 
 
 @pytest.fixture(scope="session")
-def oidc_provider(live_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Provider]:
+def oidc_provider(
+    django_db_setup: Any, live_server: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Provider]:
+    # django_db_setup first: the test database then outlives the live server's connection to it.
     if shutil.which("node") is None or not (HERE / "node_modules" / "oidc-provider").is_dir():
         unavailable("node and tests/oidc/node_modules (npm ci) are needed for the OpenID provider")
     port = free_port()

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.db import connections
 
 from tenants.models import Membership
 from tests.sso import unavailable
@@ -29,6 +30,7 @@ ARGS = [
 def page() -> Iterator[Any]:
     if not CHROMIUM.exists():
         unavailable("chromium is needed at /usr/bin/chromium for the browser test")
+
     from playwright.sync_api import sync_playwright
 
     # Playwright's sync API runs an event loop in this thread; Django's async-safety check must allow the
@@ -39,6 +41,9 @@ def page() -> Iterator[Any]:
             browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
             context = browser.new_context()
             yield context.new_page()
+            # Inside Playwright's event loop Django opens the test's queries on a connection of their own
+            # (asgiref keys connections by context); close it, or the test database cannot be dropped.
+            connections.close_all()
             context.close()
             browser.close()
     finally:
