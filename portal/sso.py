@@ -14,7 +14,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from mozilla_django_oidc import views as oidc_views
 
-from tenants import sso
+from tenants import audit, sso
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +96,11 @@ class Callback(oidc_views.OIDCAuthenticationCallbackView):
             else "The identity provider's answer was not accepted, or the account is deactivated."
         )
         return sign_in_error(request, "Signing in did not work", detail + " Start again.", 400)
+
+    def login_success(self) -> HttpResponse:
+        response = super().login_success()
+        audit.record_sign_in(self.user, "sso")
+        return response
 
 
 class Logout(oidc_views.OIDCLogoutView):

@@ -12,6 +12,7 @@ from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 
+from tenants import audit
 from tenants.selectors import visible_tenants
 
 log = logging.getLogger(__name__)
@@ -44,6 +45,11 @@ class LoginView(auth_views.LoginView):
             context = {**self.get_context_data(), "throttled": True}
             return render(request, "portal/login.html", context, status=429)
         return super().post(request, *args, **kwargs)
+
+    def form_valid(self, form: Any) -> HttpResponse:
+        response = super().form_valid(form)
+        audit.record_sign_in(form.get_user(), "password")
+        return response
 
     def form_invalid(self, form: Any) -> HttpResponse:
         key = self._key()

@@ -65,3 +65,14 @@ def record_download(actor: Actor, what: str, *, object_id: str, tenant: Tenant |
     """Record that `actor` downloaded a sensitive document (`kubeconfig`, `invoice`): who, from where, with
     which client. Views serving such a download call this before sending the body."""
     return record(actor, f"{what}.download", object_type=what, object_id=object_id, tenant=tenant)
+
+
+def record_sign_in(user: User | AbstractBaseUser, method: str) -> AuditEvent:
+    """Record that someone signed in to the portal (`password` or `sso`), from where and with what."""
+    return record(
+        Actor.of(user),
+        "user.sign_in",
+        object_type="user",
+        object_id=user.get_username(),
+        after={"method": method},
+    )

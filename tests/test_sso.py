@@ -11,7 +11,7 @@ from django.contrib.sessions.models import Session
 
 from tenants import services, sso
 from tenants.audit import Actor
-from tenants.models import Identity, Membership
+from tenants.models import AuditEvent, Identity, Membership
 from tests.sso import ADMIN_GROUP, CLIENT_SECRET, follow_to_callback, sign_in
 
 
@@ -39,6 +39,9 @@ def test_the_first_sign_in_creates_the_user_and_memberships_from_groups(
     assert not ada.is_staff
     assert "sso group for tenant 'ghost' ignored: there is no such tenant" in caplog.text
     assert CLIENT_SECRET not in caplog.text  # secrets never reach the log, even at DEBUG
+    sign_in_row = AuditEvent.objects.get(action="user.sign_in", actor_label="ada")
+    assert sign_in_row.after == {"method": "sso"} and sign_in_row.source_ip == "127.0.0.1"
+    assert sign_in_row.user_agent.startswith("python-requests")
 
 
 def test_a_group_removed_at_the_provider_removes_the_membership_at_the_next_sign_in(

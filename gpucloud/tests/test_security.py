@@ -11,6 +11,8 @@ from pathlib import Path
 
 from django.conf import settings
 
+from tenants.models import AuditEvent
+
 PRODUCTION = {
     "DEBUG": "false",
     "DATABASE_URL": "postgres://gpucloud@db.example.com:5432/gpucloud",
@@ -101,7 +103,8 @@ def test_sign_in_is_rate_limited_per_address(client, make_user, settings):
     assert client.post("/login/", {"username": "alice", "password": "pw-alice"}).status_code == 429
 
 
-def test_a_correct_password_signs_in(client, make_user):
+def test_a_correct_password_signs_in_and_is_audited(client, make_user):
     make_user("alice")
     response = client.post("/login/", {"username": "alice", "password": "pw-alice"})
     assert response.status_code == 302 and response["Location"] == "/"
+    assert AuditEvent.objects.get(action="user.sign_in").after == {"method": "password"}
