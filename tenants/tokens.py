@@ -98,10 +98,14 @@ def create_token(
     actor: Actor,
     user: User,
     name: str,
-    scope: str = ApiToken.Scope.WRITE,
+    scope: str = ApiToken.Scope.ADMIN,
     expires_at: datetime | None = None,
 ) -> tuple[ApiToken, str]:
-    """Make a personal token for `user`; returns the row and the token text, which is never stored."""
+    """Make a personal token for `user`; returns the row and the token text, which is never stored.
+
+    The default scope, `admin`, is what every token could do before scopes existed (callers in code and
+    the CLI); the API asks people to choose and defaults to `read`.
+    """
     _validate(name, scope, expires_at)
     if actor.user is not None and actor.user != user and not actor.is_platform_admin:
         raise PermissionDenied("only a platform administrator can make a token for someone else")
