@@ -40,6 +40,8 @@ class Start(oidc_views.OIDCAuthenticationRequestView):
     get_settings = staticmethod(sso.setting)
 
     def __init__(self, **kwargs: Any) -> None:
+        # Skip the parent's __init__: it reads the authorization endpoint, which needs discovery, and a
+        # provider that is down must give the error page below rather than fail building the view.
         super(oidc_views.OIDCAuthenticationRequestView, self).__init__(**kwargs)
         self.OIDC_RP_CLIENT_ID = sso.setting("OIDC_RP_CLIENT_ID")
 
