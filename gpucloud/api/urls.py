@@ -3,8 +3,9 @@
 from django.urls import include, path
 from rest_framework.routers import SimpleRouter
 
-from scheduling.api.views import CapacityViewSet, GpuClassViewSet, HostClusterViewSet
+from scheduling.api.views import CapacityViewSet, GpuClassViewSet
 from tenants.api.views import AuditEventViewSet, MemberViewSet, QuotaViewSet, TenantViewSet
+from workers.api.views import HostClusterViewSet, KubeconfigView
 
 router = SimpleRouter()
 router.register("tenants", TenantViewSet, basename="tenant")
@@ -20,4 +21,9 @@ tenant_router.register("quotas", QuotaViewSet, basename="quota")
 urlpatterns = [
     path("", include(router.urls)),
     path("tenants/<slug:tenant_slug>/", include(tenant_router.urls)),
+    path(
+        "tenants/<slug:tenant_slug>/kubeconfig/",
+        KubeconfigView.as_view({"get": "retrieve"}),
+        name="tenant-kubeconfig",
+    ),
 ]
