@@ -36,13 +36,17 @@ def _shape(pod: PodRequest) -> tuple[int, int, int, str]:
 
 
 def typical_pods(
-    pods: Sequence[PodRequest], models: Sequence[str], popularity: float = POPULARITY
+    pods: Sequence[PodRequest], models: Sequence[str], popularity: float = POPULARITY, gpu_weight: float = 0.0
 ) -> TypicalPods:
     """Most frequent pod shapes covering ``popularity`` of the pods, renormalised (CPU-only pods included).
 
     Shapes are ranked by count, ties by (cpu, milli, num, models) descending, as the authors' simulator does.
+    ``gpu_weight`` > 0 counts a pod as ``1 + gpu_weight × GPUs`` instead of 1, so that shapes holding more
+    GPUs weigh more (the simulator's ``gpuResWeight``, extended to shares).
     """
-    counts = Counter(_shape(p) for p in pods)
+    counts: Counter[tuple[int, int, int, str]] = Counter()
+    for p in pods:
+        counts[_shape(p)] += 1 + gpu_weight * p.total_gpu_milli / 1000
     ranked = sorted(counts.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)
     total, cum, chosen = sum(counts.values()), 0, []
     for shape, n in ranked:
