@@ -8,6 +8,7 @@ import statistics
 import sys
 from pathlib import Path
 
+from scheduling.bench import gangs, mig, replay
 from scheduling.engine.errors import EngineError
 from scheduling.engine.trace import read_nodes, read_pods
 
@@ -85,18 +86,25 @@ def run_openb(args: argparse.Namespace) -> dict:
     }
     if args.json:
         summary["runs"] = [
-            {"seed": r.seed, "curve": r.curve, "failed_pods": r.failed_pods, "arrived_pods": r.arrived_pods,
-             "wall_seconds": r.wall_seconds}
+            {
+                "seed": r.seed,
+                "curve": r.curve,
+                "failed_pods": r.failed_pods,
+                "arrived_pods": r.arrived_pods,
+                "wall_seconds": r.wall_seconds,
+            }
             for r in results
         ]
         curves = [r.curve for r in results]
-        summary["mean_curve"] = [round(statistics.fmean(c[k] for c in curves), 3) for k in range(len(curves[0]))]
+        summary["mean_curve"] = [
+            round(statistics.fmean(c[k] for c in curves), 3) for k in range(len(curves[0]))
+        ]
     else:
         print(
             f"mean ({len(results)} seeds) {summary['workload']} {args.policy}: "
             f"alloc@100 {summary['mean_alloc_100']:.2f} %  alloc@130 {summary['mean_alloc_130']:.2f} %  "
             f"unallocated@100 {summary['mean_unallocated_100']:.2f} %  "
-            f"band alloc@100 {summary['min_alloc_100']:.2f}–{summary['max_alloc_100']:.2f}  "
+            f"band alloc@100 {summary['min_alloc_100']:.2f}-{summary['max_alloc_100']:.2f}  "
             f"wall {summary['mean_wall_seconds']:.1f} s/seed"
         )
     return summary
@@ -105,13 +113,7 @@ def run_openb(args: argparse.Namespace) -> dict:
 def main(argv: list[str] | None = None) -> int:
     """Entry point; bad input ends with a one-line message and exit status 2."""
     args = parser().parse_args(argv)
-    commands = {"openb": run_openb}
-    try:
-        from scheduling.bench import gangs, mig, replay
-
-        commands.update({"replay": replay.run, "gangs": gangs.run, "mig": mig.run})
-    except ImportError:
-        pass
+    commands = {"openb": run_openb, "replay": replay.run, "gangs": gangs.run, "mig": mig.run}
     try:
         summary = commands[args.command](args)
     except EngineError as e:

@@ -2,7 +2,7 @@
 
 Per seed: sort the pods by name, shuffle them with the seed, append copies drawn uniformly (with
 replacement) from the name-sorted list until the next one would take the total GPU request past
-``tune`` × cluster capacity, then let every pod arrive once, in order, and never leave. After each arrival
+``tune`` x cluster capacity, then let every pod arrive once, in order, and never leave. After each arrival
 record the GPU request that has arrived and the GPU milli allocated. This mirrors the authors' simulator
 (``SortClusterPods`` then ``TunePodsByNodeTotalResource``, whose stop test compares the *per-GPU* milli of
 the drawn pod). Their Go ``math/rand`` stream is not reproduced bit for bit, so individual seeds differ
@@ -45,7 +45,9 @@ class SeedResult:
         return self.curve[130]
 
 
-def arrival_order(pods: Sequence[PodRequest], capacity_milli: int, seed: int, tune: float) -> list[PodRequest]:
+def arrival_order(
+    pods: Sequence[PodRequest], capacity_milli: int, seed: int, tune: float
+) -> list[PodRequest]:
     """The protocol's arrival sequence for one seed (steps 2 and 3 of the protocol)."""
     ordered = sorted(pods, key=lambda p: p.name)
     rng = np.random.default_rng(seed)
@@ -75,7 +77,9 @@ def curve(arrived: np.ndarray, allocated: np.ndarray, capacity_milli: int) -> li
     return [round(float(v), 3) for v in values]
 
 
-def run_seed(nodes: Sequence[NodeSpec], pods: Sequence[PodRequest], policy: str, seed: int, tune: float) -> SeedResult:
+def run_seed(
+    nodes: Sequence[NodeSpec], pods: Sequence[PodRequest], policy: str, seed: int, tune: float
+) -> SeedResult:
     """Run the whole protocol for one seed on a fresh fleet."""
     start = time.perf_counter()
     # The simulator prefixes node names with a seeded permutation, which fixes the order ties are broken in.

@@ -14,6 +14,7 @@ from enum import StrEnum
 import numpy as np
 
 from scheduling.engine.errors import EngineError, UnknownGpuModel, UnplaceablePod
+from scheduling.engine.mig import placement as mig_placement
 
 MILLI = 1000
 LEVELS = ("zone", "block", "rack", "nvlink", "node")
@@ -31,7 +32,7 @@ class Tier(StrEnum):
 
 @dataclass(frozen=True)
 class Topology:
-    """Where a node sits: zone › block › rack › NVLink domain (the node itself is the last level)."""
+    """Where a node sits: zone > block > rack > NVLink domain (the node itself is the last level)."""
 
     zone: str = ""
     block: str = ""
@@ -72,10 +73,13 @@ class PodRequest:
     gpu_models: frozenset[str] = frozenset()
     tenant: str = ""
     tier: Tier = Tier.TRUSTED
+    mig_profile: str = ""  # e.g. "1g.10gb": one MIG instance instead of GPU milli
 
     def __post_init__(self) -> None:
         if self.cpu_milli < 0 or self.memory_mib < 0 or self.num_gpu < 0:
             raise EngineError("negative resource request", f"pod {self.name}")
+        if self.mig_profile and (self.num_gpu or self.gpu_milli):
+            raise EngineError("a MIG pod asks for one instance, not GPU milli", f"pod {self.name}")
         if not 0 <= self.gpu_milli <= MILLI:
             raise EngineError(f"gpu_milli {self.gpu_milli} outside 0..{MILLI}", f"pod {self.name}")
         if self.num_gpu > 1 and self.gpu_milli != MILLI:
@@ -85,7 +89,7 @@ class PodRequest:
 
     @property
     def total_gpu_milli(self) -> int:
-        """GPU milli asked in all: num_gpu × gpu_milli."""
+        """GPU milli asked in all: num_gpu x gpu_milli."""
         return self.num_gpu * self.gpu_milli
 
     @property
@@ -103,6 +107,7 @@ class Placement:
     node_index: int
     gpus: tuple[int, ...]
     gpu_milli: int
+    mig_slot: int | None = None
 
 
 class Fleet:
@@ -138,6 +143,8 @@ class Fleet:
         self.tenant_tiers: list[Tier] = []
         self._occupants: dict[tuple[int, int], dict[int, int]] = {}
         self._placed: dict[str, tuple[Placement, PodRequest]] = {}
+        # MIG: (node, gpu) -> one [profile, pod name or None] per configured instance.
+        self.mig: dict[tuple[int, int], list[list[str | None]]] = {}
 
     # --- inventory -------------------------------------------------------------------------------
 
@@ -201,7 +208,10 @@ class Fleet:
             self.version[i] += 1
 
     def _foreign_pods(self, i: int, tid: int) -> bool:
-        return any(p.node_index == i and r.tenant not in ("", self._tenant_name(tid)) for p, r in self._placed.values())
+        return any(
+            p.node_index == i and r.tenant not in ("", self._tenant_name(tid))
+            for p, r in self._placed.values()
+        )
 
     def _tenant_name(self, tid: int) -> str:
         return next(name for name, t in self.tenant_ids.items() if t == tid)
@@ -210,13 +220,15 @@ class Fleet:
 
     def model_mask(self, pod: PodRequest) -> np.ndarray:
         """Nodes whose GPU model the pod accepts; raises if no model it names exists anywhere."""
-        if not pod.num_gpu:
+        if not pod.num_gpu and not pod.mig_profile:
             return np.ones(len(self), dtype=bool)
         if not pod.gpu_models:
             return self.model_idx >= 0
         ids = [self._model_id[m] for m in pod.gpu_models if m in self._model_id]
         if not ids:
-            raise UnknownGpuModel(f"no node has GPU model {'|'.join(sorted(pod.gpu_models))}", f"pod {pod.name}")
+            raise UnknownGpuModel(
+                f"no node has GPU model {'|'.join(sorted(pod.gpu_models))}", f"pod {pod.name}"
+            )
         return np.isin(self.model_idx, ids)
 
     def usable_gpus(self, pod: PodRequest, tid: int | None) -> np.ndarray:
@@ -294,12 +306,73 @@ class Fleet:
         i = placement.node_index
         self.cpu_free[i] += pod.cpu_milli
         self.mem_free[i] += pod.memory_mib
+        if placement.mig_slot is not None:
+            self.mig[(i, placement.gpus[0])][placement.mig_slot][1] = None
+            self.version[i] += 1
+            return placement
         tid = self.tenant_ids.get(pod.tenant) if pod.tenant else None
         for g in placement.gpus:
             self.gpu_free[i, g] += pod.gpu_milli
             if tid is not None:
                 self._occupy(i, g, tid, -1)
         self.version[i] += 1
+        return placement
+
+    # --- MIG ---------------------------------------------------------------------------------------
+
+    def configure_mig(self, name: str, gpu: int, layout: Sequence[str]) -> None:
+        """Put a GPU in MIG mode with this layout (empty layout: back to a plain GPU).
+
+        Only a GPU with nothing running on it may be reconfigured; the layout must be valid for its model.
+        """
+        i = self.node(name)
+        if not 0 <= gpu < self.gpu_count[i]:
+            raise EngineError(f"node has no GPU {gpu}", f"node {name}")
+        busy = (
+            self.gpu_free[i, gpu] != MILLI
+            if (i, gpu) not in self.mig
+            else any(s[1] for s in self.mig[(i, gpu)])
+        )
+        if busy:
+            raise EngineError(
+                "GPU has running work; drain it before changing its MIG layout", f"{name}/{gpu}"
+            )
+        if not layout:
+            self.mig.pop((i, gpu), None)
+            self.gpu_free[i, gpu] = MILLI
+        else:
+            if mig_placement(self.specs[i].model, layout) is None:
+                raise EngineError(
+                    f"layout {list(layout)} is not valid on {self.specs[i].model}", f"{name}/{gpu}"
+                )
+            self.mig[(i, gpu)] = [[p, None] for p in layout]
+            self.gpu_free[i, gpu] = -1  # a MIG GPU takes no milli or whole-GPU pods
+        self.version[i] += 1
+
+    def mig_slots(self, pod: PodRequest, tid: int | None) -> list[tuple[int, int, int]]:
+        """Free instances of the pod's profile, as (node, gpu, slot), on nodes and GPUs it may use.
+
+        MIG instances are isolated in hardware, so instances of one GPU may serve different tenants.
+        """
+        nodes = self.node_mask(pod, tid)
+        return [
+            (i, g, k)
+            for (i, g), slots in sorted(self.mig.items())
+            if nodes[i] and self.gpu_healthy[i, g]
+            for k, (profile, holder) in enumerate(slots)
+            if profile == pod.mig_profile and holder is None
+        ]
+
+    def allocate_mig(self, pod: PodRequest, i: int, g: int, k: int) -> Placement:
+        """Book a MIG pod onto instance ``k`` of GPU ``g`` of node ``i``."""
+        if pod.name in self._placed:
+            raise EngineError("pod is already placed", f"pod {pod.name}")
+        self.mig[(i, g)][k][1] = pod.name
+        self.cpu_free[i] -= pod.cpu_milli
+        self.mem_free[i] -= pod.memory_mib
+        self.version[i] += 1
+        placement = Placement(pod.name, self.names[i], i, (g,), 0, k)
+        self._placed[pod.name] = (placement, pod)
         return placement
 
     def _occupy(self, i: int, g: int, tid: int, delta: int) -> None:

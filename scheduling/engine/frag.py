@@ -9,7 +9,7 @@ expectation grows least. Memory plays no part in the measure (as in the paper), 
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -41,10 +41,10 @@ def typical_pods(
     """Most frequent pod shapes covering ``popularity`` of the pods, renormalised (CPU-only pods included).
 
     Shapes are ranked by count, ties by (cpu, milli, num, models) descending, as the authors' simulator does.
-    ``gpu_weight`` > 0 counts a pod as ``1 + gpu_weight × GPUs`` instead of 1, so that shapes holding more
+    ``gpu_weight`` > 0 counts a pod as ``1 + gpu_weight x GPUs`` instead of 1, so that shapes holding more
     GPUs weigh more (the simulator's ``gpuResWeight``, extended to shares).
     """
-    counts: Counter[tuple[int, int, int, str]] = Counter()
+    counts: dict[tuple[int, int, int, str], float] = defaultdict(float)
     for p in pods:
         counts[_shape(p)] += 1 + gpu_weight * p.total_gpu_milli / 1000
     ranked = sorted(counts.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)

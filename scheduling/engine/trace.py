@@ -67,8 +67,15 @@ def read_nodes(path: str | Path) -> list[NodeSpec]:
     nodes = []
     for n, (sn, cpu, mem, gpu, model) in rows:
         where = f"{path}:{n}"
-        nodes.append(NodeSpec(sn, _int(cpu, "cpu_milli", where), _int(mem, "memory_mib", where),
-                              _int(gpu, "gpu", where), model))
+        nodes.append(
+            NodeSpec(
+                sn,
+                _int(cpu, "cpu_milli", where),
+                _int(mem, "memory_mib", where),
+                _int(gpu, "gpu", where),
+                model,
+            )
+        )
     return nodes
 
 
