@@ -73,8 +73,13 @@ def simulate(seed: int, level: str, count: int) -> dict:
             gangs += 1
             racks = {engine.fleet.specs[p.node_index].topology.rack for p in placed}
             in_rack += len(racks) == 1
-    return {"gangs": gangs, "in_one_rack": in_rack, "share_in_rack": round(in_rack / max(gangs, 1), 4),
-            "rejected_jobs": rejected, "mean_allocation": round(100 * area / last / capacity, 2)}
+    return {
+        "gangs": gangs,
+        "in_one_rack": in_rack,
+        "share_in_rack": round(in_rack / max(gangs, 1), 4),
+        "rejected_jobs": rejected,
+        "mean_allocation": round(100 * area / last / capacity, 2),
+    }
 
 
 def run(args: argparse.Namespace) -> dict:
@@ -84,9 +89,13 @@ def run(args: argparse.Namespace) -> dict:
         aware, blind = simulate(seed, "rack", 3000), simulate(seed, "zone", 3000)
         rows.append({"seed": seed, "aware": aware, "blind": blind})
         if not args.json:
-            print(f"seed {seed}: in one rack aware {aware['share_in_rack']:.1%} vs blind {blind['share_in_rack']:.1%}"
-                  f"  allocation {aware['mean_allocation']} % vs {blind['mean_allocation']} %"
-                  f"  rejected {aware['rejected_jobs']} vs {blind['rejected_jobs']}", flush=True)
+            a, b = aware["share_in_rack"], blind["share_in_rack"]
+            print(
+                f"seed {seed}: in one rack aware {a:.1%} vs blind {b:.1%}"
+                f"  allocation {aware['mean_allocation']} % vs {blind['mean_allocation']} %"
+                f"  rejected {aware['rejected_jobs']} vs {blind['rejected_jobs']}",
+                flush=True,
+            )
     summary = {
         "aware_share_in_rack": round(statistics.fmean(r["aware"]["share_in_rack"] for r in rows), 4),
         "blind_share_in_rack": round(statistics.fmean(r["blind"]["share_in_rack"] for r in rows), 4),

@@ -78,9 +78,18 @@ def run(args: argparse.Namespace) -> dict:
             plan = plan_mig(demand, [MigGpu(f"gpu-{k}", MODEL) for k in range(400)])
             wall = time.perf_counter() - start
             exact = exact_gpus(demand)
-            rows.append({"seed": seed, "size": label, "demand": demand, "planner": plan.gpus_used,
-                         "lower_bound": lower_bound(demand), "exact": exact, "unsatisfied": plan.unsatisfied,
-                         "planner_ms": round(wall * 1000, 1)})
+            rows.append(
+                {
+                    "seed": seed,
+                    "size": label,
+                    "demand": demand,
+                    "planner": plan.gpus_used,
+                    "lower_bound": lower_bound(demand),
+                    "exact": exact,
+                    "unsatisfied": plan.unsatisfied,
+                    "planner_ms": round(wall * 1000, 1),
+                }
+            )
     small = [r for r in rows if r["exact"] is not None]
     summary = {
         "instances": len(rows),
@@ -94,7 +103,9 @@ def run(args: argparse.Namespace) -> dict:
     }
     if not args.json:
         for r in rows:
-            print(f"seed {r['seed']} {r['size']:5}: planner {r['planner']:3} GPUs, bound {r['lower_bound']:3}, "
-                  f"exact {r['exact']}, {r['planner_ms']} ms")
+            print(
+                f"seed {r['seed']} {r['size']:5}: planner {r['planner']:3} GPUs, "
+                f"bound {r['lower_bound']:3}, exact {r['exact']}, {r['planner_ms']} ms"
+            )
         print({k: v for k, v in summary.items() if k != "rows"})
     return summary
