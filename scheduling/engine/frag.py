@@ -48,7 +48,7 @@ def typical_pods(
     for p in pods:
         counts[_shape(p)] += 1 + gpu_weight * p.total_gpu_milli / 1000
     ranked = sorted(counts.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)
-    total, cum, chosen = sum(counts.values()), 0, []
+    total, cum, chosen = sum(counts.values()), 0.0, []
     for shape, n in ranked:
         if cum >= popularity * total:
             break
