@@ -45,6 +45,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--pods", type=Path, default=DEFAULT_PODS)
     r.add_argument("--policy", default="default")
     r.add_argument("--seed", type=int, default=42)
+    r.add_argument("--stretch", type=float, default=1.0, help="multiply every pod lifetime (raises the load)")
     r.add_argument("--json", action="store_true")
     g = sub.add_parser("gangs", help="topology-aware gang placement on a synthetic 1,024-GPU fleet")
     g.add_argument("--seeds", type=seeds, default=seeds("42-46"))
