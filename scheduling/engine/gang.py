@@ -149,11 +149,12 @@ def place_gang(fleet: Fleet, gang: GangRequest) -> list[Placement] | None:
     return [fleet.allocate(pod, i, gpus, tid) for pod, (i, gpus) in zip(gang.pods, plan, strict=True)]
 
 
-def carve_pool(fleet: Fleet, tenant: str, gpus: int, names_only: bool = False) -> list[str]:
+def carve_pool(fleet: Fleet, tenant: str, gpus: int, dry_run: bool = False) -> list[str]:
     """Dedicate empty, healthy, shared nodes holding at least ``gpus`` GPUs to an isolated tenant.
 
     Picks the smallest domain, at the lowest topology level possible, that has enough such nodes, and inside
-    it fills NVLink domains, then racks, one at a time, so the pool is compact. Returns the node names.
+    it fills NVLink domains, then racks, one at a time, so the pool is compact. Returns the node names;
+    ``dry_run`` only answers which nodes it would take.
     """
     if gpus <= 0:
         raise EngineError("a dedicated pool needs at least one GPU", f"tenant {tenant}")
@@ -170,7 +171,7 @@ def carve_pool(fleet: Fleet, tenant: str, gpus: int, names_only: bool = False) -
         have = int(fleet.gpu_count[eligible].sum())
         raise UnplaceablePod(f"only {have} GPUs on empty shared nodes, {gpus} asked", f"pool for {tenant}")
     names = [fleet.names[i] for i in chosen]
-    if not names_only:
+    if not dry_run:
         fleet.dedicate(names, tenant)
     return names
 

@@ -80,9 +80,9 @@ class Engine:
         """Place all pods of a gang inside one topology domain, or none; ``None`` means not now."""
         return place_gang(self.fleet, gang)
 
-    def carve_pool(self, tenant: str, gpus: int) -> list[str]:
+    def carve_pool(self, tenant: str, gpus: int, dry_run: bool = False) -> list[str]:
         """Dedicate a topology-compact set of empty nodes (>= ``gpus`` GPUs) to an isolated tenant."""
-        return carve_pool(self.fleet, tenant, gpus)
+        return carve_pool(self.fleet, tenant, gpus, dry_run)
 
     def what_if(self, pods: Sequence[PodRequest] = (), gangs: Sequence[GangRequest] = ()) -> WhatIf:
         """Would these pods and gangs all fit now, and where? The live fleet is not changed."""

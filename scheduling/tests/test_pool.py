@@ -2,7 +2,7 @@
 
 import pytest
 
-from scheduling.engine.errors import UnplaceablePod
+from scheduling.engine.errors import EngineError, UnplaceablePod
 from scheduling.engine.fleet import Tier
 from scheduling.engine.placer import Engine
 from scheduling.tests.factories import make_node, make_pod
@@ -43,3 +43,18 @@ def test_it_refuses_a_pool_larger_than_the_empty_nodes():
     engine = Engine(fleet(), "best-fit")
     with pytest.raises(UnplaceablePod, match="96"):
         engine.carve_pool("secretco", 200)
+
+
+def test_a_dry_run_names_the_nodes_without_dedicating_them():
+    engine = Engine(fleet(), "best-fit")
+    names = engine.carve_pool("secretco", 8, dry_run=True)
+    assert len(names) == 1
+    assert engine.place(make_pod("p", tenant="alice", tier=Tier.STANDARD)) is not None
+    assert engine.fleet.node_owner.max() == -1
+
+
+def test_a_node_running_another_tenants_pod_cannot_be_dedicated():
+    engine = Engine(fleet(), "best-fit")
+    placed = engine.place(make_pod("p", tenant="alice", tier=Tier.STANDARD))
+    with pytest.raises(EngineError, match="other tenants"):
+        engine.fleet.dedicate([placed.node], "secretco")
