@@ -226,16 +226,63 @@ def _plan_model(model: str, want: Counter[str], gpus: list[MigGpu], plan: MigPla
             plan.layouts[g.id] = g.layout
             left -= Counter(g.layout)
             free_idle.remove(g)
-    for g in free_idle:
-        if not +left:
-            break
-        best = _best_layout(model, left)
-        plan.layouts[g.id] = best
-        left -= Counter(best)
+    chosen = _pack(model, left)[: len(free_idle)]
+    for layout in chosen:
+        left -= Counter(layout)
+    _assign_layouts(chosen, free_idle, plan)
     if +left:
         _grow_busy(model, busy, left, plan)
     for name, count in (+left).items():
         plan.unsatisfied[f"{model}.mig-{name}"] = count
+
+
+def _pack(model: str, want: Counter[str]) -> list[tuple[str, ...]]:
+    """Layouts covering ``want`` on as few GPUs as the better of two heuristics finds.
+
+    Greedy-by-layout (most useful compute, least waste) and first-fit decreasing by instance size each miss
+    the optimum on some mixes; taking the shorter of the two is cheap and closes most of the gap.
+    """
+    greedy: list[tuple[str, ...]] = []
+    left = +want
+    while left:
+        best = _best_layout(model, left)
+        if not _useful(best, left, model):
+            break
+        greedy.append(best)
+        left -= Counter(best)
+    ffd = _first_fit_decreasing(model, want)
+    return min((greedy, ffd), key=len)
+
+
+def _first_fit_decreasing(model: str, want: Counter[str]) -> list[tuple[str, ...]]:
+    """Each instance, biggest first, into the first GPU whose layout stays valid, else a new GPU."""
+    items = sorted(
+        (+want).elements(), key=lambda n: (-profile(model, n).memory, -profile(model, n).compute, n)
+    )
+    bins: list[tuple[str, ...]] = []
+    for name in items:
+        for k, layout in enumerate(bins):
+            if is_valid(model, (*layout, name)):
+                bins[k] = tuple(sorted((*layout, name)))
+                break
+        else:
+            bins.append((name,))
+    return bins
+
+
+def _assign_layouts(chosen: list[tuple[str, ...]], gpus: list[MigGpu], plan: MigPlan) -> None:
+    """Give each chosen layout a GPU, preferring one that already has exactly that layout."""
+    free = list(gpus)
+    pending = []
+    for layout in chosen:
+        same = next((g for g in free if tuple(sorted(g.layout)) == tuple(sorted(layout))), None)
+        if same is None:
+            pending.append(layout)
+        else:
+            plan.layouts[same.id] = layout
+            free.remove(same)
+    for layout, g in zip(pending, free, strict=False):
+        plan.layouts[g.id] = layout
 
 
 def _useful(layout: Sequence[str], left: Counter[str], model: str) -> int:
