@@ -234,9 +234,11 @@ class Fleet:
     def usable_gpus(self, pod: PodRequest, tid: int | None) -> np.ndarray:
         """[node, slot] mask of GPUs this pod could take now: enough free milli, healthy, tenancy allows."""
         ok = (self.gpu_free >= pod.gpu_milli) & self.gpu_healthy
-        if tid is None or not self._occupants:
+        if not self._occupants:
             return ok
         owner = self.gpu_owner
+        if tid is None:  # a pod of no tenant (operator, trace replay) never joins a tenant's GPU
+            return ok & (owner == FREE)
         allowed = (owner == FREE) | (owner == tid)
         if self.tenant_tiers[tid] == Tier.TRUSTED:
             trusted = np.array([t == Tier.TRUSTED for t in self.tenant_tiers])

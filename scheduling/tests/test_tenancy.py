@@ -81,3 +81,9 @@ def test_a_mig_gpu_takes_no_fractional_pods():
     engine = Engine([make_node("n0", gpus=1, model="h100-80gb")], "best-fit")
     engine.fleet.configure_mig("n0", 0, ["3g.40gb", "3g.40gb"])
     assert engine.place(make_pod("share", milli=200)) is None
+
+
+def test_a_pod_of_no_tenant_never_joins_a_tenants_gpu():
+    engine = one_gpu_engine()
+    engine.place(make_pod("a", milli=300, tenant="acme", tier=Tier.TRUSTED))
+    assert engine.place(make_pod("system", milli=300)) is None
