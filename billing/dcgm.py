@@ -30,7 +30,6 @@ FAMILIES: dict[str, int] = {
     TOTAL_ENERGY: 3,
     POWER_USAGE: 4,
 }
-_PREFIXES = tuple(FAMILIES)
 
 # DCGM reports "blank" (not supported / not found) int64 fields as 0x7ffffffffffffff0 and
 # up; they would read as 9.22e18 % utilisation or mJ, so they are treated as missing.
@@ -45,6 +44,7 @@ _PAIR = r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\\n]|\\.)*)"\s*'
 _PAIR_RE = re.compile(_PAIR)
 _LABELS_RE = re.compile(rf"(?:{_PAIR}(?:,{_PAIR})*,?\s*)?")
 _ESCAPE_RE = re.compile(r"\\(.)")
+_PLAIN_PAIR_RE = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="([^"]*)"')
 
 # Label aliases, best first. Behind a Prometheus ServiceMonitor without honorLabels the
 # exporter's own ``pod`` becomes ``exported_pod`` and ``pod`` names the exporter pod,
@@ -137,18 +137,20 @@ class ParseResult:
         return not self.bad_lines
 
 
-class _Series(NamedTuple):
-    """The parsed identity behind one distinct label string (cached per call)."""
-
-    key: DeviceKey
-    holder: Holder | None
-    model: str
-    gpu_index: str
-    mig_profile: str | None
-
-
 class LabelError(ValueError):
     """A label set that is not valid exposition syntax, or lacks the GPU UUID."""
+
+
+# A wanted family's line, found by the regex engine's fast literal search for the
+# newline + common prefix, so the other ~80 % of lines never reach Python code.
+_LINE_RE = re.compile(
+    r"\n(DCGM_FI_(?:DEV_GPU_UTIL|PROF_GR_ENGINE_ACTIVE|DEV_FB_USED|DEV_TOTAL_ENERGY_CONSUMPTION|DEV_POWER_USAGE))"
+    r"([^\n]*)"
+)
+
+# Per call: label string -> (its device's record, the row's holder), or the reason it is bad.
+_Entry = tuple["DeviceRecord", "Holder | None"]
+_Seen = dict[str, "_Entry | str"]
 
 
 def parse(text: str | bytes, *, default_hostname: str = "") -> ParseResult:
@@ -160,80 +162,89 @@ def parse(text: str | bytes, *, default_hostname: str = "") -> ParseResult:
     """
     if isinstance(text, bytes):
         text = text.decode("utf-8", "replace")
-    result = ParseResult(devices={})
-    cache: dict[str, _Series] = {}
-    lineno = 0
-    for lineno, line in enumerate(text.split("\n"), 1):
-        # The cheap test first: about four lines in five belong to other families.
-        if line.startswith(_PREFIXES):
-            _read_line(line, lineno, result, cache, default_hostname)
-    result.lines = lineno - 1 if text.endswith("\n") else lineno
+    result = ParseResult(devices={}, lines=text.count("\n") + (0 if text.endswith("\n") or not text else 1))
+    seen: _Seen = {}
+    first = _LINE_RE.match("\n" + text[: text.find("\n") % (len(text) + 1)])
+    matches = _LINE_RE.finditer(text)
+    for match in (first, *matches) if first is not None else matches:
+        name, rest = match.groups()
+        reason = _line(result, seen, default_hostname, name, rest)
+        if reason is not None:
+            # Line numbers are only worked out for the rare bad line.
+            lineno = 1 if match is first else text.count("\n", 0, match.start()) + 2
+            result.bad_lines.append(BadLine(lineno, f"{name}: {reason}"))
     return result
 
 
-def _read_line(
-    line: str, lineno: int, result: ParseResult, cache: dict[str, _Series], default_hostname: str
-) -> None:
-    """Parse one line that starts like a wanted family, recording it or why not."""
-    brace = line.find("{")
-    if brace < 0:
-        name, _, rest = line.partition(" ")
+def _line(result: ParseResult, seen: _Seen, default_hostname: str, name: str, rest: str) -> str | None:
+    """Fold one wanted line into its device's record; return why it is bad, or None."""
+    if rest[:1] == "{":
+        close = rest.rfind("}")
+        if close < 0:
+            return "unterminated label set"
+        labels, rest = rest[1:close], rest[close + 1 :]
+    elif rest[:1] in (" ", "\t"):
         labels = ""
+    elif rest:
+        return None  # a longer name sharing the prefix, e.g. DCGM_FI_DEV_FB_USED_PERCENT
     else:
-        name = line[:brace]
-        close = line.rfind("}")
-        if close < brace:
-            _bad(result, lineno, name, "unterminated label set")
-            return
-        labels, rest = line[brace + 1 : close], line[close + 1 :]
-    slot = FAMILIES.get(name.rstrip())
-    if slot is None:
-        return  # a longer name sharing the prefix, e.g. DCGM_FI_DEV_FB_USED_PERCENT
-    series = cache.get(labels)
-    if series is None:
-        try:
-            series = cache[labels] = _series(labels, default_hostname)
-        except LabelError as exc:
-            _bad(result, lineno, name, str(exc))
-            return
-    try:
-        value, timestamp = _value(rest)
-    except ValueError:
-        _bad(result, lineno, name, "bad or missing value")
-        return
-    _record(result, series, slot, value, timestamp)
-
-
-def _bad(result: ParseResult, lineno: int, name: str, reason: str) -> None:
-    result.bad_lines.append(BadLine(lineno, f"{name}: {reason}"))
-
-
-def _value(rest: str) -> tuple[float, int | None]:
-    """The sample value and optional millisecond timestamp after the label set."""
+        return "truncated after the metric name"
+    entry = seen.get(labels)
+    if entry is None:
+        entry = seen[labels] = _device(result, labels, default_hostname)
+    if isinstance(entry, str):
+        return entry
     parts = rest.split()
-    if len(parts) == 1:
-        return float(parts[0]), None
-    if len(parts) == 2:
-        return float(parts[0]), int(parts[1])
-    raise ValueError(rest)
+    try:
+        value = float(parts[0])
+        if len(parts) == 2:
+            timestamp = int(parts[1])
+        elif len(parts) != 1:
+            return "bad or missing value"
+    except (ValueError, IndexError):
+        return "bad or missing value"
+    _record(result, entry, FAMILIES[name], value, timestamp if len(parts) == 2 else None)
+    return None
 
 
-def _record(result: ParseResult, series: _Series, slot: int, value: float, timestamp: int | None) -> None:
-    """Fold one sample into its device's record."""
-    devices = result.devices
-    record = devices.get(series.key)
-    if record is None:
-        record = devices[series.key] = DeviceRecord(
-            series.key, series.model, series.gpu_index, series.mig_profile, timestamp_ms=timestamp
-        )
-    holder = series.holder
+def _record(
+    result: ParseResult,
+    entry: _Entry,
+    slot: int,
+    value: float,
+    timestamp: int | None,
+) -> None:
+    record, holder = entry
     if holder is not None and holder not in record.holders:
         record.holders.append(holder)
+    if timestamp is not None and record.timestamp_ms is None:
+        record.timestamp_ms = timestamp
     result.samples += 1
     if _is_blank(value, slot):
         result.blank_values += 1
     elif record.values[slot] is None:
         record.values[slot] = value
+
+
+def _device(
+    result: ParseResult, labels: str, default_hostname: str
+) -> tuple[DeviceRecord, Holder | None] | str:
+    """The record a label string's rows fold into (created on first sight), or why it is bad."""
+    try:
+        parsed = parse_labels(labels)
+    except LabelError as exc:
+        return str(exc)
+    uuid = parsed.get("UUID") or parsed.get("uuid")
+    if not uuid:
+        return "no UUID label"
+    key = DeviceKey(_first(parsed, _HOSTNAME) or default_hostname, uuid, parsed.get("GPU_I_ID") or None)
+    record = result.devices.get(key)
+    if record is None:
+        record = result.devices[key] = DeviceRecord(
+            key, parsed.get("modelName", ""), parsed.get("gpu", ""), parsed.get("GPU_I_PROFILE") or None
+        )
+    pod = _first(parsed, _POD)
+    return record, Holder(_first(parsed, _NAMESPACE), pod, _first(parsed, _CONTAINER)) if pod else None
 
 
 def _is_blank(value: float, slot: int) -> bool:
@@ -247,9 +258,25 @@ def parse_labels(labels: str) -> dict[str, str]:
 
     Raises ``LabelError`` when the text is not a well-formed label set.
     """
+    if "\\" not in labels:
+        return _parse_plain_labels(labels)
     if _LABELS_RE.fullmatch(labels) is None:
         raise LabelError("garbled label set")
     return {name: _unescape(value) for name, value in _PAIR_RE.findall(labels)}
+
+
+def _parse_plain_labels(labels: str) -> dict[str, str]:
+    """Fast path without backslashes: read the pairs, then prove they are the whole text.
+
+    Rebuilding the canonical form (no spaces, no trailing comma, as every exporter writes
+    it) and comparing is cheaper than a validating regex; anything else takes the slow path.
+    """
+    pairs = _PLAIN_PAIR_RE.findall(labels)
+    if ",".join([f'{name}="{value}"' for name, value in pairs]) == labels:
+        return dict(pairs)
+    if _LABELS_RE.fullmatch(labels) is None:
+        raise LabelError("garbled label set")
+    return dict(_PAIR_RE.findall(labels))
 
 
 def _unescape(value: str) -> str:
@@ -264,22 +291,3 @@ def _first(labels: dict[str, str], names: tuple[str, ...]) -> str:
         if value:
             return value
     return ""
-
-
-def _series(labels: str, default_hostname: str) -> _Series:
-    """Turn one label string into a device key, holder and GPU-class inputs."""
-    parsed = parse_labels(labels)
-    uuid = parsed.get("UUID") or parsed.get("uuid")
-    if not uuid:
-        raise LabelError("no UUID label")
-    hostname = _first(parsed, _HOSTNAME) or default_hostname
-    pod = _first(parsed, _POD)
-    holder = Holder(_first(parsed, _NAMESPACE), pod, _first(parsed, _CONTAINER)) if pod else None
-    gpu_instance = parsed.get("GPU_I_ID") or None
-    return _Series(
-        key=DeviceKey(hostname, uuid, gpu_instance),
-        holder=holder,
-        model=parsed.get("modelName", ""),
-        gpu_index=parsed.get("gpu", ""),
-        mig_profile=parsed.get("GPU_I_PROFILE") or None,
-    )
