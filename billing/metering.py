@@ -194,18 +194,34 @@ class Integrator:
         dt = s1.t - s0.t
         mid = s0.t + dt / 2
         joule_rate = _energy_joules(s0, s1) / dt
+        if _same_pods(s0.holders, s1.holders):
+            # The common case: nobody came or went, so no edge falls inside the interval.
+            self._segment(device, s0, s0.holders, s0.t, mid, joule_rate)
+            self._segment(device, s1, s1.holders, mid, s1.t, joule_rate)
+            return
         spans = self._spans(s0, s1, mid)
         cuts = sorted({s0.t, mid, s1.t, *(x for sp in spans.values() for x in (sp.start, sp.end))})
         for p, q in pairwise(cuts):
-            side = s0 if q <= mid else s1
-            present = [(pod, sp) for pod, sp in spans.items() if sp.start <= p and sp.end >= q]
-            holdings = [_holding_for(sp, q <= mid) for _, sp in present]
-            shares = split_shares(holdings)
-            rest = 1.0 - sum(shares)
-            for (pod, _), share in zip(present, shares, strict=True):
-                self._add(pod, device, side, p, q, share, joule_rate)
-            if rest > 1e-12:
-                self._add(NOBODY, device, side, p, q, rest, joule_rate)
+            early = q <= mid
+            holdings = [_holding_for(sp, early) for sp in spans.values() if sp.start <= p and sp.end >= q]
+            self._segment(device, s0 if early else s1, holdings, p, q, joule_rate)
+
+    def _segment(
+        self,
+        device: DeviceKey,
+        side: Sample,
+        holdings: Sequence[Holding],
+        p: float,
+        q: float,
+        joule_rate: float,
+    ) -> None:
+        """Bill [p, q] to the holdings present by their shares; what is left is platform idle."""
+        shares = split_shares(holdings)
+        for holding, share in zip(holdings, shares, strict=True):
+            self._add((holding.namespace, holding.pod), device, side, p, q, share, joule_rate)
+        rest = 1.0 - sum(shares)
+        if rest > 1e-12:
+            self._add(NOBODY, device, side, p, q, rest, joule_rate)
 
     def _spans(self, s0: Sample, s1: Sample, mid: float) -> dict[PodRef, _Span]:
         """Each pod's occupancy in the interval: half-interval edges unless known exactly."""
@@ -250,6 +266,12 @@ class Integrator:
             p = end
 
 
+def _same_pods(a: tuple[Holding, ...], b: tuple[Holding, ...]) -> bool:
+    return len(a) == len(b) and all(
+        x.pod == y.pod and x.namespace == y.namespace for x, y in zip(a, b, strict=True)
+    )
+
+
 def _apply_lifecycle(span: _Span, known: PodLifecycle | None, t0: float, t1: float) -> None:
     """Replace a half-interval edge by the pod's exact start or finish, kept inside the interval."""
     if known is None:
@@ -274,6 +296,8 @@ def split_shares(holdings: Sequence[Holding]) -> list[float]:
     Known fractions are used as given (scaled down if they add up to more than 1); holders
     without one split what the known fractions leave, equally.
     """
+    if len(holdings) == 1 and holdings[0].fraction is None:
+        return [1.0]  # the common case: one pod holds the whole device
     known = sum(h.fraction for h in holdings if h.fraction is not None)
     unknown = sum(1 for h in holdings if h.fraction is None)
     if known > 1.0:
@@ -317,6 +341,7 @@ def sample_from_dict(data: Mapping[str, Any]) -> Sample:
     )
 
 
+_NO_FRACTIONS: Mapping[PodRef, float] = {}
 _MIG_SLICES_RE = re.compile(r"(\d+)g\.")
 
 
@@ -357,7 +382,7 @@ def samples_from_exposition(
         energy, energy_fraction = _energy_source(result, record, slices_of)
         sample = Sample(
             t=t,
-            holders=_holdings(record, fractions or {}),
+            holders=_holdings(record, fractions or _NO_FRACTIONS),
             util=utilisation(record),
             energy_mj=energy,
             energy_fraction=energy_fraction,
@@ -376,8 +401,14 @@ def utilisation(record: DeviceRecord) -> float | None:
 
 
 def _holdings(record: DeviceRecord, fractions: Mapping[PodRef, float]) -> tuple[Holding, ...]:
+    holders = record.holders
+    if not holders:
+        return ()
+    if len(holders) == 1:
+        ns, pod = holders[0].namespace, holders[0].pod
+        return (Holding(ns, pod, fractions.get((ns, pod)) if fractions else None),)
     # Several containers of one pod are one holder.
-    pods = dict.fromkeys((h.namespace, h.pod) for h in record.holders)
+    pods = dict.fromkeys((h.namespace, h.pod) for h in holders)
     return tuple(Holding(ns, pod, fractions.get((ns, pod))) for ns, pod in pods)
 
 
