@@ -37,6 +37,7 @@ INT64_BLANK = float(0x7FFFFFFFFFFFFFF0)
 # fp64 blanks (DCGM_FP64_BLANK = 2**47 and a few codes above it) only apply to the
 # fields DCGM stores as doubles; an int64 energy counter may legitimately pass 2**47.
 FP64_BLANK = float(2**47)
+_FP64_END = FP64_BLANK + 64
 _FP64_FIELDS = frozenset({FAMILIES[GR_ENGINE_ACTIVE], FAMILIES[POWER_USAGE]})
 
 # One label pair; values may contain escaped quotes, backslashes and newlines.
@@ -161,6 +162,39 @@ def parse(text: str | bytes, *, default_hostname: str = "") -> ParseResult:
     label (``DCGM_EXPORTER_NO_HOSTNAME``); the scraper knows which node it asked.
     Lines of other families and comments are skipped without being validated.
     """
+    return _parse(text, default_hostname, {})
+
+
+class Parser:
+    """A parser that remembers parsed label sets between calls.
+
+    A node's label sets change only when pods come and go, so a collector that keeps one
+    ``Parser`` per host cluster parses almost no labels from the second round on. The
+    memory is dropped whole when it passes ``max_label_sets``.
+    """
+
+    def __init__(self, max_label_sets: int = 500_000) -> None:
+        self.max_label_sets = max_label_sets
+        self._identities: dict[str, _Identity | str] = {}
+
+    def parse(self, text: str | bytes, *, default_hostname: str = "") -> ParseResult:
+        """Same result as the module-level ``parse``."""
+        if len(self._identities) > self.max_label_sets:
+            self._identities.clear()
+        return _parse(text, default_hostname, self._identities)
+
+
+class _Identity(NamedTuple):
+    """What one label set says, independent of the round: device, class inputs, holder."""
+
+    key: DeviceKey
+    model: str
+    gpu_index: str
+    mig_profile: str | None
+    holder: Holder | None
+
+
+def _parse(text: str | bytes, default_hostname: str, identities: dict[str, _Identity | str]) -> ParseResult:
     if isinstance(text, bytes):
         text = text.decode("utf-8", "replace")
     result = ParseResult(devices={}, lines=text.count("\n") + (0 if text.endswith("\n") or not text else 1))
@@ -169,14 +203,17 @@ def parse(text: str | bytes, *, default_hostname: str = "") -> ParseResult:
     first = _LINE_RE.match("\n" + text.split("\n", 1)[0]) if text.startswith("DCGM_FI_") else None
     if first is not None:
         rows.insert(0, first.groups())
-    bad = _fold(result, rows, default_hostname)
+    bad = _fold(result, rows, default_hostname, identities)
     if bad:
         result.bad_lines = _number(text, bad, first is not None)
     return result
 
 
 def _fold(
-    result: ParseResult, rows: list[tuple[str, str, str]], default_hostname: str
+    result: ParseResult,
+    rows: list[tuple[str, str, str]],
+    default_hostname: str,
+    identities: dict[str, _Identity | str],
 ) -> list[tuple[int, str]]:
     """Fold every wanted row into its device's record; return (row index, reason) of bad rows.
 
@@ -189,21 +226,25 @@ def _fold(
     for index, (name, labels, rest) in enumerate(rows):
         entry = seen.get(labels)
         if entry is None:
-            entry = seen[labels] = _device(result, labels, default_hostname)
+            entry = seen[labels] = _device(result, labels, default_hostname, identities)
         if isinstance(entry, str) or rest[:1] == "{":
             bad.append((index, f"{name}: {'unterminated label set' if rest[:1] == '{' else entry}"))
             continue
-        parts = rest.split()
         try:
-            value = float(parts[0])
-            if len(parts) != 1:
-                _timestamp(entry[0], parts)
-        except (ValueError, IndexError):
-            bad.append((index, f"{name}: bad or missing value"))
-            continue
+            value = float(rest)  # float() skips the surrounding spaces (and a CR) itself
+        except ValueError:
+            value = _value_and_timestamp(entry[0], rest)
+            if value is None:
+                bad.append((index, f"{name}: bad or missing value"))
+                continue
         samples += 1
         slot = FAMILIES[name]
-        if value >= INT64_BLANK or value != value or value == -_INF or _fp64_blank(value, slot):
+        if (
+            value >= INT64_BLANK
+            or value != value
+            or value == -_INF
+            or (FP64_BLANK <= value < _FP64_END and slot in _FP64_FIELDS)
+        ):
             blanks += 1
         elif entry[0].values[slot] is None:
             entry[0].values[slot] = value
@@ -212,17 +253,18 @@ def _fold(
     return bad
 
 
-def _timestamp(record: DeviceRecord, parts: list[str]) -> None:
-    """Take the optional millisecond timestamp; anything more after the value is garbled."""
+def _value_and_timestamp(record: DeviceRecord, rest: str) -> float | None:
+    """The value when a millisecond timestamp follows it (kept on the record); None if garbled."""
+    parts = rest.split()
     if len(parts) != 2:
-        raise ValueError(parts)
-    timestamp = int(parts[1])
+        return None
+    try:
+        value, timestamp = float(parts[0]), int(parts[1])
+    except ValueError:
+        return None
     if record.timestamp_ms is None:
         record.timestamp_ms = timestamp
-
-
-def _fp64_blank(value: float, slot: int) -> bool:
-    return FP64_BLANK <= value < FP64_BLANK + 64 and slot in _FP64_FIELDS
+    return value
 
 
 def _number(text: str, bad: list[tuple[int, str]], first: bool) -> list[BadLine]:
@@ -239,8 +281,31 @@ def _number(text: str, bad: list[tuple[int, str]], first: bool) -> list[BadLine]
     return out
 
 
-def _device(result: ParseResult, labels: str, default_hostname: str) -> _Entry | str:
-    """The record a label string's rows fold into (created on first sight), or why it is bad."""
+def _device(
+    result: ParseResult, labels: str, default_hostname: str, identities: dict[str, _Identity | str]
+) -> _Entry | str:
+    """The record a label set's rows fold into (created on first sight), or why it is bad."""
+    identity = identities.get(labels)
+    if identity is None:
+        identity = identities[labels] = _identity(labels)
+    if isinstance(identity, str):
+        return identity
+    key = identity.key
+    if not key.hostname:
+        key = key._replace(hostname=default_hostname)
+    record = result.devices.get(key)
+    if record is None:
+        record = result.devices[key] = DeviceRecord(
+            key, identity.model, identity.gpu_index, identity.mig_profile
+        )
+    holder = identity.holder
+    if holder is not None and holder not in record.holders:
+        record.holders.append(holder)
+    return record, holder
+
+
+def _identity(labels: str) -> _Identity | str:
+    """Parse a label set into what billing needs from it, or say why it is bad."""
     try:
         parsed = parse_labels(labels)
     except LabelError as exc:
@@ -248,17 +313,14 @@ def _device(result: ParseResult, labels: str, default_hostname: str) -> _Entry |
     uuid = parsed.get("UUID") or parsed.get("uuid")
     if not uuid:
         return "no UUID label"
-    key = DeviceKey(_first(parsed, _HOSTNAME) or default_hostname, uuid, parsed.get("GPU_I_ID") or None)
-    record = result.devices.get(key)
-    if record is None:
-        record = result.devices[key] = DeviceRecord(
-            key, parsed.get("modelName", ""), parsed.get("gpu", ""), parsed.get("GPU_I_PROFILE") or None
-        )
     pod = _first(parsed, _POD)
-    holder = Holder(_first(parsed, _NAMESPACE), pod, _first(parsed, _CONTAINER)) if pod else None
-    if holder is not None and holder not in record.holders:
-        record.holders.append(holder)
-    return record, holder
+    return _Identity(
+        key=DeviceKey(_first(parsed, _HOSTNAME), uuid, parsed.get("GPU_I_ID") or None),
+        model=parsed.get("modelName", ""),
+        gpu_index=parsed.get("gpu", ""),
+        mig_profile=parsed.get("GPU_I_PROFILE") or None,
+        holder=Holder(_first(parsed, _NAMESPACE), pod, _first(parsed, _CONTAINER)) if pod else None,
+    )
 
 
 def parse_labels(labels: str) -> dict[str, str]:

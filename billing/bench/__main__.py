@@ -5,9 +5,10 @@ exporter's label layout (the 25 default families, Kubernetes pod labels, a share
 MIG-partitioned GPUs), then times, with medians over rounds:
 
 - the floor: ``bytes`` -> ``str`` decode and splitting into lines;
-- ``billing.dcgm.parse`` alone;
+- ``billing.dcgm.parse`` alone, cold, and warm (a ``dcgm.Parser`` that saw the previous round);
 - parse + attribute (samples per device, namespace -> tenant, model/profile -> class);
-- one round of ``billing.metering.Integrator`` on those samples;
+- one round of ``billing.metering.Integrator`` on those samples (1 device in 20 changes hands),
+  and the JSON round trip of the integrator's state;
 - ``prometheus_client.parser.text_string_to_metric_families`` on the same text.
 """
 
@@ -230,11 +231,23 @@ def run(gpus: int, mig_share: float, rounds: int, prom_rounds: int) -> dict[str,
     def state_round_trip() -> None:
         metering.Integrator.from_state(json.loads(json.dumps(state))).state()
 
-    stages = ("decode", "split", "parse", "parse_attribute", "integrate", "state_json", "prometheus_client")
+    warm = dcgm.Parser()
+    warm.parse(text)
+    stages = (
+        "decode",
+        "split",
+        "parse",
+        "parse_warm",
+        "parse_attribute",
+        "integrate",
+        "state_json",
+        "prometheus_client",
+    )
     calls: dict[str, Callable[[], Any]] = {
         "decode": data.decode,
         "split": lambda: text.split("\n"),
         "parse": lambda: dcgm.parse(text),
+        "parse_warm": lambda: warm.parse(text),
         "parse_attribute": lambda: attribute(dcgm.parse(text), 30.0, tenant_of, class_of),
         "integrate": integrate,
         "state_json": state_round_trip,

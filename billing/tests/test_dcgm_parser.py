@@ -193,3 +193,26 @@ def test_parse_labels_rejects_what_is_not_a_label_set():
             continue
         raise AssertionError(f"accepted {text!r}")
     assert dcgm.parse_labels('a="1",b="",') == {"a": "1", "b": ""}
+
+
+def test_a_parser_that_remembers_label_sets_gives_the_same_result_round_after_round():
+    text = (FIXTURES / "synthetic-h100x8-node-podlabels.prom").read_text()
+    moved = text.replace('pod="job-00001-0-7d9f8"', 'pod="job-00001-0-new"')
+    parser = dcgm.Parser()
+    for round_text in (text, text, moved, text + "garbage\n" + row(dcgm.GPU_UTIL, "x")):
+        assert parser.parse(round_text) == dcgm.parse(round_text)
+
+
+def test_a_remembered_label_set_without_hostname_takes_each_call_s_node_name():
+    parser = dcgm.Parser()
+    text = row(dcgm.GPU_UTIL, "1", "")
+    assert only(parser.parse(text, default_hostname="a")).key.hostname == "a"
+    assert only(parser.parse(text, default_hostname="b")).key.hostname == "b"
+
+
+def test_a_parser_forgets_its_label_sets_when_it_holds_too_many():
+    parser = dcgm.Parser(max_label_sets=1)
+    parser.parse(row(dcgm.GPU_UTIL, "1") + row(dcgm.GPU_UTIL, "1", ',hostname="node-b"'))
+    result = parser.parse(row(dcgm.GPU_UTIL, "2"))
+    assert only(result).gpu_util == 2.0
+    assert len(parser._identities) == 1
