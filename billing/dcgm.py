@@ -239,10 +239,11 @@ def _fold(
         try:
             value = float(rest)  # float() skips the surrounding spaces (and a CR) itself
         except ValueError:
-            value = _value_and_timestamp(entry[0], rest)
-            if value is None:
+            stamped = _value_and_timestamp(entry[0], rest)
+            if stamped is None:
                 bad.append((index, f"{name}: bad or missing value"))
                 continue
+            value = stamped
         samples += 1
         slot = FAMILIES[name]
         if (

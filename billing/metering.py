@@ -31,8 +31,7 @@ PodRef = tuple[str, str]
 NOBODY = ("", "")
 
 
-@dataclass(frozen=True, slots=True)
-class Holding:
+class Holding(NamedTuple):
     """A pod holding (part of) a device at a sample; ``fraction`` of the device when known."""
 
     namespace: str
@@ -40,8 +39,7 @@ class Holding:
     fraction: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Sample:
+class Sample(NamedTuple):
     """What one collection round saw on one device at time ``t`` (Unix seconds).
 
     ``holders`` empty means nobody held it (platform idle). ``util`` is 0-1.
@@ -57,8 +55,7 @@ class Sample:
     gpu_class: GpuClassInput = ("", None)
 
 
-@dataclass(frozen=True, slots=True)
-class PodLifecycle:
+class PodLifecycle(NamedTuple):
     """A pod's exact start and finish (Unix seconds) when the cluster reports them."""
 
     start: float | None = None

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import dataclasses
 import gc
 import json
 import platform
@@ -186,7 +185,7 @@ def _churn(
     for i, (key, sample) in enumerate(samples):
         if i % 20 == 0:
             holders = () if sample.holders else (metering.Holding("tenant-0001", f"new-{i}"),)
-            sample = dataclasses.replace(sample, holders=holders)
+            sample = sample._replace(holders=holders)
         out.append((key, sample))
     return out
 
