@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from billing import dcgm
+from billing.bench.__main__ import fleet_round
 from billing.dcgm import BadLine, DeviceKey, Holder
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -216,3 +219,21 @@ def test_a_parser_forgets_its_label_sets_when_it_holds_too_many():
     result = parser.parse(row(dcgm.GPU_UTIL, "2"))
     assert only(result).gpu_util == 2.0
     assert len(parser._identities) == 1
+
+
+def test_it_agrees_with_prometheus_client_on_every_wanted_sample_of_a_generated_fleet_round():
+    data, _ = fleet_round(gpus=64, mig_share=0.5, seed=7)
+    text = data.decode()
+    ours = dcgm.parse(text)
+    checked = 0
+    for family in text_string_to_metric_families(text):
+        if family.name not in dcgm.FAMILIES:
+            continue
+        for sample in family.samples:
+            labels = sample.labels
+            host = labels.get("hostname") or labels["Hostname"]
+            record = ours.devices[DeviceKey(host, labels["UUID"], labels.get("GPU_I_ID"))]
+            expected = None if sample.value >= dcgm.INT64_BLANK else sample.value
+            assert record.values[dcgm.FAMILIES[family.name]] == expected
+            checked += 1
+    assert checked == ours.samples > 300
