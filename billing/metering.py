@@ -372,11 +372,12 @@ def samples_from_exposition(
     known shares of time-sliced / HAMi pods.
     """
     mig_parents = {(k.hostname, k.uuid) for k in result.devices if k.gpu_instance is not None}
+    fraction_of: dict[tuple[str, str | None], float] = {}  # one regex per profile, not per instance
     out = []
     for key, record in result.devices.items():
         if key.gpu_instance is None and (key.hostname, key.uuid) in mig_parents:
             continue
-        energy, energy_fraction = _energy_source(result, record, slices_of)
+        energy, energy_fraction = _energy_source(result, record, slices_of, fraction_of)
         sample = Sample(
             t=t,
             holders=_holdings(record, fractions or _NO_FRACTIONS),
@@ -410,7 +411,10 @@ def _holdings(record: DeviceRecord, fractions: Mapping[PodRef, float]) -> tuple[
 
 
 def _energy_source(
-    result: ParseResult, record: DeviceRecord, slices_of: Callable[[str], int]
+    result: ParseResult,
+    record: DeviceRecord,
+    slices_of: Callable[[str], int],
+    fraction_of: dict[tuple[str, str | None], float],
 ) -> tuple[float | None, float]:
     """The energy counter a device reads and its share of it (MIG: the parent's, by slices)."""
     key = record.key
@@ -420,4 +424,9 @@ def _energy_source(
     if energy is None:
         parent = result.devices.get(DeviceKey(key.hostname, key.uuid, None))
         energy = parent.energy_mj if parent is not None else None
-    return energy, mig_fraction(record.model, record.mig_profile or "", slices_of)
+    fraction = fraction_of.get((record.model, record.mig_profile))
+    if fraction is None:
+        fraction = fraction_of[(record.model, record.mig_profile)] = mig_fraction(
+            record.model, record.mig_profile or "", slices_of
+        )
+    return energy, fraction

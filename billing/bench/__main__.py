@@ -171,7 +171,9 @@ def attribute(
     """What the ingest service does before integrating: samples, tenant and class per device."""
     out = []
     for _key, sample in metering.samples_from_exposition(result, t):
-        gpu_class = class_of.get(sample.gpu_class) or _class_name(sample.gpu_class)
+        gpu_class = class_of.get(sample.gpu_class)
+        if gpu_class is None:  # the catalog look-up, once per (model, profile)
+            gpu_class = class_of[sample.gpu_class] = _class_name(sample.gpu_class)
         tenant = tenant_of.get(sample.holders[0].namespace, "") if sample.holders else ""
         out.append((tenant, gpu_class, sample))
     return out
