@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 from billing.dcgm import DeviceKey, DeviceRecord, ParseResult
 
 HOUR = 3600
-STATE_VERSION = 1
+STATE_VERSION = 2
 #: Default collection interval of dcgm-exporter (``--collect-interval`` 30000 ms).
 DEFAULT_INTERVAL = 30.0
 
@@ -169,8 +169,7 @@ class Integrator:
 
     def state(self) -> dict[str, Any]:
         """The per-device state as plain JSON-ready data (lists, dicts, str, float, None)."""
-        devices = [{"device": list(key), "last": sample_to_dict(s)} for key, s in self.last.items()]
-        return {"version": STATE_VERSION, "devices": devices}
+        return {"version": STATE_VERSION, "devices": [_state_row(k, s) for k, s in self.last.items()]}
 
     @classmethod
     def from_state(
@@ -183,7 +182,7 @@ class Integrator:
         """Rebuild an integrator from ``state()`` output."""
         if state.get("version") != STATE_VERSION:
             raise ValueError(f"unknown metering state version {state.get('version')!r}")
-        last = {DeviceKey(*d["device"]): sample_from_dict(d["last"]) for d in state["devices"]}
+        last = dict(_from_state_row(row) for row in state["devices"])
         return cls(max_gap=max_gap, lifecycle=lifecycle or {}, last=last)
 
     def _integrate(self, device: DeviceKey, s0: Sample, s1: Sample) -> None:
@@ -313,29 +312,37 @@ def _energy_joules(s0: Sample, s1: Sample) -> float:
     return delta / 1000.0 * s1.energy_fraction
 
 
-def sample_to_dict(sample: Sample) -> dict[str, Any]:
-    """A sample as plain JSON-ready data."""
-    return {
-        "t": sample.t,
-        "holders": [[h.namespace, h.pod, h.fraction] for h in sample.holders],
-        "util": sample.util,
-        "energy_mj": sample.energy_mj,
-        "energy_fraction": sample.energy_fraction,
-        "gpu_class": list(sample.gpu_class),
-    }
+# One flat JSON list per device keeps the state small and cheap to (de)serialise: about
+# 14,000 devices per round, and every nested container costs JSON and GC time.
+STATE_ROW = (
+    "hostname",
+    "uuid",
+    "gpu_instance",
+    "t",
+    "util",
+    "energy_mj",
+    "energy_fraction",
+    "model",
+    "mig_profile",
+    "then per holder: namespace, pod, fraction",
+)
+_FIXED = 9
 
 
-def sample_from_dict(data: Mapping[str, Any]) -> Sample:
-    """Inverse of ``sample_to_dict``."""
-    model, profile = data["gpu_class"]
-    return Sample(
-        t=data["t"],
-        holders=tuple(Holding(ns, pod, fraction) for ns, pod, fraction in data["holders"]),
-        util=data["util"],
-        energy_mj=data["energy_mj"],
-        energy_fraction=data["energy_fraction"],
-        gpu_class=(model, profile),
-    )
+def _state_row(device: DeviceKey, sample: Sample) -> list[Any]:
+    """A device's last sample as one flat JSON-ready list, laid out as ``STATE_ROW``."""
+    row = [*device, sample.t, sample.util, sample.energy_mj, sample.energy_fraction, *sample.gpu_class]
+    for holding in sample.holders:
+        row += holding
+    return row
+
+
+def _from_state_row(row: Sequence[Any]) -> tuple[DeviceKey, Sample]:
+    """Inverse of ``_state_row``."""
+    hostname, uuid, gpu_instance, t, util, energy_mj, energy_fraction, model, profile = row[:_FIXED]
+    holders = tuple(Holding(*row[i : i + 3]) for i in range(_FIXED, len(row), 3))
+    sample = Sample(t, holders, util, energy_mj, energy_fraction, (model, profile))
+    return DeviceKey(hostname, uuid, gpu_instance), sample
 
 
 _NO_FRACTIONS: Mapping[PodRef, float] = {}
