@@ -233,8 +233,10 @@ def _fold(
         entry = seen.get(labels)
         if entry is None:
             entry = seen[labels] = _device(result, labels, default_hostname, identities)
-        if isinstance(entry, str) or rest[:1] == "{":
-            bad.append((index, f"{name}: {'unterminated label set' if rest[:1] == '{' else entry}"))
+        if isinstance(entry, str):
+            # An unterminated label set leaves the labels group empty and the rest starting "{".
+            reason = "unterminated label set" if rest[:1] == "{" else entry
+            bad.append((index, f"{name}: {reason}"))
             continue
         try:
             value = float(rest)  # float() skips the surrounding spaces (and a CR) itself
@@ -322,11 +324,11 @@ def _identity(labels: str) -> _Identity | str:
         return "no UUID label"
     pod = _first(parsed, _POD)
     return _Identity(
-        key=DeviceKey(_first(parsed, _HOSTNAME), uuid, parsed.get("GPU_I_ID") or None),
-        model=parsed.get("modelName", ""),
-        gpu_index=parsed.get("gpu", ""),
-        mig_profile=parsed.get("GPU_I_PROFILE") or None,
-        holder=Holder(_first(parsed, _NAMESPACE), pod, _first(parsed, _CONTAINER)) if pod else None,
+        DeviceKey(_first(parsed, _HOSTNAME), uuid, parsed.get("GPU_I_ID") or None),
+        parsed.get("modelName", ""),
+        parsed.get("gpu", ""),
+        parsed.get("GPU_I_PROFILE") or None,
+        Holder(_first(parsed, _NAMESPACE), pod, _first(parsed, _CONTAINER)) if pod else None,
     )
 
 

@@ -380,18 +380,19 @@ def samples_from_exposition(
     """
     mig_parents = {(k.hostname, k.uuid) for k in result.devices if k.gpu_instance is not None}
     fraction_of: dict[tuple[str, str | None], float] = {}  # one regex per profile, not per instance
+    fractions = fractions or _NO_FRACTIONS
     out = []
     for key, record in result.devices.items():
-        if key.gpu_instance is None and (key.hostname, key.uuid) in mig_parents:
-            continue
-        energy, energy_fraction = _energy_source(result, record, slices_of, fraction_of)
+        values = record.values
+        if key.gpu_instance is None:
+            if mig_parents and (key.hostname, key.uuid) in mig_parents:
+                continue
+            energy, energy_fraction = values[3], 1.0
+        else:
+            energy, energy_fraction = _mig_energy(result, record, slices_of, fraction_of)
+        gpu_class = (record.model, record.mig_profile)
         sample = Sample(
-            t=t,
-            holders=_holdings(record, fractions or _NO_FRACTIONS),
-            util=utilisation(record),
-            energy_mj=energy,
-            energy_fraction=energy_fraction,
-            gpu_class=(record.model, record.mig_profile),
+            t, _holdings(record, fractions), _utilisation(values), energy, energy_fraction, gpu_class
         )
         out.append((key, sample))
     return out
@@ -399,10 +400,17 @@ def samples_from_exposition(
 
 def utilisation(record: DeviceRecord) -> float | None:
     """GR_ENGINE_ACTIVE (0-1) when present, else GPU_UTIL / 100, clamped to 0-1."""
-    value = record.gr_engine_active
-    if value is None and record.gpu_util is not None:
-        value = record.gpu_util / 100.0
-    return None if value is None else min(1.0, max(0.0, value))
+    return _utilisation(record.values)
+
+
+def _utilisation(values: list[float | None]) -> float | None:
+    value = values[1]  # GR_ENGINE_ACTIVE: works per MIG instance, unlike GPU_UTIL
+    if value is None:
+        util = values[0]
+        if util is None:
+            return None
+        value = util / 100.0
+    return 1.0 if value > 1.0 else 0.0 if value < 0.0 else value
 
 
 def _holdings(record: DeviceRecord, fractions: Mapping[PodRef, float]) -> tuple[Holding, ...]:
@@ -417,16 +425,14 @@ def _holdings(record: DeviceRecord, fractions: Mapping[PodRef, float]) -> tuple[
     return tuple(Holding(ns, pod, fractions.get((ns, pod))) for ns, pod in pods)
 
 
-def _energy_source(
+def _mig_energy(
     result: ParseResult,
     record: DeviceRecord,
     slices_of: Callable[[str], int],
     fraction_of: dict[tuple[str, str | None], float],
 ) -> tuple[float | None, float]:
-    """The energy counter a device reads and its share of it (MIG: the parent's, by slices)."""
+    """A MIG instance's energy counter (its own, else the parent's) and its share by slices."""
     key = record.key
-    if key.gpu_instance is None:
-        return record.energy_mj, 1.0
     energy = record.energy_mj
     if energy is None:
         parent = result.devices.get(DeviceKey(key.hostname, key.uuid, None))
