@@ -37,6 +37,29 @@ def _secret_key() -> str:
 
 
 SECRET_KEY = _secret_key()
+
+
+def _encryption_keys() -> list[str]:
+    keys = env_list("GPUCLOUD_ENCRYPTION_KEYS", [])
+    if keys:
+        return keys
+    if not EMBEDDED:
+        raise ConfigError(
+            "GPUCLOUD_ENCRYPTION_KEYS is required with DATABASE_URL set: one or more Fernet keys, "
+            "comma-separated, the first encrypts; make one with: "
+            "python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'"
+        )
+    # The embedded default keeps a generated key beside its database.
+    path = VAR_DIR / "encryption_key"
+    if not path.exists():
+        from cryptography.fernet import Fernet
+
+        path.write_text(Fernet.generate_key().decode())
+        path.chmod(0o600)
+    return [path.read_text().strip()]
+
+
+ENCRYPTION_KEYS = _encryption_keys()
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
@@ -259,5 +282,5 @@ LOGGING = {
     },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "json", "filters": ["context"]}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
-    "loggers": {"django.server": {"level": "WARNING"}},
+    "loggers": {"django.server": {"level": "WARNING"}, "aiohttp.access": {"level": "WARNING"}},
 }

@@ -101,12 +101,32 @@ class HostCluster(models.Model):
     status_message = models.TextField(blank=True)
     source = models.CharField(max_length=500, blank=True, help_text="fleet file of a simulated cluster")
     created_at = models.DateTimeField(auto_now_add=True)
+    # Kubernetes host clusters only: how to reach it and what it runs.
+    kubeconfig_ciphertext = models.TextField(blank=True, help_text="Fernet-encrypted kubeconfig; never shown")
+    endpoint_base = models.CharField(
+        max_length=300, blank=True, help_text="tenant API servers are served at https://<slug>.<this host>"
+    )
+    vcluster_mode = models.CharField(
+        max_length=20, default="helmrelease", help_text="helmrelease (Flux) or platform (vCluster Platform)"
+    )
+    server_version = models.CharField(max_length=40, blank=True)
+    addons = models.JSONField(default=dict, blank=True, help_text="add-ons discovered: kueue, kai, flux, …")
+    topology_levels = models.JSONField(default=list, blank=True, help_text="node-label keys, outermost first")
+    discovered_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["name"]
 
     def __str__(self) -> str:
         return self.name
+
+    def mark(self, state: str, message: str = "") -> bool:
+        """Record the cluster's reachability, writing only on change. Returns whether it changed."""
+        if (self.state, self.status_message) == (state, message):
+            return False
+        self.state, self.status_message = state, message
+        self.save(update_fields=["state", "status_message"])
+        return True
 
 
 class Node(models.Model):

@@ -45,6 +45,7 @@ fi
 # Tests use their own Redis database so they never eat a developer's queued tasks.
 export CELERY_BROKER_URL="${CELERY_BROKER_URL:-${REDIS_URL%/*}/15}"
 export SECRET_KEY="${SECRET_KEY:-test-secret-key-not-for-production}"
+export GPUCLOUD_ENCRYPTION_KEYS="${GPUCLOUD_ENCRYPTION_KEYS:-$(python3 -c 'import base64,os; print(base64.urlsafe_b64encode(os.urandom(32)).decode())')}"
 export GPUCLOUD_VAR_DIR="${GPUCLOUD_VAR_DIR:-$tmp/var}"
 # The test servers (live_server, the OpenID provider) speak plain HTTP on loopback.
 export GPUCLOUD_HTTPS="${GPUCLOUD_HTTPS:-false}"

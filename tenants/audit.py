@@ -17,10 +17,15 @@ class Actor:
 
     user: User | None
     label: str
+    operator: bool = False  # someone at the server's console (manage.py): a platform administrator
 
     @classmethod
     def system(cls, process: str) -> Actor:
         return cls(user=None, label=f"system:{process}")
+
+    @classmethod
+    def console(cls, command: str) -> Actor:
+        return cls(user=None, label=f"console:{command}", operator=True)
 
     @classmethod
     def of(cls, user: User | AbstractBaseUser | AnonymousUser, token_name: str = "") -> Actor:
@@ -31,7 +36,7 @@ class Actor:
 
     @property
     def is_platform_admin(self) -> bool:
-        return bool(self.user is not None and getattr(self.user, "is_staff", False))
+        return self.operator or bool(self.user is not None and getattr(self.user, "is_staff", False))
 
 
 def record(

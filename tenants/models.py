@@ -134,14 +134,7 @@ class Membership(models.Model):
 class TenantCluster(models.Model):
     """The tenant's Kubernetes API in a host cluster: its host namespace, endpoint and observed state."""
 
-    class State(models.TextChoices):
-        PENDING = "pending"
-        PROVISIONING = "provisioning"
-        READY = "ready"
-        SUSPENDED = "suspended"
-        DELETING = "deleting"
-        DELETED = "deleted"
-        FAILED = "failed"
+    State = Tenant.State  # the observed cluster goes through the same states as the tenant
 
     tenant = models.OneToOneField(Tenant, on_delete=models.CASCADE, related_name="cluster")
     host_cluster = models.ForeignKey(HostCluster, on_delete=models.PROTECT, related_name="tenant_clusters")

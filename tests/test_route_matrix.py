@@ -18,7 +18,7 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from scheduling.models import GpuClass
 from tenants import services
 from tenants.audit import Actor
-from tenants.models import Tenant
+from tenants.models import Tenant, TenantCluster
 from tenants.tokens import create_service_token, create_token
 
 PEOPLE = ("alice", "bob", "charlie", "anonymous")
@@ -32,9 +32,11 @@ MATRIX: dict[tuple[str, str], tuple[int, int, int, int]] = {
     ("tenant-detail", "DELETE"): (202, 403, 404, 401),
     ("tenant-suspend", "POST"): (202, 403, 404, 401),
     ("tenant-resume", "POST"): (409, 403, 404, 401),  # alice may, but a ready tenant cannot resume
+    ("tenant-kubeconfig", "GET"): (200, 403, 404, 401),  # viewers may not reach the cluster
     ("gpu-class-list", "GET"): (200, 200, 200, 401),
     ("gpu-class-detail", "GET"): (200, 200, 200, 401),
     ("host-cluster-list", "GET"): (200, 200, 200, 401),
+    ("host-cluster-list", "POST"): (403, 403, 403, 401),  # platform administrators register clusters
     ("host-cluster-detail", "GET"): (200, 200, 200, 401),
     ("capacity-list", "GET"): (200, 200, 200, 401),
     ("audit-event-list", "GET"): (200, 200, 200, 401),  # scoped: bob and charlie see none of A's
@@ -62,6 +64,7 @@ MATRIX: dict[tuple[str, str], tuple[int, int, int, int]] = {
 BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("tenant-list", "POST"): {"slug": "newcomer"},
     ("tenant-detail", "PATCH"): {"display_name": "Renamed"},
+    ("host-cluster-list", "POST"): {"name": "gpu-east", "kubeconfig": "apiVersion: v1", "scheduler": "kueue"},
     ("token-list", "POST"): {"name": "laptop", "scope": "read"},
     ("member-list", "POST"): {"username": "charlie", "role": "viewer"},
     ("member-detail", "PATCH"): {"role": "member"},
@@ -100,6 +103,9 @@ def url_of(route: str, name: str, values: dict[str, dict[str, str]]) -> str:
 def world(people, api, demo_fleet):
     admin = Actor.of(people["admin"])
     Tenant.objects.filter(pk=people["a"].pk).update(state=Tenant.State.READY)
+    TenantCluster.objects.filter(tenant=people["a"]).update(
+        state=TenantCluster.State.READY, endpoint="https://tenant-a.gpucloud.internal"
+    )
     services.set_quota(
         actor=admin, tenant=people["a"], gpu_class=GpuClass.objects.get(name="h200-141gb"), guaranteed=1
     )

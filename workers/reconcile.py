@@ -26,10 +26,13 @@ from workers.drivers.base import (
     PermanentDriverError,
     QuotaSpec,
     ReconcileResult,
+    TemporaryDriverError,
     TenantObservation,
     TenantSpec,
 )
+from workers.drivers.kubernetes import KubernetesDriver, PartialReconcile
 from workers.drivers.simulated import SimulatedDriver
+from workers.hostclusters import api_client_of, profile_of
 from workers.locks import exclusive
 
 log = logging.getLogger(__name__)
@@ -40,9 +43,9 @@ TRANSITIONAL = {Tenant.State.PENDING, Tenant.State.PROVISIONING, Tenant.State.DE
 def driver_for(host_cluster: HostCluster) -> Driver:
     if host_cluster.driver == HostCluster.Driver.SIMULATED:
         return SimulatedDriver(host_cluster)
-    raise PermanentDriverError(
-        f"host cluster {host_cluster.name}: the {host_cluster.driver} driver is not set up"
-    )
+    if host_cluster.driver == HostCluster.Driver.KUBERNETES:
+        return KubernetesDriver(api_client_of(host_cluster), profile_of(host_cluster))
+    raise PermanentDriverError(f"host cluster {host_cluster.name}: no driver called {host_cluster.driver}")
 
 
 def tenant_spec(tenant: Tenant) -> TenantSpec:
@@ -83,22 +86,45 @@ def reconcile_host_cluster(host_cluster: HostCluster, tenant_ids: Sequence[int] 
     started = time.perf_counter()
     with exclusive(f"reconcile:host-cluster:{host_cluster.pk}"):
         tenants = _tenants(host_cluster, tenant_ids)
-        try:
-            result = driver_for(host_cluster).reconcile(
-                [tenant_spec(t) for t in tenants], complete=tenant_ids is None
-            )
-        except PermanentDriverError as exc:
-            result = ReconcileResult(errors={t.slug: str(exc) for t in tenants})
-        except Exception:
-            RECONCILE_RUNS.labels(host_cluster.driver, "error").inc()
-            raise
+        result, failure = _drive(host_cluster, tenants, complete=tenant_ids is None)
         db_writes = sum(_write_back(t, result) for t in tenants)
+    if failure is not None:
+        RECONCILE_RUNS.labels(host_cluster.driver, "error").inc()
+        raise failure
     RECONCILE_RUNS.labels(host_cluster.driver, "ok").inc()
     RECONCILE_DURATION.labels(host_cluster.driver).observe(time.perf_counter() - started)
     RECONCILE_WRITES.labels("cluster").inc(result.writes)
     RECONCILE_WRITES.labels("database").inc(db_writes)
     transitional = [t.pk for t in tenants if t.state in TRANSITIONAL]
     return PassOutcome(result, db_writes, transitional)
+
+
+def _drive(
+    host_cluster: HostCluster, tenants: list[Tenant], *, complete: bool
+) -> tuple[ReconcileResult, TemporaryDriverError | None]:
+    """Run the driver; a cluster-wide failure is recorded on the host cluster, never on its tenants.
+
+    A temporary failure is returned so the caller can write back what the pass saw and then retry.
+    """
+    driver = driver_for(host_cluster)
+    try:
+        result = driver.reconcile([tenant_spec(t) for t in tenants], complete=complete)
+    except PartialReconcile as exc:  # most of the pass worked; keep what it saw, retry the rest
+        return exc.result, exc
+    except TemporaryDriverError as exc:
+        host_cluster.mark(HostCluster.State.UNREACHABLE, str(exc))
+        return ReconcileResult(), exc
+    except PermanentDriverError as exc:
+        host_cluster.mark(HostCluster.State.ERROR, str(exc))
+        log.error(
+            "host cluster refused gpucloud", extra={"host_cluster": host_cluster.name, "error": str(exc)}
+        )
+        return ReconcileResult(), None
+    finally:
+        getattr(driver, "close", lambda: None)()
+    if host_cluster.state != HostCluster.State.READY:
+        host_cluster.mark(HostCluster.State.READY, "")
+    return result, None
 
 
 def _tenants(host_cluster: HostCluster, tenant_ids: Sequence[int] | None) -> list[Tenant]:

@@ -3,7 +3,7 @@
 from django.urls import include, path
 from rest_framework.routers import SimpleRouter
 
-from scheduling.api.views import CapacityViewSet, GpuClassViewSet, HostClusterViewSet
+from scheduling.api.views import CapacityViewSet, GpuClassViewSet
 from tenants.api.views import (
     AuditEventViewSet,
     MemberViewSet,
@@ -12,6 +12,7 @@ from tenants.api.views import (
     TenantViewSet,
     TokenViewSet,
 )
+from workers.api.views import HostClusterViewSet, KubeconfigView
 
 router = SimpleRouter()
 router.register("tenants", TenantViewSet, basename="tenant")
@@ -29,4 +30,9 @@ tenant_router.register("tokens", ServiceTokenViewSet, basename="service-token")
 urlpatterns = [
     path("", include(router.urls)),
     path("tenants/<slug:tenant_slug>/", include(tenant_router.urls)),
+    path(
+        "tenants/<slug:tenant_slug>/kubeconfig/",
+        KubeconfigView.as_view({"get": "retrieve"}),
+        name="tenant-kubeconfig",
+    ),
 ]

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from cryptography.fernet import Fernet
 from django.conf import settings
 
 from tenants.models import AuditEvent
@@ -29,6 +30,7 @@ def production_env(tmp_path: Path) -> dict[str, str]:
         **env,
         **PRODUCTION,
         "SECRET_KEY": secrets.token_urlsafe(60),
+        "GPUCLOUD_ENCRYPTION_KEYS": Fernet.generate_key().decode(),
         "OIDC_CLIENT_SECRET_FILE": str(tmp_path / "client-secret"),
         "GPUCLOUD_VAR_DIR": str(tmp_path / "var"),
     }

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from scheduling.models import GpuClass, HostCluster
+from scheduling.models import GpuClass
 
 
 class GpuClassSerializer(serializers.ModelSerializer):
@@ -24,16 +24,6 @@ class GpuClassSerializer(serializers.ModelSerializer):
 
     def get_gpu_fraction(self, gpu_class: GpuClass) -> str:
         return str(gpu_class.gpu_fraction)
-
-
-class HostClusterSerializer(serializers.ModelSerializer):
-    id = serializers.CharField(source="public_id", read_only=True)
-    nodes = serializers.IntegerField(source="node_count", read_only=True)
-    gpus = serializers.IntegerField(source="gpu_count", read_only=True)
-
-    class Meta:
-        model = HostCluster
-        fields = ["id", "name", "region", "driver", "scheduler", "state", "status_message", "nodes", "gpus"]
 
 
 class CapacitySerializer(serializers.Serializer):

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from django.db.models import Count, QuerySet
+from django.db.models import QuerySet
 from rest_framework import mixins
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from gpucloud.api.viewsets import BaseViewSet
-from scheduling.api.serializers import CapacitySerializer, GpuClassSerializer, HostClusterSerializer
-from scheduling.models import GpuClass, HostCluster
+from scheduling.api.serializers import CapacitySerializer, GpuClassSerializer
+from scheduling.models import GpuClass
 from tenants.capacity import capacity_table
 
 
@@ -25,18 +25,6 @@ class GpuClassViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseView
 
     def get_queryset(self) -> QuerySet[GpuClass]:
         return GpuClass.objects.select_related("gpu_model").order_by("name")
-
-
-class HostClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewSet):
-    """Host clusters: the Kubernetes clusters (or the simulated fleet) tenants run on."""
-
-    serializer_class = HostClusterSerializer
-    lookup_field = "name"
-
-    def get_queryset(self) -> QuerySet[HostCluster]:
-        return HostCluster.objects.annotate(
-            node_count=Count("nodes", distinct=True), gpu_count=Count("nodes__gpus", distinct=True)
-        ).order_by("name")
 
 
 class CapacityViewSet(mixins.ListModelMixin, BaseViewSet):

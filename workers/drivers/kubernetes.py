@@ -159,6 +159,10 @@ class KubernetesDriver:
         self.kinds = k.kinds_for(profile)
         self._by_key = {kind.key: kind for kind in self.kinds}
 
+    def close(self) -> None:
+        """Release the client's connection pool."""
+        self.api.api_client.close()
+
     def reconcile(self, tenants: Sequence[TenantSpec], *, complete: bool) -> ReconcileResult:
         """One level-triggered pass.
 

@@ -1,0 +1,72 @@
+"""Placement benchmarks: ``python -m scheduling.bench {openb,replay,gangs,mig} …`` (see docs/placement.md)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from scheduling.bench import gangs, mig, openb, replay
+from scheduling.engine.errors import EngineError
+
+ROOT = Path(__file__).resolve().parents[2]
+TRACE_DIR = ROOT / ".." / "shared" / "data" / "traces" / "alibaba-openb" / "csv"
+DEFAULT_NODES = TRACE_DIR / "openb_node_list_gpu_node.csv"
+DEFAULT_PODS = TRACE_DIR / "openb_pod_list_default.csv"
+
+
+def seeds(text: str) -> list[int]:
+    """``42-51`` or ``42,45,47`` → list of seeds."""
+    try:
+        if "-" in text:
+            lo, hi = (int(x) for x in text.split("-", 1))
+            return list(range(lo, hi + 1))
+        return [int(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"seeds must look like 42-51 or 42,43, not {text!r}") from None
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command line."""
+    p = argparse.ArgumentParser(prog="python -m scheduling.bench", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+    o = sub.add_parser("openb", help="FGD protocol on the Alibaba openb trace (arrivals only)")
+    o.add_argument("--nodes", type=Path, default=DEFAULT_NODES)
+    o.add_argument("--pods", type=Path, default=DEFAULT_PODS)
+    o.add_argument("--policy", default="default")
+    o.add_argument("--seeds", type=seeds, default=seeds("42-51"))
+    o.add_argument("--tune", type=float, default=1.3)
+    o.add_argument("--json", action="store_true")
+    r = sub.add_parser("replay", help="replay a trace with creation and deletion times")
+    r.add_argument("--nodes", type=Path, default=DEFAULT_NODES)
+    r.add_argument("--pods", type=Path, default=DEFAULT_PODS)
+    r.add_argument("--policy", default="default")
+    r.add_argument("--seed", type=int, default=42)
+    r.add_argument("--stretch", type=float, default=1.0, help="multiply every pod lifetime (raises the load)")
+    r.add_argument("--json", action="store_true")
+    g = sub.add_parser("gangs", help="topology-aware gang placement on a synthetic 1,024-GPU fleet")
+    g.add_argument("--seeds", type=seeds, default=seeds("42-46"))
+    g.add_argument("--json", action="store_true")
+    m = sub.add_parser("mig", help="MIG planner against the lower bound and an exact solver")
+    m.add_argument("--seeds", type=seeds, default=seeds("42-51"))
+    m.add_argument("--json", action="store_true")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; bad input ends with a one-line message and exit status 2."""
+    args = parser().parse_args(argv)
+    commands = {"openb": openb.run, "replay": replay.run, "gangs": gangs.run, "mig": mig.run}
+    try:
+        summary = commands[args.command](args)
+    except EngineError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

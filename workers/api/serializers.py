@@ -1,0 +1,44 @@
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from scheduling.models import HostCluster
+
+
+class HostClusterSerializer(serializers.ModelSerializer):
+    id = serializers.CharField(source="public_id", read_only=True)
+    nodes = serializers.IntegerField(source="node_count", read_only=True)
+    gpus = serializers.IntegerField(source="gpu_count", read_only=True)
+
+    class Meta:
+        model = HostCluster
+        fields = [
+            "id",
+            "name",
+            "region",
+            "driver",
+            "scheduler",
+            "state",
+            "status_message",
+            "endpoint_base",
+            "vcluster_mode",
+            "server_version",
+            "addons",
+            "nodes",
+            "gpus",
+        ]
+
+
+class HostClusterRegistrationSerializer(serializers.Serializer):
+    """Registering a Kubernetes host cluster. The kubeconfig is stored encrypted and never returned."""
+
+    name = serializers.CharField(max_length=63)
+    driver = serializers.ChoiceField(choices=["kubernetes"], default="kubernetes")
+    kubeconfig = serializers.CharField(
+        write_only=True, trim_whitespace=False, help_text="the kubeconfig file's text"
+    )
+    scheduler = serializers.ChoiceField(choices=HostCluster.Scheduler.choices)
+    region = serializers.CharField(required=False, allow_blank=True, default="")
+    endpoint_base = serializers.URLField(required=False, allow_blank=True, default="")
+    vcluster_mode = serializers.ChoiceField(choices=["helmrelease", "platform"], default="helmrelease")
+    topology_levels = serializers.ListField(child=serializers.CharField(), required=False, default=list)

@@ -1,0 +1,202 @@
+"""Registering Kubernetes host clusters: reach them, read what they run, import their GPU nodes.
+
+This sits in `workers` because it talks to clusters through the driver; the rows it writes are the fleet's.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Any
+
+import yaml
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+from kubernetes import client
+
+from gpucloud import crypto
+from gpucloud.errors import PermissionDenied, ServiceError, ValidationFailed
+from scheduling import catalog
+from scheduling.models import Gpu, GpuModel, HostCluster, Node
+from scheduling.render.profile import ClusterProfile
+from tenants import audit
+from tenants.audit import Actor
+from workers.drivers.base import DriverError
+from workers.drivers.kubernetes import ClusterDiscovery, GpuNode, UnsupportedCluster, check_profile, discover
+from workers.kube.api import RetryPolicy, api_client_from_kubeconfig
+
+NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+VCLUSTER_MODES = ("helmrelease", "platform")
+# Registration answers the caller directly: try briefly rather than back off for a minute.
+REGISTRATION_RETRY = RetryPolicy(attempts=2, base_seconds=0.2, cap_seconds=1.0, timeout_seconds=5.0)
+
+
+def profile_of(host_cluster: HostCluster) -> ClusterProfile:
+    """What the renderers need to know about a registered host cluster."""
+    return ClusterProfile(
+        scheduler=host_cluster.scheduler,  # type: ignore[arg-type]
+        endpoint_base=host_cluster.endpoint_base,
+        cilium=bool(host_cluster.addons.get("cilium")),
+        vcluster_mode=host_cluster.vcluster_mode,  # type: ignore[arg-type]
+        topology_levels=tuple(host_cluster.topology_levels),
+        platform_cluster=host_cluster.name,
+    )
+
+
+def api_client_of(host_cluster: HostCluster) -> client.ApiClient:
+    return api_client_from_kubeconfig(crypto.decrypt(host_cluster.kubeconfig_ciphertext))
+
+
+def _parse_kubeconfig(text: str) -> client.ApiClient:
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ValidationFailed.on("kubeconfig", f"the kubeconfig is not valid YAML: {exc}") from None
+    if not isinstance(document, dict) or not document.get("clusters"):
+        raise ValidationFailed.on("kubeconfig", "the kubeconfig names no clusters; paste the whole file")
+    try:
+        return api_client_from_kubeconfig(text)
+    except Exception as exc:  # the client raises ConfigException, ValueError, KeyError … on odd files
+        raise ValidationFailed.on("kubeconfig", f"the kubeconfig cannot be used: {exc}") from None
+
+
+def _validate(name: str, scheduler: str, vcluster_mode: str) -> None:
+    if not NAME_RE.match(name):
+        raise ValidationFailed.on(
+            "name", f"{name!r} is not a DNS-safe name (lowercase letters, digits, hyphens)"
+        )
+    if HostCluster.objects.filter(name=name).exists():
+        raise ValidationFailed.on("name", f"a host cluster called {name!r} exists already")
+    if scheduler not in HostCluster.Scheduler.values:
+        raise ValidationFailed.on("scheduler", f"{scheduler!r} is not a scheduler; use kueue or kai")
+    if vcluster_mode not in VCLUSTER_MODES:
+        raise ValidationFailed.on("vcluster_mode", f"{vcluster_mode!r}: use helmrelease or platform")
+
+
+def register_host_cluster(
+    *,
+    actor: Actor,
+    name: str,
+    kubeconfig: str,
+    scheduler: str,
+    region: str = "",
+    endpoint_base: str = "",
+    vcluster_mode: str = "helmrelease",
+    topology_levels: tuple[str, ...] = (),
+) -> HostCluster:
+    """Register a Kubernetes host cluster after checking it can serve the chosen scheduler.
+
+    The cluster is asked first (outside any transaction: it may be slow); nothing is written unless it
+    answered and can serve what was asked.
+    """
+    if not actor.is_platform_admin:
+        raise PermissionDenied("registering a host cluster needs a platform administrator")
+    _validate(name, scheduler, vcluster_mode)
+    host_cluster = HostCluster(
+        name=name,
+        region=region,
+        driver=HostCluster.Driver.KUBERNETES,
+        scheduler=scheduler,
+        endpoint_base=endpoint_base or f"https://{name}.{settings.ENDPOINT_DOMAIN}",
+        vcluster_mode=vcluster_mode,
+        topology_levels=list(topology_levels),
+    )
+    found = _discover(_parse_kubeconfig(kubeconfig))
+    host_cluster.addons = found.addons
+    try:
+        check_profile(found, profile_of(host_cluster))
+    except UnsupportedCluster as exc:
+        raise ValidationFailed.on(
+            "scheduler" if "scheduler" in str(exc) else "vcluster_mode", str(exc)
+        ) from None
+    return _save(actor, host_cluster, kubeconfig, found)
+
+
+def _discover(api_client: client.ApiClient) -> ClusterDiscovery:
+    try:
+        return discover(api_client, retry=REGISTRATION_RETRY)
+    except DriverError as exc:
+        raise ServiceError(
+            f"the cluster could not be read: {exc}",
+            errors={"kubeconfig": ["the cluster did not answer as asked"]},
+        ) from None
+    finally:
+        api_client.close()
+
+
+@transaction.atomic
+def _save(actor: Actor, host_cluster: HostCluster, kubeconfig: str, found: ClusterDiscovery) -> HostCluster:
+    host_cluster.kubeconfig_ciphertext = crypto.encrypt(kubeconfig)
+    host_cluster.server_version = found.server_version
+    host_cluster.discovered_at = timezone.now()
+    host_cluster.save()
+    imported, skipped = import_gpu_nodes(host_cluster, found.gpu_nodes)
+    if skipped:
+        host_cluster.status_message = f"GPU nodes with products not in the catalog were skipped: {skipped}"
+        host_cluster.save(update_fields=["status_message"])
+    audit.record(
+        actor,
+        "host_cluster.register",
+        object_type="host_cluster",
+        object_id=host_cluster.public_id,
+        after={
+            "name": host_cluster.name,
+            "scheduler": host_cluster.scheduler,
+            "server_version": found.server_version,
+            "addons": found.addons,
+            "gpu_nodes": imported,
+        },
+    )
+    return host_cluster
+
+
+def _model_for_product(product: str, models: dict[str, GpuModel]) -> GpuModel | None:
+    wanted = product.lower().replace(" ", "-")
+    for spec in catalog.GPU_MODELS:
+        if wanted == spec.product_label.lower() or wanted.startswith(spec.product_label.lower() + "-"):
+            return models.get(spec.slug)
+    return None
+
+
+def _topology(labels: dict[str, str]) -> dict[str, Any]:
+    def find(*needles: str) -> str:
+        return next((v for k, v in labels.items() if any(n in k for n in needles)), "")
+
+    return {
+        "zone": labels.get("topology.kubernetes.io/zone", ""),
+        "block": find("topology-block", "/block"),
+        "rack": find("topology-rack", "/rack"),
+        "nvlink_domain": labels.get("nvidia.com/gpu.clique", ""),
+    }
+
+
+def _placeholder_uuid(host_cluster: HostCluster, node: str, index: int) -> str:
+    return f"GPU-{uuid.uuid5(uuid.NAMESPACE_URL, f'gpucloud/{host_cluster.pk}/{node}/{index}')}"
+
+
+def import_gpu_nodes(host_cluster: HostCluster, nodes: tuple[GpuNode, ...]) -> tuple[int, list[str]]:
+    """Add the cluster's GPU nodes to the fleet. Returns the number imported and the unknown products.
+
+    Feature discovery does not label GPU UUIDs, so imported GPUs get stable placeholder UUIDs until DCGM
+    reports the real ones.
+    """
+    models = {m.slug: m for m in GpuModel.objects.all()}
+    imported, skipped = 0, set()
+    for gpu_node in nodes:
+        model = _model_for_product(gpu_node.product, models)
+        if model is None:
+            skipped.add(gpu_node.product or "(no product label)")
+            continue
+        node = Node.objects.create(
+            host_cluster=host_cluster,
+            name=gpu_node.name,
+            labels=gpu_node.labels,
+            **_topology(gpu_node.labels),
+        )
+        Gpu.objects.bulk_create(
+            Gpu(node=node, index=i, gpu_model=model, uuid=_placeholder_uuid(host_cluster, gpu_node.name, i))
+            for i in range(gpu_node.count)
+        )
+        imported += 1
+    return imported, sorted(skipped)
