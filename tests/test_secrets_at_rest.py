@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from django.db import connection
+
+from workers.kube.emulator import start_emulator
 
 KUBECONFIG_SIGNS = re.compile(
     r"apiVersion|clusters:|client-key-data|client-certificate-data|BEGIN [A-Z ]*KEY"
@@ -43,9 +46,34 @@ def test_no_token_secret_is_stored_anywhere(api, people):
         assert created["token"] not in text and secret not in text
 
 
-def test_no_kubeconfig_column_holds_a_kubeconfig_in_clear_text(people):
+@pytest.fixture
+def registered_host_cluster(api, admin, gpu_catalog):
+    """A Kubernetes host cluster registered through the API (its API server is the emulator)."""
+    emulator = start_emulator(crds=("kueue", "flux"))
+    try:
+        body = {"name": "gpu-east", "kubeconfig": KUBECONFIG.format(url=emulator.url), "scheduler": "kueue"}
+        response = api(admin).post("/api/v1/host-clusters/", body, format="json")
+        assert response.status_code == 201, response.json()
+        yield
+    finally:
+        emulator.stop()
+
+
+KUBECONFIG = """apiVersion: v1
+kind: Config
+current-context: host
+clusters: [{{name: host, cluster: {{server: "{url}"}}}}]
+users: [{{name: admin, user: {{token: host-admin-secret-token}}}}]
+contexts: [{{name: host, context: {{cluster: host, user: admin}}}}]
+"""
+
+
+def test_no_kubeconfig_column_holds_a_kubeconfig_in_clear_text(registered_host_cluster):
     values = every_value()
+    text = "\n".join(v for column in values.values() for v in column)
+    assert "host-admin-secret-token" not in text
     kubeconfig_columns = {key: v for key, v in values.items() if "kubeconfig" in key[1].lower()}
+    assert any(v for v in kubeconfig_columns.values()), "the scan found no stored kubeconfig to check"
     for (table, column), column_values in kubeconfig_columns.items():
         for value in column_values:
             assert not KUBECONFIG_SIGNS.search(value), f"{table}.{column} holds a kubeconfig in clear text"
