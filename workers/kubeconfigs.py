@@ -19,8 +19,6 @@ from workers.drivers.kubernetes import read_kubeconfig
 from workers.hostclusters import api_client_of, profile_of
 from workers.reconcile import tenant_spec
 
-ROLES = {"owner", "admin", "member"}
-
 
 def simulated_kubeconfig(tenant: Tenant) -> str:
     """A kubeconfig of the simulated cluster's shape, with a credential stable per tenant."""
@@ -43,7 +41,7 @@ def simulated_kubeconfig(tenant: Tenant) -> str:
 
 def tenant_kubeconfig(*, actor: Actor, tenant: Tenant) -> str:
     """The kubeconfig of the tenant's cluster, for its owners, admins and members; the download is audited."""
-    require(actor, tenant, ROLES, "downloading the kubeconfig")
+    require(actor, tenant, "kubeconfig.download", "downloading the kubeconfig")
     cluster = tenant.cluster
     if cluster.state not in (TenantCluster.State.READY, TenantCluster.State.SUSPENDED):
         raise Conflict(
