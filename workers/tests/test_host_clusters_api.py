@@ -222,3 +222,41 @@ def test_an_unreachable_host_cluster_is_visible_and_retried(host, kube_emulator,
     body = api(admin).get("/api/v1/host-clusters/gpu-east/").json()
     assert body["state"] == "unreachable" and body["status_message"]
     assert Tenant.objects.get(slug="vision").state == "pending"
+
+
+def test_a_kai_host_cluster_gets_kai_queues_instead_of_kueue_objects(kube_emulator, api, admin, gpu_catalog):
+    kube_emulator.put_object(h200_node("h200-1"))
+    client = api(admin)
+    registered = client.post(
+        "/api/v1/host-clusters/",
+        {"name": "kai-east", "kubeconfig": kubeconfig_for(kube_emulator.url), "scheduler": "kai"},
+        format="json",
+    )
+    assert registered.status_code == 201, registered.json()
+    client.post("/api/v1/tenants/", {"slug": "vision", "host_cluster": "kai-east"}, format="json")
+    client.put("/api/v1/tenants/vision/quotas/h200-141gb/", {"guaranteed": 4}, format="json")
+
+    reconcile.reconcile_host_cluster(HostCluster.objects.get(name="kai-east"))
+
+    queues = {q["metadata"]["name"]: q for q in kube_emulator.objects_of("scheduling.run.ai/v2", "Queue")}
+    leaf = next(q for q in queues.values() if q["spec"].get("parentQueue"))
+    assert leaf["spec"]["parentQueue"] in queues
+    assert not kube_emulator.objects_of(KUEUE, "ClusterQueue")
+
+
+def test_changing_a_quota_through_the_api_rewrites_only_the_objects_it_affects(
+    host, kube_emulator, api, admin
+):
+    client = api(admin)
+    client.post("/api/v1/tenants/", {"slug": "vision", "host_cluster": "gpu-east"}, format="json")
+    client.put("/api/v1/tenants/vision/quotas/h200-141gb/", {"guaranteed": 4}, format="json")
+    reconcile.reconcile_host_cluster(host)
+    writes = kube_emulator.writes
+
+    client.put("/api/v1/tenants/vision/quotas/h200-141gb/", {"guaranteed": 6}, format="json")
+    outcome = reconcile.reconcile_host_cluster(host)
+
+    # the ClusterQueue and the namespace's ResourceQuota carry the number; nothing else changes
+    assert outcome.result.writes == kube_emulator.writes - writes == 2
+    queue = kube_emulator.get_object(KUEUE, "ClusterQueue", "tenant-vision")
+    assert queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] == "6"
