@@ -1,8 +1,9 @@
-"""Plain values to render from."""
+"""Plain values to render from, and small committed CSV slices for the engine tests (no database)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from workers.drivers.base import QuotaSpec, TenantSpec
 
 H200 = (("nvidia.com/gpu.product", "NVIDIA-H200"),)
+DATA = Path(__file__).parent / "data"
 
 
 def quota(gpu_class: str = "h200-141gb", resource: str = "nvidia.com/gpu", **kwargs: Any) -> QuotaSpec:
@@ -35,3 +37,13 @@ def make_tenant() -> Callable[..., TenantSpec]:
         return TenantSpec(slug=slug, **values)
 
     return make
+
+
+@pytest.fixture
+def node_csv() -> Path:
+    return DATA / "openb_node_list_slice.csv"
+
+
+@pytest.fixture
+def pod_csv() -> Path:
+    return DATA / "openb_pod_list_slice.csv"

@@ -1,0 +1,37 @@
+"""The FGD fragmentation measure and typical-pod distribution."""
+
+import numpy as np
+import pytest
+
+from scheduling.engine.frag import fragmentation, typical_pods
+from scheduling.tests.factories import make_pod
+
+
+def test_typical_pods_cover_the_popular_shapes_and_sum_to_one():
+    pods = [make_pod(f"a{i}", milli=500) for i in range(90)] + [make_pod(f"b{i}", gpus=2) for i in range(10)]
+    typ = typical_pods(pods, ["H100"], popularity=0.9)
+    assert list(typ.milli) == [500] and typ.freq.sum() == pytest.approx(1.0)
+    typ = typical_pods(pods, ["H100"], popularity=0.95)
+    assert list(typ.num) == [1, 2] and list(typ.freq) == pytest.approx([0.9, 0.1])
+
+
+def test_a_half_free_gpu_is_fragmented_for_whole_gpu_pods_only():
+    pods = [make_pod("whole"), make_pod("half", milli=500)]
+    typ = typical_pods(pods, ["H100"], popularity=1.0)
+    cpu, model = np.array([96_000]), np.array([0])
+    # One GPU with 500 free: the whole-GPU shape cannot use it (500 fragmented), the half shape can.
+    assert fragmentation(typ, cpu, np.array([[500]]), model)[0] == pytest.approx(0.5 * 500)
+    # A full free GPU serves both shapes: nothing fragmented.
+    assert fragmentation(typ, cpu, np.array([[1000]]), model)[0] == 0
+
+
+def test_gpus_on_a_node_without_cpu_are_all_fragmented():
+    typ = typical_pods([make_pod("p", cpu=8000)], ["H100"], popularity=1.0)
+    assert fragmentation(typ, np.array([4000]), np.array([[1000, 1000]]), np.array([0]))[0] == 2000
+
+
+def test_a_shape_that_cannot_use_the_model_sees_all_gpus_as_fragmented():
+    pod = make_pod("p", gpu_models=frozenset({"V100"}))
+    typ = typical_pods([pod], ["H100", "V100"], popularity=1.0)
+    gpu = np.array([[1000], [1000]])
+    assert list(fragmentation(typ, np.array([96_000, 96_000]), gpu, np.array([0, 1]))) == [1000, 0]

@@ -1,0 +1,54 @@
+"""The FGD evaluation protocol: arrival order, inflation, and the allocation curve."""
+
+import json
+
+import numpy as np
+
+from scheduling.bench.__main__ import main
+from scheduling.bench.openb import arrival_order, curve, run_seed
+from scheduling.engine.trace import read_nodes, read_pods
+from scheduling.tests.factories import make_pod
+
+
+def test_arrivals_are_a_seeded_shuffle_of_the_name_sorted_pods():
+    pods = [make_pod(f"p{i:02d}") for i in range(20)]
+    a = arrival_order(pods, 100_000, seed=42, tune=0)
+    assert sorted(p.name for p in a) == [p.name for p in pods]
+    assert [p.name for p in arrival_order(list(reversed(pods)), 100_000, 42, 0)] == [p.name for p in a]
+    assert [p.name for p in arrival_order(pods, 100_000, 43, 0)] != [p.name for p in a]
+
+
+def test_inflation_stops_before_passing_the_target():
+    pods = [make_pod(f"p{i}", milli=500) for i in range(10)]  # 5,000 milli of 10,000 capacity
+    order = arrival_order(pods, 10_000, seed=1, tune=1.3)
+    total = sum(p.total_gpu_milli for p in order)
+    assert 12_500 < total <= 13_000
+    assert len({p.name for p in order}) == len(order)
+
+
+def test_the_curve_reads_the_state_after_the_last_arrival_below_each_mark():
+    arrived = np.array([400, 800, 1200])
+    allocated = np.array([400, 400, 1200])
+    points = curve(arrived, allocated, capacity_milli=1000)
+    assert points[0] == 0 and points[40] == 40 and points[80] == 40 and points[120] == 120
+
+
+def test_a_run_on_the_slice_never_allocates_more_than_arrived(node_csv, pod_csv):
+    nodes = read_nodes(node_csv)
+    pods = [p.request for p in read_pods(pod_csv)]
+    result = run_seed(nodes, pods, "default", seed=42, tune=1.3)
+    assert all(result.curve[k] <= k + 1e-9 for k in range(131))
+    assert result.arrived_pods > len(pods)
+
+
+def test_the_command_prints_json_with_the_whole_curve(node_csv, pod_csv, capsys):
+    assert (
+        main(["openb", "--nodes", str(node_csv), "--pods", str(pod_csv), "--seeds", "42-43", "--json"]) == 0
+    )
+    summary = json.loads(capsys.readouterr().out)
+    assert len(summary["runs"]) == 2 and len(summary["mean_curve"]) == 131
+
+
+def test_the_command_rejects_a_csv_with_wrong_columns(node_csv, capsys):
+    assert main(["openb", "--nodes", str(node_csv), "--pods", str(node_csv), "--seeds", "42"]) == 2
+    assert "expected name,cpu_milli" in capsys.readouterr().err

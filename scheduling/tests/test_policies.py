@@ -1,0 +1,62 @@
+"""Placement policies: each picks what its definition says, and all share one interface."""
+
+import pytest
+
+from scheduling.engine.errors import EngineError
+from scheduling.engine.placer import Engine
+from scheduling.engine.policies import POLICIES, make_policy
+from scheduling.tests.factories import make_node, make_pod
+
+WORKLOAD = [make_pod(f"w{i}", milli=500) for i in range(6)] + [make_pod(f"x{i}") for i in range(4)]
+
+
+def half_used_fleet(policy: str) -> Engine:
+    """n0 has one GPU half used; n1 is empty."""
+    engine = Engine([make_node("n0", gpus=2), make_node("n1", gpus=2)], policy, workload=WORKLOAD)
+    engine.fleet.allocate(make_pod("seed", milli=500), 0, (0,))
+    return engine
+
+
+@pytest.mark.parametrize("policy", ["best-fit", "fgd", "default"])
+def test_a_half_gpu_pod_fills_the_half_used_gpu(policy):
+    placed = half_used_fleet(policy).place(make_pod("p", milli=500))
+    assert (placed.node, placed.gpus) == ("n0", (0,))
+
+
+@pytest.mark.parametrize("policy", ["fgd", "default"])
+def test_a_whole_gpu_pod_keeps_the_half_used_gpu_for_shares(policy):
+    placed = half_used_fleet(policy).place(make_pod("p"))
+    assert placed.gpus != (0,) or placed.node != "n0"
+
+
+def test_best_fit_prefers_the_fullest_node():
+    engine = Engine([make_node("big", gpus=8), make_node("small", gpus=2)], "best-fit")
+    assert engine.place(make_pod("p")).node == "small"
+
+
+def test_default_prefers_smaller_nodes_among_equals_to_keep_big_ones_whole():
+    engine = Engine([make_node("big", gpus=8), make_node("small", gpus=2)], "default", workload=WORKLOAD)
+    assert engine.place(make_pod("p", gpus=2)).node == "small"
+
+
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+def test_every_policy_places_only_where_the_pod_fits(policy):
+    engine = Engine(
+        [make_node("tiny", gpus=1, cpu=2000), make_node("roomy", gpus=4)], policy, workload=WORKLOAD
+    )
+    for k in range(4):
+        assert engine.place(make_pod(f"p{k}", cpu=4000)).node == "roomy"
+    assert engine.place(make_pod("p5", cpu=4000)) is None
+
+
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+def test_every_policy_frees_resources_on_release(policy):
+    engine = Engine([make_node("n0", gpus=1)], policy, workload=WORKLOAD)
+    engine.place(make_pod("a"))
+    engine.release("a")
+    assert engine.place(make_pod("b")) is not None
+
+
+def test_it_names_the_known_policies_for_an_unknown_one():
+    with pytest.raises(EngineError, match="best-fit"):
+        make_policy("magic")
