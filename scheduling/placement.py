@@ -86,6 +86,11 @@ def pod_request(
     return PodRequest(name, CPU_PER_SLICE, MEMORY_PER_SLICE, 1, share_milli(), model, tenant, Tier(tier))
 
 
+def engine_name(namespace: str, name: str) -> str:
+    """A pod's name in the engine, unique across tenants (pod names are unique per namespace only)."""
+    return f"{namespace}/{name}"
+
+
 def pod_units(pod: SimulatedPod) -> int:
     """Units of its class a recorded pod holds: GPUs for a whole class, one for a MIG slice or a share."""
     return len(pod.gpu_uuids) if pod.gpu_class.kind == GpuClass.Kind.WHOLE else 1
@@ -141,7 +146,9 @@ class FleetModel:
         for pod in pods:
             slug = pod.tenant.slug if pod.tenant else ""
             tier = pod.tenant.trust_tier if pod.tenant else Tier.TRUSTED
-            request = pod_request(pod.name, pod.gpu_class, pod_units(pod), slug, tier)
+            request = pod_request(
+                engine_name(pod.namespace, pod.name), pod.gpu_class, pod_units(pod), slug, tier
+            )
             tid = fleet.tenant(slug, Tier(tier)) if slug else None
             i = fleet.node(pod.node.name)
             slots = [by_uuid[u].index for u in pod.gpu_uuids]

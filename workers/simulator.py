@@ -27,7 +27,7 @@ from django.db.models import F
 
 from scheduling.engine import GangRequest, Placement, PodRequest
 from scheduling.models import GpuClass, HostCluster
-from scheduling.placement import FleetModel, pod_request, pod_units
+from scheduling.placement import FleetModel, engine_name, pod_request, pod_units
 from tenants.models import Quota, Tenant
 from workers.locks import exclusive
 from workers.models import SimulatedClock, SimulatedPod
@@ -35,6 +35,7 @@ from workers.models import SimulatedClock, SimulatedPod
 log = logging.getLogger(__name__)
 
 STEP = timedelta(minutes=1)
+STEPS_PER_WRITE = 15  # steps written in one transaction, with the clock: a crash repeats none of them
 MEAN_LIFETIME_STEPS = 40  # mean pod lifetime, in steps
 MAX_LIFETIME_STEPS = 8 * 60
 TARGET_LOAD = 0.7  # expected share of guaranteed + burst a tenant keeps busy
@@ -86,7 +87,10 @@ class _Run:
     tenants: list[Tenant]
     quotas: dict[int, list[Quota]]
     held: Counter[tuple[int, int]] = field(default_factory=Counter)  # (tenant id, class id) -> units
-    ends: list[tuple[datetime, str, int, int, int, int]] = field(default_factory=list)  # heap
+    ends: list[tuple[datetime, str, int, int, int]] = field(default_factory=list)  # heap, by end
+    rows: dict[str, SimulatedPod] = field(default_factory=dict)  # running pods by engine name
+    new: list[SimulatedPod] = field(default_factory=list)  # not written yet
+    finished: list[int] = field(default_factory=list)  # primary keys of written rows that ended
     waiting: list[Ask] = field(default_factory=list)
     summary: Summary = field(default_factory=Summary)
 
@@ -140,6 +144,8 @@ def advance(
         while at < end:
             _step(run, at)
             at += STEP
+            if run.summary.steps % STEPS_PER_WRITE == 0 or at >= end:
+                _write(run, at)
         run.summary.pending = sum(len(ask.sizes) for ask in run.waiting)
         if run.summary.pending:
             log.info(
@@ -167,8 +173,11 @@ def _start(host_cluster: HostCluster, seed: int, at: datetime) -> _Run:
         if pod.tenant_id is not None:
             run.held[(pod.tenant_id, pod.gpu_class_id)] += pod_units(pod)
         if pod.ends_at is not None:
-            ends = (pod.ends_at, pod.name, pod.pk, pod.tenant_id or 0, pod.gpu_class_id, pod_units(pod))
-            heapq.heappush(run.ends, ends)
+            name = engine_name(pod.namespace, pod.name)
+            run.rows[name] = pod
+            heapq.heappush(
+                run.ends, (pod.ends_at, name, pod.tenant_id or 0, pod.gpu_class_id, pod_units(pod))
+            )
     return run
 
 
@@ -178,30 +187,40 @@ def _allowed(quota: Quota) -> bool:
 
 
 def _step(run: _Run, at: datetime) -> None:
-    """One minute: pods whose time is up end, waiting pods retry, new pods arrive; then the clock moves."""
-    with transaction.atomic():
-        _finish(run, at)
-        waiting, run.waiting = run.waiting, []
-        arrivals = [ask for tenant in run.tenants for ask in _arrivals(run, tenant, at)]
-        run.summary.arrived += sum(len(ask.sizes) for ask in arrivals)
-        for ask in [*waiting, *arrivals]:
-            if not _place(run, ask, at):
-                run.waiting.append(ask)
-        SimulatedClock.objects.update_or_create(host_cluster=run.host_cluster, defaults={"until": at + STEP})
+    """One minute: pods whose time is up end, waiting pods retry, new pods arrive (in memory)."""
+    _finish(run, at)
+    waiting, run.waiting = run.waiting, []
+    arrivals = [ask for tenant in run.tenants for ask in _arrivals(run, tenant, at)]
+    run.summary.arrived += sum(len(ask.sizes) for ask in arrivals)
+    for ask in [*waiting, *arrivals]:
+        if not _place(run, ask, at):
+            run.waiting.append(ask)
     run.summary.steps += 1
 
 
+def _write(run: _Run, until: datetime) -> None:
+    """Write the pods started and ended since the last write, and move the clock, in one transaction."""
+    with transaction.atomic():
+        SimulatedPod.objects.bulk_create(run.new)
+        # finished_at is the planned end, not the step that noticed it: the ground truth is to the second.
+        SimulatedPod.objects.filter(pk__in=run.finished, finished_at__isnull=True).update(
+            finished_at=F("ends_at")
+        )
+        SimulatedClock.objects.update_or_create(host_cluster=run.host_cluster, defaults={"until": until})
+    run.new, run.finished = [], []
+
+
 def _finish(run: _Run, at: datetime) -> None:
-    done: list[int] = []
     while run.ends and run.ends[0][0] <= at:
-        _, name, pk, tenant_id, class_id, units = heapq.heappop(run.ends)
+        ends_at, name, tenant_id, class_id, units = heapq.heappop(run.ends)
         run.model.release(name)
         run.held[(tenant_id, class_id)] -= units
-        done.append(pk)
-    if done:
-        # finished_at is the planned end, not the step that noticed it: the ground truth is to the second.
-        SimulatedPod.objects.filter(pk__in=done, finished_at__isnull=True).update(finished_at=F("ends_at"))
-        run.summary.finished += len(done)
+        row = run.rows.pop(name)
+        if row.pk is None:
+            row.finished_at = ends_at
+        else:
+            run.finished.append(row.pk)
+        run.summary.finished += 1
 
 
 def _arrivals(run: _Run, tenant: Tenant, at: datetime) -> list[Ask]:
@@ -249,15 +268,11 @@ def _sizes(rng: random.Random, gpu_class: GpuClass, room: int) -> tuple[int, ...
 def _place(run: _Run, ask: Ask, at: datetime) -> bool:
     """Place a pod or a whole gang through the engine and record it; False if it does not fit now."""
     tenant = ask.tenant
+    names = [ask.name] if len(ask.sizes) == 1 else [f"{ask.name}-{rank}" for rank in range(len(ask.sizes))]
+    namespace = tenant.cluster.namespace
     pods = [
-        pod_request(
-            ask.name if len(ask.sizes) == 1 else f"{ask.name}-{rank}",
-            ask.gpu_class,
-            size,
-            tenant.slug,
-            tenant.trust_tier,
-        )
-        for rank, size in enumerate(ask.sizes)
+        pod_request(engine_name(namespace, name), ask.gpu_class, size, tenant.slug, tenant.trust_tier)
+        for name, size in zip(names, ask.sizes, strict=True)
     ]
     if len(pods) == 1:
         one = run.model.place(pods[0])
@@ -266,20 +281,20 @@ def _place(run: _Run, ask: Ask, at: datetime) -> bool:
         placements = run.model.place_gang(GangRequest(ask.name, tuple(pods), ask.level, ask.required))
     if not placements:
         return False
-    for pod, placement in zip(pods, placements, strict=True):
-        _record(run, ask, pod, placement, at)
+    for name, pod, placement in zip(names, pods, placements, strict=True):
+        _record(run, ask, name, pod, placement, at)
     run.held[(tenant.pk, ask.gpu_class.pk)] += ask.units
     run.summary.placed += len(pods)
     return True
 
 
-def _record(run: _Run, ask: Ask, pod: PodRequest, placement: Placement, at: datetime) -> None:
+def _record(run: _Run, ask: Ask, name: str, pod: PodRequest, placement: Placement, at: datetime) -> None:
     holding = run.model.holding(placement)
-    row = SimulatedPod.objects.create(
+    row = SimulatedPod(
         host_cluster=run.host_cluster,
         tenant=ask.tenant,
         namespace=ask.tenant.cluster.namespace,
-        name=pod.name,
+        name=name,
         gpu_class=ask.gpu_class,
         node=holding.node,
         gpu_uuids=holding.gpu_uuids,
@@ -289,5 +304,7 @@ def _record(run: _Run, ask: Ask, pod: PodRequest, placement: Placement, at: date
         started_at=at,
         ends_at=at + ask.lifetime,
     )
+    run.new.append(row)
+    run.rows[pod.name] = row
     units = pod.num_gpu if ask.gpu_class.kind == GpuClass.Kind.WHOLE else 1
-    heapq.heappush(run.ends, (at + ask.lifetime, row.name, row.pk, ask.tenant.pk, ask.gpu_class.pk, units))
+    heapq.heappush(run.ends, (at + ask.lifetime, pod.name, ask.tenant.pk, ask.gpu_class.pk, units))

@@ -78,7 +78,9 @@ def test_two_trusted_tenants_may_share_one_gpu(new_tenant, demo_fleet):
     assert first and second and model.holding(first).gpu_uuids == model.holding(second).gpu_uuids
 
 
-@pytest.mark.parametrize("tiers", [("standard", "trusted"), ("trusted", "standard"), ("standard", "standard")])
+@pytest.mark.parametrize(
+    "tiers", [("standard", "trusted"), ("trusted", "standard"), ("standard", "standard")]
+)
 def test_a_gpu_is_never_shared_by_two_tenants_unless_both_are_trusted(new_tenant, demo_fleet, tiers):
     a, b = new_tenant("a", trust_tier=tiers[0]), new_tenant("b", trust_tier=tiers[1])
     only_healthy(first_gpu())
