@@ -111,7 +111,7 @@ def test_no_tenant_ever_holds_more_than_guaranteed_plus_burst(demo_fleet, tenant
 
     limits = {(q.tenant_id, q.gpu_class_id): q.guaranteed + q.burst for q in Quota.objects.all()}
     for minute in range(0, 180, 5):
-        held = defaultdict(int)
+        held: dict[tuple[int, int], int] = defaultdict(int)
         for pod in live_at(START + timedelta(minutes=minute)):
             held[(pod.tenant_id, pod.gpu_class_id)] += (
                 len(pod.gpu_uuids) if pod.gpu_class.kind == "whole" else 1
