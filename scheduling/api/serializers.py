@@ -47,11 +47,12 @@ class CapacitySerializer(serializers.Serializer):
 
 
 class QuotaWhatIfSerializer(serializers.Serializer):
-    tenant = serializers.CharField(required=False, default="", help_text="slug of one of your tenants")
+    tenant = serializers.CharField(
+        required=False, default="", allow_blank=True, help_text="slug of one of your tenants"
+    )
     trust_tier = serializers.ChoiceField(
         choices=["isolated", "standard", "trusted"],
         required=False,
-        default="",
         help_text="for a new tenant (no `tenant`); default standard",
     )
     gpu_class = serializers.CharField()
@@ -72,20 +73,18 @@ class GangWhatIfSerializer(serializers.Serializer):
     pods = serializers.IntegerField(min_value=1, max_value=1024)
     gpus_per_pod = serializers.IntegerField(min_value=1, max_value=64, default=1)
     gpu_class = serializers.CharField(
-        required=False, default="", help_text="whole or shared class; any model if empty"
+        required=False, default="", allow_blank=True, help_text="whole or shared class; any model if empty"
     )
     topology = TopologySerializer(required=False, help_text="default: rack, preferred")
-    tenant = serializers.CharField(required=False, default="")
-    trust_tier = serializers.ChoiceField(
-        choices=["isolated", "standard", "trusted"], required=False, default=""
-    )
+    tenant = serializers.CharField(required=False, default="", allow_blank=True)
+    trust_tier = serializers.ChoiceField(choices=["isolated", "standard", "trusted"], required=False)
 
 
 class WhatIfSerializer(serializers.Serializer):
     quotas = QuotaWhatIfSerializer(many=True, required=False)
     gang = GangWhatIfSerializer(required=False)
     host_cluster = serializers.CharField(
-        required=False, default="", help_text="default: your tenant's, or the first"
+        required=False, default="", allow_blank=True, help_text="default: your tenant's, or the first"
     )
 
     def validate(self, attrs: dict) -> dict:

@@ -47,7 +47,7 @@ def tenants(make_tenant, demo_fleet, admin, settings):
     return made
 
 
-def replay(host_cluster, hours=3, seed=7, start=START):
+def replay(host_cluster, hours=2, seed=7, start=START):
     return simulator.advance(host_cluster, start=start, until=start + timedelta(hours=hours), seed=seed)
 
 
@@ -92,7 +92,7 @@ def test_pods_start_and_finish_and_every_pod_is_recorded_in_full(demo_fleet, ten
     summary = replay(demo_fleet)
 
     pods = list(SimulatedPod.objects.select_related("gpu_class"))
-    assert summary.steps == 180 and summary.finished > 0
+    assert summary.steps == 120 and summary.finished > 0
     assert sum(p.finished_at is not None for p in pods) == summary.finished
     for pod in pods:
         assert pod.finished_at is None or pod.finished_at > pod.started_at
@@ -110,7 +110,7 @@ def test_no_tenant_ever_holds_more_than_guaranteed_plus_burst(demo_fleet, tenant
     replay(demo_fleet)
 
     limits = {(q.tenant_id, q.gpu_class_id): q.guaranteed + q.burst for q in Quota.objects.all()}
-    for minute in range(0, 180, 5):
+    for minute in range(0, 120, 5):
         held: dict[tuple[int, int], int] = defaultdict(int)
         for pod in live_at(START + timedelta(minutes=minute)):
             held[(pod.tenant_id, pod.gpu_class_id)] += (
@@ -125,7 +125,7 @@ def test_every_tenancy_rule_holds_at_every_minute(demo_fleet, tenants):
     isolated_nodes = {p.node_id for p in SimulatedPod.objects.filter(tenant__slug="iso")}
     assert isolated_nodes and SimulatedPod.objects.filter(tenant__slug="iso", gpu_class__kind="whole").count()
     assert not SimulatedPod.objects.filter(tenant__slug="iso").exclude(gpu_class__kind="whole").exists()
-    for minute in range(0, 180, 3):
+    for minute in range(0, 120, 4):
         by_gpu = defaultdict(set)
         instances = defaultdict(set)
         for pod in live_at(START + timedelta(minutes=minute)):
@@ -154,7 +154,7 @@ def test_quarantined_hardware_gets_no_new_pods(demo_fleet, tenants):
 
 
 def test_a_gang_lands_all_at_once(demo_fleet, tenants):
-    replay(demo_fleet, hours=4)
+    replay(demo_fleet, hours=3)
 
     gangs = defaultdict(list)
     for pod in SimulatedPod.objects.filter(name__regex=r"^sim-\d+-\d+-\d+$"):
@@ -176,7 +176,7 @@ def test_running_twice_over_the_same_span_adds_nothing(demo_fleet, tenants):
 def test_pods_that_do_not_fit_stay_pending_and_are_counted(demo_fleet, tenants):
     Gpu.objects.exclude(node__name="a100-r3-0").update(health=Gpu.Health.QUARANTINED)
 
-    summary = replay(demo_fleet, hours=2)
+    summary = replay(demo_fleet, hours=1)
 
     assert summary.pending > 0 and summary.arrived > summary.placed
 
