@@ -183,7 +183,7 @@ class FleetModel:
             with suppress(EngineError):
                 fleet.dedicate(sorted(running.get(slug, ())), slug)
             for model, guaranteed in _isolated_guarantees(self.host_cluster, slug).items():
-                have = sum(fleet.specs[i].gpus for i in self._pool(slug) if fleet.specs[i].model == model)
+                have = sum(fleet.specs[i].gpus for i in self.pool(slug) if fleet.specs[i].model == model)
                 if guaranteed > have:
                     self.carve(slug, model, guaranteed - have)
 
@@ -216,7 +216,8 @@ class FleetModel:
 
     # --- questions and placements -------------------------------------------------------------------------
 
-    def _pool(self, slug: str) -> list[int]:
+    def pool(self, slug: str) -> list[int]:
+        """Indices of the nodes dedicated to an isolated tenant."""
         fleet = self.engine.fleet
         tid = fleet.tenant_ids.get(slug)
         return [] if tid is None else [i for i in range(len(fleet)) if fleet.node_owner[i] == tid]

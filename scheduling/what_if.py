@@ -128,54 +128,50 @@ def quotas(tenants: QuerySet[Tenant], asks: Sequence[QuotaAsk], host_cluster: st
 
 
 def _quota(model: FleetModel, k: int, ask: QuotaAsk, who: Who, gpu_class: GpuClass) -> dict[str, Any]:
-    gpu_model = gpu_class.gpu_model.slug
+    """Place one line's units one pod each on the scratch model; say how many fit and where."""
     if who.tier == Tenant.TrustTier.ISOLATED:
         if gpu_class.kind != GpuClass.Kind.WHOLE:
             raise ValidationFailed.on(
                 f"quotas[{k}].gpu_class", "isolated tenants get whole GPUs only; ask for a whole-GPU class"
             )
-        model.carve(who.slug, gpu_model, ask.guaranteed)
+        model.carve(who.slug, gpu_class.gpu_model.slug, ask.guaranteed)
     placed: list[Placement] = []
     units: dict[str, int] = {}
-    pods = [(f"q{k}-{n}", gpu_class, 1) for n in range(ask.guaranteed)]
+    got = 0
     try:
-        for n, (name, cls, size) in enumerate(pods):
-            placement = model.place(pod_request(name, cls, size, who.slug, who.tier))
-            if placement is None and gpu_class.kind == GpuClass.Kind.MIG:
-                # No free instance of the profile: the rest needs idle GPUs re-laid-out (counted whole).
-                whole = GpuClass.objects.select_related("gpu_model").get(name=gpu_model)
-                rest = [
-                    (f"q{k}-{n}-gpu{j}", whole, 1) for j in range(gpus_for(gpu_class, ask.guaranteed - n))
-                ]
-                return _mig_rest(model, k, ask, who, placed, units, rest, gpu_class)
-            if placement is None:
-                break
-            placed.append(placement)
-            units[name] = size
+        got = _place_units(model, f"q{k}", gpu_class, 1, ask.guaranteed, who, placed, units)
+        if got < ask.guaranteed and gpu_class.kind == GpuClass.Kind.MIG:
+            # No free instance of the profile left: the rest needs idle GPUs laid out anew, counted whole.
+            whole = GpuClass.objects.select_related("gpu_model").get(name=gpu_class.gpu_model.slug)
+            rest = ask.guaranteed - got
+            gpus = _place_units(model, f"q{k}-gpu", whole, 1, gpus_for(gpu_class, rest), who, placed, units)
+            for n in range(gpus):  # each such GPU gives up to a full layout of the profile
+                units[f"q{k}-gpu-{n}"] = min(gpu_class.units_per_gpu(), rest)
+                got, rest = got + units[f"q{k}-gpu-{n}"], rest - units[f"q{k}-gpu-{n}"]
     except UnknownGpuModel:
         pass  # the class exists but this host cluster has none of its GPUs: nothing fits
-    return _quota_answer(ask, who, len(placed), placed, units)
+    return _quota_answer(ask, who, got, placed, units)
 
 
-def _mig_rest(
+def _place_units(
     model: FleetModel,
-    k: int,
-    ask: QuotaAsk,
+    prefix: str,
+    gpu_class: GpuClass,
+    size: int,
+    count: int,
     who: Who,
     placed: list[Placement],
     units: dict[str, int],
-    rest: list[tuple[str, GpuClass, int]],
-    gpu_class: GpuClass,
-) -> dict[str, Any]:
-    got = len(placed)
-    for name, cls, size in rest:
-        placement = model.place(pod_request(name, cls, size, who.slug, who.tier))
+) -> int:
+    """Place up to `count` pods of `size` units, stopping at the first that does not fit; how many fit."""
+    for n in range(count):
+        name = f"{prefix}-{n}"
+        placement = model.place(pod_request(name, gpu_class, size, who.slug, who.tier))
         if placement is None:
-            break
+            return n
         placed.append(placement)
-        units[name] = min(gpu_class.units_per_gpu(), ask.guaranteed - got)
-        got += units[name]
-    return _quota_answer(ask, who, min(got, ask.guaranteed), placed, units)
+        units[name] = size
+    return count
 
 
 def _quota_answer(

@@ -142,7 +142,7 @@ def test_an_isolated_tenant_gets_whole_gpus_on_nodes_dedicated_to_it(new_tenant,
     quota(solo, "h200-141gb", 8)
     h200 = cls("h200-141gb")
     model = FleetModel.build(demo_fleet)
-    pool = {model.engine.fleet.names[i] for i in model._pool("solo")}
+    pool = {model.engine.fleet.names[i] for i in model.pool("solo")}
 
     mine = model.place(pod_request("solo-1", h200, 8, solo.slug, solo.trust_tier))
     others = [model.place(pod_request(f"o{n}", h200, 8, other.slug, other.trust_tier)) for n in range(8)]
@@ -159,7 +159,7 @@ def test_an_isolated_tenant_without_a_pool_carves_one_node_of_its_model(new_tena
     placement = model.place(pod_request("solo-1", cls("a100-80gb"), 2, solo.slug, solo.trust_tier))
 
     assert placement.node.startswith("a100-r3-")
-    assert model._pool("solo") == [model.engine.fleet.index[placement.node]]
+    assert model.pool("solo") == [model.engine.fleet.index[placement.node]]
 
 
 def test_quarantined_nodes_and_gpus_are_never_used(new_tenant, demo_fleet):

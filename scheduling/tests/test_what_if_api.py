@@ -138,6 +138,7 @@ def test_quotas_that_fit_next_to_running_pods_are_answered_per_line(api, people)
     assert [q["placeable"] for q in lines] == [48, 20, 10] and lines[0]["tenant"] == "tenant-a"
     assert lines[1]["tenant"] is None and lines[1]["trust_tier"] == "trusted"
     assert sum(n["units"] for n in lines[0]["nodes"]) == 48
+    assert sum(n["units"] for n in lines[2]["nodes"]) == 10, "MIG units, on idle GPUs laid out anew"
     assert "h200-r1-0" not in {n["node"] for n in lines[0]["nodes"]}
 
 
@@ -214,3 +215,19 @@ def test_fleet_capacity_shows_what_running_pods_hold_and_the_largest_free_blocks
     assert h200["largest_free_on_node"] == 8 and h200["largest_free_in_nvlink_domain"] == 32 - 1
     shared = next(r for r in rows if r["gpu_class"] == "h200-141gb.shared")
     assert shared["allocated"] == 0 and shared["free"] == 60 * 4
+
+
+def test_fleet_capacity_counts_mig_instances_of_the_planned_layouts(api, people, admin):
+    services.set_quota(
+        actor=Actor.of(admin),
+        tenant=people["a"],
+        gpu_class=GpuClass.objects.get(name="h200-141gb.mig-3g.71gb"),
+        guaranteed=4,
+    )
+
+    rows = api(people["alice"]).get("/api/v1/fleet/capacity/?gpu_model=h200-141gb").json()["results"]
+
+    by_class = {r["gpu_class"]: r for r in rows}
+    assert by_class["h200-141gb.mig-3g.71gb"]["free"] == 4
+    assert by_class["h200-141gb.mig-3g.71gb"]["largest_free_on_node"] == 4, "MIG GPUs gather on one node"
+    assert by_class["h200-141gb"]["free"] == 64 - 2 and by_class["h200-141gb.mig-1g.18gb"]["free"] == 0
