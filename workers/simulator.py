@@ -54,11 +54,6 @@ class Summary:
     finished: int = 0
     pending: int = 0  # still waiting when the run ended
 
-    def __iadd__(self, other: Summary) -> Summary:
-        for name in ("steps", "arrived", "placed", "finished", "pending"):
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-        return self
-
 
 @dataclass(frozen=True)
 class Ask:

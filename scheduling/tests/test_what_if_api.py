@@ -231,3 +231,15 @@ def test_fleet_capacity_counts_mig_instances_of_the_planned_layouts(api, people,
     assert by_class["h200-141gb.mig-3g.71gb"]["free"] == 4
     assert by_class["h200-141gb.mig-3g.71gb"]["largest_free_on_node"] == 4, "MIG GPUs gather on one node"
     assert by_class["h200-141gb"]["free"] == 64 - 2 and by_class["h200-141gb.mig-1g.18gb"]["free"] == 0
+
+
+def test_nodes_dedicated_to_an_isolated_tenant_are_not_free_to_others(api, people, make_tenant, admin):
+    solo = make_tenant("solo", trust_tier="isolated")
+    services.set_quota(
+        actor=Actor.of(admin), tenant=solo, gpu_class=GpuClass.objects.get(name="h200-141gb"), guaranteed=12
+    )
+
+    rows = api(people["alice"]).get("/api/v1/fleet/capacity/?gpu_model=h200-141gb").json()["results"]
+
+    h200 = next(r for r in rows if r["gpu_class"] == "h200-141gb")
+    assert (h200["guaranteed"], h200["free"]) == (12, 64 - 16), "a pool of two whole nodes"
