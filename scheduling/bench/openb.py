@@ -11,7 +11,9 @@ from theirs while the distribution over seeds is the same.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
+import statistics
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,6 +22,7 @@ import numpy as np
 
 from scheduling.engine.fleet import MILLI, NodeSpec, PodRequest
 from scheduling.engine.placer import Engine
+from scheduling.engine.trace import read_nodes, read_pods
 
 CURVE_POINTS = 131  # arrived = 0 … 130 % of capacity
 
@@ -99,3 +102,61 @@ def run_seed(
         allocated[n] = got
     wall = time.perf_counter() - start
     return SeedResult(seed, curve(arrived, allocated, capacity), len(order), failed, round(wall, 2))
+
+
+def run(args: argparse.Namespace) -> dict:
+    """The ``openb`` command: every seed, a line per seed and a mean line (or, with --json, one summary)."""
+    nodes = read_nodes(args.nodes)
+    pods = [p.request for p in read_pods(args.pods)]
+    results = []
+    for seed in args.seeds:
+        results.append(run_seed(nodes, pods, args.policy, seed, args.tune))
+        if not args.json:
+            print(_seed_line(results[-1]), flush=True)
+    summary = _summary(args, results)
+    if args.json:
+        summary.update(_curves(results))
+    else:
+        print(_mean_line(summary, len(results)))
+    return summary
+
+
+def _seed_line(r: SeedResult) -> str:
+    return (
+        f"seed {r.seed}: alloc@100 {r.alloc_100:6.2f} %  alloc@130 {r.alloc_130:6.2f} %  "
+        f"unallocated@100 {100 - r.alloc_100:5.2f} %  failed {r.failed_pods}/{r.arrived_pods}  "
+        f"wall {r.wall_seconds:.1f} s"
+    )
+
+
+def _summary(args: argparse.Namespace, results: list[SeedResult]) -> dict:
+    mean_100 = statistics.fmean(r.alloc_100 for r in results)
+    return {
+        "workload": args.pods.stem,
+        "policy": args.policy,
+        "tune": args.tune,
+        "seeds": args.seeds,
+        "mean_alloc_100": round(mean_100, 3),
+        "mean_alloc_130": round(statistics.fmean(r.alloc_130 for r in results), 3),
+        "mean_unallocated_100": round(100 - mean_100, 3),
+        "min_alloc_100": min(r.alloc_100 for r in results),
+        "max_alloc_100": max(r.alloc_100 for r in results),
+        "mean_wall_seconds": round(statistics.fmean(r.wall_seconds for r in results), 2),
+    }
+
+
+def _curves(results: list[SeedResult]) -> dict:
+    """Per-seed curves and their mean, for --json."""
+    runs = [dataclasses.asdict(r) for r in results]
+    mean = [round(statistics.fmean(r.curve[k] for r in results), 3) for k in range(CURVE_POINTS)]
+    return {"runs": runs, "mean_curve": mean}
+
+
+def _mean_line(summary: dict, n: int) -> str:
+    return (
+        f"mean ({n} seeds) {summary['workload']} {summary['policy']}: "
+        f"alloc@100 {summary['mean_alloc_100']:.2f} %  alloc@130 {summary['mean_alloc_130']:.2f} %  "
+        f"unallocated@100 {summary['mean_unallocated_100']:.2f} %  "
+        f"band alloc@100 {summary['min_alloc_100']:.2f}-{summary['max_alloc_100']:.2f}  "
+        f"wall {summary['mean_wall_seconds']:.1f} s/seed"
+    )
