@@ -21,6 +21,7 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 RECONCILE_TENANT = "workers.reconcile_tenant"
 RECONCILE_ALL = "workers.reconcile_all"
 AUDIT_STUCK = "workers.report_stuck_tenants"
+SIMULATE_WORKLOADS = "workers.simulate_workloads"
 
 app.conf.update(
     task_acks_late=True,
@@ -33,6 +34,7 @@ app.conf.update(
         RECONCILE_TENANT: {"queue": "reconcile"},
         RECONCILE_ALL: {"queue": "reconcile"},
         AUDIT_STUCK: {"queue": "default"},
+        SIMULATE_WORKLOADS: {"queue": "default"},
     },
     broker_connection_retry_on_startup=True,
 )

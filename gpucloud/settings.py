@@ -262,10 +262,19 @@ GPUCLOUD_FLEET = env_str("GPUCLOUD_FLEET", str(BASE_DIR / "deploy" / "fleets" / 
 SHARED_GPU_REPLICAS = env_int("GPUCLOUD_SHARED_REPLICAS", 4, minimum=1)
 ENDPOINT_DOMAIN = env_str("GPUCLOUD_ENDPOINT_DOMAIN", "gpucloud.internal")
 STUCK_AFTER = env_float("GPUCLOUD_STUCK_AFTER", 600.0, minimum=1.0)
+# The simulated fleet's workloads (workers/simulator.py): on by default in the embedded default only.
+SIM_WORKLOADS = env_bool("GPUCLOUD_SIM_WORKLOADS", EMBEDDED)
+SIM_WORKLOAD_INTERVAL = env_float("GPUCLOUD_SIM_WORKLOAD_INTERVAL", 60.0, minimum=1.0)
+SIM_SEED = env_int("GPUCLOUD_SIM_SEED", 42, minimum=0)
 CELERY_BEAT_SCHEDULE = {
     "reconcile-all": {"task": "workers.reconcile_all", "schedule": RECONCILE_INTERVAL},
     "report-stuck-tenants": {"task": "workers.report_stuck_tenants", "schedule": 60.0},
 }
+if SIM_WORKLOADS:
+    CELERY_BEAT_SCHEDULE["simulate-workloads"] = {
+        "task": "workers.simulate_workloads",
+        "schedule": SIM_WORKLOAD_INTERVAL,
+    }
 
 # --- Observability ---------------------------------------------------------------------------------------
 LOG_LEVEL = env_str("LOG_LEVEL", "INFO").upper()

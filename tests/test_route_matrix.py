@@ -39,6 +39,7 @@ MATRIX: dict[tuple[str, str], tuple[int, int, int, int]] = {
     ("host-cluster-list", "POST"): (403, 403, 403, 401),  # platform administrators register clusters
     ("host-cluster-detail", "GET"): (200, 200, 200, 401),
     ("capacity-list", "GET"): (200, 200, 200, 401),
+    ("what-if-list", "POST"): (200, 200, 404, 401),  # asking about tenant A's gang: charlie may not
     ("audit-event-list", "GET"): (200, 200, 200, 401),  # scoped: bob and charlie see none of A's
     ("audit-event-export", "GET"): (200, 200, 200, 401),
     ("token-list", "GET"): (200, 200, 200, 401),
@@ -64,6 +65,7 @@ MATRIX: dict[tuple[str, str], tuple[int, int, int, int]] = {
 BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("tenant-list", "POST"): {"slug": "newcomer"},
     ("tenant-detail", "PATCH"): {"display_name": "Renamed"},
+    ("what-if-list", "POST"): {"gang": {"pods": 2, "gpus_per_pod": 1, "tenant": "tenant-a"}},
     ("host-cluster-list", "POST"): {"name": "gpu-east", "kubeconfig": "apiVersion: v1", "scheduler": "kueue"},
     ("token-list", "POST"): {"name": "laptop", "scope": "read"},
     ("member-list", "POST"): {"username": "charlie", "role": "viewer"},

@@ -51,6 +51,13 @@ class SimulatedPod(models.Model):
     gpu_milli = models.PositiveIntegerField(default=1000, help_text="share of each GPU held, of 1000")
     started_at = models.DateTimeField(db_index=True)
     finished_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    # Simulator bookkeeping (workers/simulator.py); metering needs none of it.
+    ends_at = models.DateTimeField(
+        null=True, blank=True, help_text="when the simulator will end it; finished_at is set then"
+    )
+    mig_layout = models.JSONField(
+        default=list, blank=True, help_text="MIG layout of its GPU; gpu_instance_id indexes it"
+    )
 
     class Meta:
         constraints = [
@@ -61,3 +68,13 @@ class SimulatedPod(models.Model):
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+
+class SimulatedClock(models.Model):
+    """How far the simulated workload of a host cluster has been generated (simulated time, exclusive)."""
+
+    host_cluster = models.OneToOneField(HostCluster, on_delete=models.CASCADE, related_name="+")
+    until = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.host_cluster_id} until {self.until.isoformat()}"

@@ -9,23 +9,27 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any, TypeVar
 
 from celery.signals import task_failure
 from django.conf import settings
 from django.db import DatabaseError
+from django.utils import timezone
 
 from gpucloud import celery as names
 from gpucloud.celery import app, enqueue
 from gpucloud.observability import TASK_FAILURES
 from tenants.models import Tenant
-from workers import reconcile
+from workers import reconcile, simulator
 from workers.drivers.base import TemporaryDriverError
 from workers.locks import LockBusy
 
 log = logging.getLogger(__name__)
 TEMPORARY_ERRORS = (TemporaryDriverError, LockBusy, DatabaseError, ConnectionError, TimeoutError)
 F = TypeVar("F", bound=Callable[..., Any])
+# After a long pause (beat stopped), the periodic task simulates at most this much of the missed time.
+CATCH_UP = timedelta(hours=1)
 
 
 def task(name: str, *, max_retries: int = 8) -> Callable[[F], Any]:
@@ -71,6 +75,17 @@ def report_stuck_tenants() -> None:
             "tenant is stuck",
             extra={"tenant": tenant.slug, "state": tenant.state, "since": tenant.updated_at.isoformat()},
         )
+
+
+@task(names.SIMULATE_WORKLOADS, max_retries=2)
+def simulate_workloads() -> None:
+    """Advance the simulated fleet's workloads to now; minutes already simulated are skipped (safe twice)."""
+    if not settings.SIM_WORKLOADS:
+        return
+    now = timezone.now()
+    for host_cluster in simulator.simulated_host_clusters():
+        summary = simulator.advance(host_cluster, until=now, seed=settings.SIM_SEED, catch_up=CATCH_UP)
+        log.info("simulated workloads", extra={"host_cluster": host_cluster.name, **vars(summary)})
 
 
 @task_failure.connect

@@ -3,7 +3,7 @@
 from django.urls import include, path
 from rest_framework.routers import SimpleRouter
 
-from scheduling.api.views import CapacityViewSet, GpuClassViewSet
+from scheduling.api.views import CapacityViewSet, GpuClassViewSet, WhatIfViewSet
 from tenants.api.views import (
     AuditEventViewSet,
     MemberViewSet,
@@ -19,6 +19,7 @@ router.register("tenants", TenantViewSet, basename="tenant")
 router.register("gpu-classes", GpuClassViewSet, basename="gpu-class")
 router.register("host-clusters", HostClusterViewSet, basename="host-cluster")
 router.register("fleet/capacity", CapacityViewSet, basename="capacity")
+router.register("fleet/what-if", WhatIfViewSet, basename="what-if")
 router.register("audit-events", AuditEventViewSet, basename="audit-event")
 router.register("tokens", TokenViewSet, basename="token")
 

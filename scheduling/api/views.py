@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
-
 from django.db.models import QuerySet
+from drf_spectacular.utils import extend_schema
 from rest_framework import mixins
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from gpucloud.api.viewsets import BaseViewSet
-from scheduling.api.serializers import CapacitySerializer, GpuClassSerializer
+from scheduling import what_if
+from scheduling.api.serializers import (
+    CapacitySerializer,
+    GpuClassSerializer,
+    WhatIfAnswerSerializer,
+    WhatIfSerializer,
+)
 from scheduling.models import GpuClass
-from tenants.capacity import capacity_table
+from scheduling.placement import capacity_rows
 
 
 class GpuClassViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewSet):
@@ -28,15 +33,38 @@ class GpuClassViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseView
 
 
 class CapacityViewSet(mixins.ListModelMixin, BaseViewSet):
-    """Per GPU class: what the healthy fleet holds, what is guaranteed, what can still be guaranteed."""
+    """Per GPU class: what the healthy fleet holds, what is guaranteed, what can still be guaranteed, and what
+    the placement engine sees now: allocated, free, and the largest free block on one node and in one NVLink
+    domain."""
 
     serializer_class = CapacitySerializer
     filter_backends: list[type] = []  # a computed table, not a queryset: list() filters it by hand
 
     def list(self, request: Request) -> Response:
-        rows = [asdict(row) for row in capacity_table()]
+        rows = capacity_rows()
         gpu_model = request.query_params.get("gpu_model")
         if gpu_model:
             rows = [row for row in rows if row["gpu_model"] == gpu_model]
         page = self.paginate_queryset(rows)
         return self.get_paginated_response(CapacitySerializer(page, many=True).data)
+
+
+class WhatIfViewSet(BaseViewSet):
+    """Would these quotas, or this gang, fit on the fleet now, and on which nodes? Nothing is changed."""
+
+    serializer_class = WhatIfSerializer
+
+    @extend_schema(request=WhatIfSerializer, responses=WhatIfAnswerSerializer)
+    def create(self, request: Request) -> Response:
+        serializer = WhatIfSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        if "quotas" in data:
+            asks = [what_if.QuotaAsk(**q) for q in data["quotas"]]
+            answer = what_if.quotas(self.visible_tenants(), asks, data["host_cluster"])
+        else:
+            gang = dict(data["gang"])
+            topology = gang.pop("topology", None) or {"level": "rack", "mode": "preferred"}
+            ask = what_if.GangAsk(**gang, level=topology["level"], required=topology["mode"] == "required")
+            answer = what_if.gang(self.visible_tenants(), ask, data["host_cluster"])
+        return Response(WhatIfAnswerSerializer(answer).data)

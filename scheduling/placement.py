@@ -1,0 +1,413 @@
+"""The placement engine in the product: its fleet model built from the database, and placements and what-ifs
+answered through it (docs/placement.md, "In the product").
+
+The engine (`scheduling/engine/`) is pure and knows nothing of rows; this module is the glue. A
+:class:`FleetModel` is one host cluster at one moment: its nodes and GPUs with topology and health, the pods
+the simulated fleet is running (`workers.SimulatedPod` rows not finished), nodes dedicated to isolated
+tenants, and MIG layouts. Tenancy rules are the engine's (a GPU is shared by two tenants only if both are
+trusted, MIG instances of one GPU may serve different tenants, isolated tenants get whole GPUs on nodes
+dedicated to them, quarantined hardware takes nothing new); this module only feeds it the facts.
+
+Nothing here writes to the database: the simulator records what it places, the API only asks.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+
+from django.conf import settings
+from django.db.models import Q, Sum
+from django.utils import timezone
+
+from scheduling.engine import (
+    Engine,
+    EngineError,
+    GangRequest,
+    MigGpu,
+    NodeSpec,
+    Placement,
+    PodRequest,
+    Tier,
+    Topology,
+    plan_mig,
+)
+from scheduling.engine.fleet import FREE
+from scheduling.engine.mig import profile
+from scheduling.models import Gpu, GpuClass, HostCluster, Node
+from tenants.capacity import capacity_table
+from tenants.models import Quota, Tenant
+from workers.models import SimulatedPod
+
+MILLI = 1000
+LIVE_STATES = (
+    Tenant.State.PENDING,
+    Tenant.State.PROVISIONING,
+    Tenant.State.READY,
+    Tenant.State.SUSPENDED,
+)
+# What a simulated pod asks besides GPUs. Not stored on SimulatedPod: it is a function of the pod's class and
+# size, so the fleet model can be rebuilt from the rows alone.
+CPU_PER_GPU, MEMORY_PER_GPU = 4000, 32 * 1024
+CPU_PER_SLICE, MEMORY_PER_SLICE = 1000, 8 * 1024
+
+
+def share_milli() -> int:
+    """GPU milli of one unit of a `<model>.shared` class."""
+    return MILLI // int(settings.SHARED_GPU_REPLICAS)
+
+
+def pod_request(
+    name: str, gpu_class: GpuClass, units: int, tenant: str = "", tier: str = Tier.TRUSTED
+) -> PodRequest:
+    """The engine's request for a pod holding `units` of a class (whole: GPUs; MIG and shared: one unit)."""
+    model = frozenset({gpu_class.gpu_model.slug})
+    if gpu_class.kind == GpuClass.Kind.WHOLE:
+        return PodRequest(
+            name, CPU_PER_GPU * units, MEMORY_PER_GPU * units, units, MILLI, model, tenant, Tier(tier)
+        )
+    if units != 1:
+        raise EngineError(f"a {gpu_class.kind} pod holds exactly one unit, not {units}", f"pod {name}")
+    if gpu_class.kind == GpuClass.Kind.MIG:
+        return PodRequest(
+            name,
+            CPU_PER_SLICE,
+            MEMORY_PER_SLICE,
+            gpu_models=model,
+            tenant=tenant,
+            tier=Tier(tier),
+            mig_profile=gpu_class.mig_profile,
+        )
+    return PodRequest(name, CPU_PER_SLICE, MEMORY_PER_SLICE, 1, share_milli(), model, tenant, Tier(tier))
+
+
+def engine_name(namespace: str, name: str) -> str:
+    """A pod's name in the engine, unique across tenants (pod names are unique per namespace only)."""
+    return f"{namespace}/{name}"
+
+
+def pod_units(pod: SimulatedPod) -> int:
+    """Units of its class a recorded pod holds: GPUs for a whole class, one for a MIG slice or a share."""
+    return len(pod.gpu_uuids) if pod.gpu_class.kind == GpuClass.Kind.WHOLE else 1
+
+
+@dataclass(frozen=True)
+class Holding:
+    """What a placed pod holds, in database terms: the fields of a `SimulatedPod`."""
+
+    node: Node
+    gpu_uuids: list[str]
+    gpu_instance_id: int | None
+    gpu_milli: int
+    mig_layout: list[str]
+
+
+@dataclass
+class FleetModel:
+    """One host cluster as the engine sees it (see the module docstring). Changing it writes nothing."""
+
+    host_cluster: HostCluster
+    engine: Engine
+    nodes: dict[str, Node]
+    gpus: dict[tuple[str, int], Gpu]
+    tiers: dict[str, str] = field(default_factory=dict)  # tenant slug -> trust tier
+
+    @classmethod
+    def build(cls, host_cluster: HostCluster, at: datetime | None = None) -> FleetModel:
+        """The fleet model of a host cluster at `at` (default now): running pods held, pools, MIG layouts."""
+        at = at or timezone.now()
+        nodes = {n.name: n for n in Node.objects.filter(host_cluster=host_cluster).order_by("name")}
+        if not nodes:
+            raise EngineError("the host cluster has no nodes", f"host cluster {host_cluster.name}")
+        gpus = {
+            (g.node.name, g.index): g
+            for g in Gpu.objects.filter(node__host_cluster=host_cluster).select_related("node", "gpu_model")
+        }
+        engine = Engine([_node_spec(n, gpus) for n in nodes.values()])
+        model = cls(host_cluster, engine, nodes, gpus, _tiers(host_cluster))
+        pods = running_pods(host_cluster, at)
+        model._hold(pods)
+        model._apply_health()
+        model._dedicate_pools(pods)
+        model._plan_mig()
+        return model
+
+    # --- building ----------------------------------------------------------------------------------------
+
+    def _hold(self, pods: Iterable[SimulatedPod]) -> None:
+        """Book the running pods where the rows say they are (they were placed under the rules then)."""
+        fleet = self.engine.fleet
+        by_uuid = {g.uuid: g for g in self.gpus.values()}
+        for pod in pods:
+            slug = pod.tenant.slug if pod.tenant else ""
+            tier = pod.tenant.trust_tier if pod.tenant else Tier.TRUSTED
+            request = pod_request(
+                engine_name(pod.namespace, pod.name), pod.gpu_class, pod_units(pod), slug, tier
+            )
+            tid = fleet.tenant(slug, Tier(tier)) if slug else None
+            i = fleet.node(pod.node.name)
+            slots = [by_uuid[u].index for u in pod.gpu_uuids]
+            if pod.gpu_instance_id is not None:
+                if (i, slots[0]) not in fleet.mig:
+                    fleet.configure_mig(pod.node.name, slots[0], pod.mig_layout)
+                fleet.allocate_mig(request, i, slots[0], pod.gpu_instance_id)
+            else:
+                fleet.allocate(request, i, slots, tid)
+
+    def _apply_health(self) -> None:
+        """Nodes not ready (cordoned or quarantined) and quarantined GPUs take nothing new."""
+        fleet = self.engine.fleet
+        for node in self.nodes.values():
+            if node.state != Node.State.READY:
+                fleet.quarantine_node(node.name)
+        for (node_name, index), gpu in self.gpus.items():
+            if gpu.health != Gpu.Health.HEALTHY:
+                fleet.quarantine_gpu(node_name, index)
+
+    def _dedicate_pools(self, pods: Iterable[SimulatedPod]) -> None:
+        """Isolated tenants: nodes running their pods stay theirs; more are carved to cover guarantees."""
+        fleet = self.engine.fleet
+        running: dict[str, set[str]] = defaultdict(set)
+        for pod in pods:
+            if pod.tenant is not None:
+                running[pod.tenant.slug].add(pod.node.name)
+        for slug, tier in sorted(self.tiers.items()):
+            if tier != Tenant.TrustTier.ISOLATED:
+                continue
+            # A tenant that became isolated while sharing nodes keeps them shared until its pods end there.
+            with suppress(EngineError):
+                fleet.dedicate(sorted(running.get(slug, ())), slug)
+            for model, guaranteed in _isolated_guarantees(self.host_cluster, slug).items():
+                have = sum(fleet.specs[i].gpus for i in self.pool(slug) if fleet.specs[i].model == model)
+                if guaranteed > have:
+                    self.carve(slug, model, guaranteed - have)
+
+    def _plan_mig(self) -> None:
+        """MIG layouts: GPUs with running instances keep theirs; idle GPUs are planned for the guarantees."""
+        demand = _mig_guarantees(self.host_cluster)
+        if not demand:
+            return
+        fleet = self.engine.fleet
+        models = {c.split(".mig-")[0] for c in demand}
+        candidates = []
+        # Later nodes first, so MIG GPUs gather at the end of the fleet and whole GPUs stay together.
+        for i in reversed(range(len(fleet))):
+            spec = fleet.specs[i]
+            if spec.model not in models or not fleet.node_healthy[i] or fleet.node_owner[i] != FREE:
+                continue
+            for g in range(spec.gpus):
+                if (i, g) in fleet.mig:
+                    slots = fleet.mig[(i, g)]
+                    layout = tuple(p for p, _ in slots if p)
+                    busy = tuple(p for p, holder in slots if p and holder)
+                    candidates.append(MigGpu(f"{i}/{g}", spec.model, layout, busy))
+                elif fleet.gpu_healthy[i, g] and fleet.gpu_free[i, g] == MILLI:
+                    candidates.append(MigGpu(f"{i}/{g}", spec.model))
+        plan = plan_mig(demand, candidates)
+        for gpu in candidates:
+            i, g = (int(x) for x in gpu.id.split("/"))
+            if not gpu.busy and plan.layouts[gpu.id] and (i, g) not in fleet.mig:
+                fleet.configure_mig(fleet.names[i], g, plan.layouts[gpu.id])
+
+    # --- questions and placements -------------------------------------------------------------------------
+
+    def pool(self, slug: str) -> list[int]:
+        """Indices of the nodes dedicated to an isolated tenant."""
+        fleet = self.engine.fleet
+        tid = fleet.tenant_ids.get(slug)
+        return [] if tid is None else [i for i in range(len(fleet)) if fleet.node_owner[i] == tid]
+
+    def carve(self, slug: str, model: str, gpus: int) -> list[str]:
+        """Dedicate empty nodes of one GPU model, compact in the topology, to an isolated tenant.
+
+        The engine's `carve_pool` looks at every model; nodes of other models are hidden from it meanwhile.
+        If fewer than `gpus` are free, it takes what there is.
+        """
+        fleet = self.engine.fleet
+        with _only_model(self.engine, model):
+            empty = (fleet.gpu_free == MILLI).sum(axis=1) == fleet.gpu_count
+            eligible = empty & fleet.node_healthy & (fleet.node_owner == FREE) & (fleet.gpu_count > 0)
+            have = int(fleet.gpu_count[eligible].sum())
+            if not have:
+                return []
+            return self.engine.carve_pool(slug, min(gpus, have))
+
+    def place(self, pod: PodRequest) -> Placement | None:
+        """Place one pod now, or None; an isolated tenant's pod may carve a node for itself first."""
+        placement = self.engine.place(pod)
+        isolated = pod.tier == Tier.ISOLATED and pod.num_gpu and pod.gpu_models
+        if placement is None and isolated and self.carve(pod.tenant, next(iter(pod.gpu_models)), pod.num_gpu):
+            placement = self.engine.place(pod)
+        return placement
+
+    def place_gang(self, gang: GangRequest) -> list[Placement] | None:
+        """Place every pod of a gang in one topology domain, or none; isolated tenants carve as needed."""
+        placements = self.engine.place_gang(gang)
+        first = gang.pods[0]
+        if placements is None and first.tier == Tier.ISOLATED:
+            need = sum(p.num_gpu for p in gang.pods)
+            if self.carve(first.tenant, next(iter(first.gpu_models)), need):
+                placements = self.engine.place_gang(gang)
+        return placements
+
+    def release(self, pod_name: str) -> None:
+        self.engine.release(pod_name)
+
+    def scratch(self) -> FleetModel:
+        """A copy to try things on; the model it came from is untouched."""
+        return FleetModel(
+            self.host_cluster, copy.deepcopy(self.engine), self.nodes, self.gpus, dict(self.tiers)
+        )
+
+    def holding(self, placement: Placement) -> Holding:
+        """The database view of a placement: node row, GPU UUIDs, MIG instance and layout, milli."""
+        fleet = self.engine.fleet
+        node = self.nodes[placement.node]
+        uuids = [self.gpus[(placement.node, g)].uuid for g in placement.gpus]
+        if placement.mig_slot is None:
+            return Holding(node, uuids, None, placement.gpu_milli, [])
+        layout = [p for p, _ in fleet.mig[(placement.node_index, placement.gpus[0])] if p]
+        slices = profile(fleet.specs[placement.node_index].model, layout[placement.mig_slot]).compute
+        # A MIG slice holds its compute share of the GPU: 1g of 7 slices is 143 milli.
+        return Holding(node, uuids, placement.mig_slot, round(MILLI * slices / 7), layout)
+
+
+@contextmanager
+def _only_model(engine: Engine, model: str) -> Iterator[None]:
+    """Hide nodes of other GPU models (as if quarantined) for the block; their health is put back after."""
+    fleet = engine.fleet
+    hidden = [n for i, n in enumerate(fleet.names) if fleet.specs[i].model != model and fleet.node_healthy[i]]
+    for name in hidden:
+        fleet.quarantine_node(name)
+    try:
+        yield
+    finally:
+        for name in hidden:
+            fleet.quarantine_node(name, quarantined=False)
+
+
+def _node_spec(node: Node, gpus: dict[tuple[str, int], Gpu]) -> NodeSpec:
+    own = [g for (name, _), g in gpus.items() if name == node.name]
+    models = {g.gpu_model.slug for g in own}
+    if len(models) > 1:
+        raise EngineError(f"node mixes GPU models {sorted(models)}", f"node {node.name}")
+    topology = Topology(node.zone, node.block, node.rack, node.nvlink_domain)
+    return NodeSpec(node.name, node.cpu_milli, node.memory_mib, len(own), next(iter(models), ""), topology)
+
+
+def _tiers(host_cluster: HostCluster) -> dict[str, str]:
+    rows = Tenant.objects.filter(cluster__host_cluster=host_cluster, state__in=LIVE_STATES)
+    return dict(rows.values_list("slug", "trust_tier"))
+
+
+def _quotas(host_cluster: HostCluster) -> Q:
+    return Q(tenant__cluster__host_cluster=host_cluster, tenant__state__in=LIVE_STATES)
+
+
+def _isolated_guarantees(host_cluster: HostCluster, slug: str) -> dict[str, int]:
+    rows = (
+        Quota.objects.filter(_quotas(host_cluster), tenant__slug=slug, gpu_class__kind=GpuClass.Kind.WHOLE)
+        .values("gpu_class__gpu_model__slug")
+        .annotate(n=Sum("guaranteed"))
+    )
+    return {r["gpu_class__gpu_model__slug"]: r["n"] for r in rows if r["n"]}
+
+
+def _mig_guarantees(host_cluster: HostCluster) -> dict[str, int]:
+    """Instances per MIG class guaranteed to tenants of the shared pool (isolated tenants run whole GPUs)."""
+    rows = (
+        Quota.objects.filter(_quotas(host_cluster), gpu_class__kind=GpuClass.Kind.MIG)
+        .exclude(tenant__trust_tier=Tenant.TrustTier.ISOLATED)
+        .values("gpu_class__name")
+        .annotate(n=Sum("guaranteed"))
+    )
+    return {r["gpu_class__name"]: r["n"] for r in rows if r["n"]}
+
+
+def running_pods(host_cluster: HostCluster, at: datetime) -> list[SimulatedPod]:
+    """Pods of the host cluster started by `at` and not finished by then."""
+    return list(
+        SimulatedPod.objects.filter(host_cluster=host_cluster, started_at__lte=at)
+        .filter(Q(finished_at__isnull=True) | Q(finished_at__gt=at))
+        .select_related("tenant", "gpu_class__gpu_model", "node")
+        .order_by("started_at", "id")
+    )
+
+
+# --- fleet figures for fleet/capacity ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ClassFigures:
+    """What the engine sees of one GPU class now, in units of the class (docs/api.md, fleet/capacity)."""
+
+    allocated: int = 0  # held by running simulated pods
+    free: int = 0  # a new pod of a tenant in the shared pool could take now
+    largest_free_on_node: int = 0  # most free units on one node: the biggest single pod that fits now
+    largest_free_in_nvlink_domain: int = 0  # most free units in one NVLink domain: the biggest tight gang
+
+
+def class_figures(models: Sequence[FleetModel]) -> dict[str, ClassFigures]:
+    """Allocated, free and fragmentation figures per GPU class, summed over the fleet models given."""
+    allocated: Counter[str] = Counter()
+    for model in models:
+        for pod in running_pods(model.host_cluster, timezone.now()):
+            allocated[pod.gpu_class.name] += pod_units(pod)
+    out = {}
+    for gpu_class in GpuClass.objects.select_related("gpu_model"):
+        per_node: Counter[tuple[int, str]] = Counter()
+        per_domain: Counter[tuple[int, tuple[str, ...]]] = Counter()
+        for k, model in enumerate(models):
+            for node, domain, units in _free_units(model, gpu_class):
+                per_node[(k, node)] += units
+                per_domain[(k, domain)] += units
+        out[gpu_class.name] = ClassFigures(
+            allocated[gpu_class.name],
+            sum(per_node.values()),
+            max(per_node.values(), default=0),
+            max(per_domain.values(), default=0),
+        )
+    return out
+
+
+def _free_units(model: FleetModel, gpu_class: GpuClass) -> Iterator[tuple[str, tuple[str, ...], int]]:
+    """(node, NVLink domain, free units of the class) for usable shared-pool nodes of the class's model."""
+    fleet = model.engine.fleet
+    share = share_milli()
+    for i, spec in enumerate(fleet.specs):
+        if spec.model != gpu_class.gpu_model.slug or not fleet.node_healthy[i] or fleet.node_owner[i] != FREE:
+            continue
+        units = 0
+        for g in range(spec.gpus):
+            if not fleet.gpu_healthy[i, g]:
+                continue
+            if gpu_class.kind == GpuClass.Kind.MIG:
+                slots = fleet.mig.get((i, g), [])
+                units += sum(1 for p, holder in slots if p == gpu_class.mig_profile and holder is None)
+            elif gpu_class.kind == GpuClass.Kind.SHARED:
+                units += max(0, int(fleet.gpu_free[i, g])) // share
+            else:
+                units += int(fleet.gpu_free[i, g] == MILLI)
+        yield spec.name, spec.topology.domain("nvlink", spec.name), units
+
+
+def fleet_models() -> list[FleetModel]:
+    """The fleet model of every host cluster that has nodes."""
+    clusters = HostCluster.objects.filter(nodes__isnull=False).distinct().order_by("name")
+    return [FleetModel.build(c) for c in clusters]
+
+
+def gpus_for(gpu_class: GpuClass, units: int) -> int:
+    """Whole GPUs `units` of a class take when packed alone (as quota admission counts them)."""
+    return math.ceil(units / gpu_class.units_per_gpu())
+
+
+def capacity_rows() -> list[dict[str, object]]:
+    """fleet/capacity: quota admission's table (tenants.capacity) with the engine's figures per class."""
+    figures = class_figures(fleet_models())
+    return [{**asdict(row), **asdict(figures.get(row.gpu_class, ClassFigures()))} for row in capacity_table()]
