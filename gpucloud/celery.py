@@ -21,6 +21,8 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 RECONCILE_TENANT = "workers.reconcile_tenant"
 RECONCILE_ALL = "workers.reconcile_all"
 AUDIT_STUCK = "workers.report_stuck_tenants"
+COLLECT_USAGE = "billing.collect_usage"
+CHECK_BUDGETS = "billing.check_budgets"
 
 app.conf.update(
     task_acks_late=True,
@@ -33,6 +35,8 @@ app.conf.update(
         RECONCILE_TENANT: {"queue": "reconcile"},
         RECONCILE_ALL: {"queue": "reconcile"},
         AUDIT_STUCK: {"queue": "default"},
+        COLLECT_USAGE: {"queue": "default"},
+        CHECK_BUDGETS: {"queue": "default"},
     },
     broker_connection_retry_on_startup=True,
 )
