@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from django.db import close_old_connections
+from django.db import connections
 from django.db.models import Q
 
 from billing.metering import PodLifecycle
@@ -164,7 +164,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             body = self.exporter.render(type(self).clock()).encode()
         finally:
-            close_old_connections()  # this thread's database connection must not outlive the request
+            connections.close_all()  # this thread's database connection must not outlive the request
         self.send_response(200)
         self.send_header("Content-Type", "text/plain; version=0.0.4")
         self.send_header("Content-Length", str(len(body)))
@@ -223,3 +223,11 @@ def pool_for(host_cluster: HostCluster) -> ExporterPool:
                 pool.stop()
             pool = _pools[host_cluster.pk] = ExporterPool(host_cluster)
         return pool
+
+
+def stop_all() -> None:
+    """Stop every exporter this process started (tests, shutdown)."""
+    with _pools_lock:
+        for pool in _pools.values():
+            pool.stop()
+        _pools.clear()

@@ -10,11 +10,12 @@ from typing import Any
 import pytest
 
 from scheduling import fleet_file
-from scheduling.models import HostCluster
+from scheduling.models import GpuClass, HostCluster, Node
 from scheduling.services import load_fleet
 from tenants import services
 from tenants.audit import Actor
 from tenants.models import Tenant
+from workers.models import SimulatedPod
 
 SYSTEM = Actor.system("tests")
 T0 = datetime(2026, 5, 10, 12, 0, tzinfo=UTC)  # on the hour: hour buckets are easy to read
@@ -104,3 +105,37 @@ def exposition(node: str, rows: Iterable[Row], *, hostname_label: str = "hostnam
         if row.energy_mj is not None:
             lines.append(f"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{{{labels}}} {row.energy_mj}")
     return "\n".join(lines) + "\n"
+
+
+@pytest.fixture
+def make_pod(mini: HostCluster) -> Callable[..., Any]:
+    """A SimulatedPod on `mini`: what the simulated fleet ran, the ground truth of metering."""
+
+    def make(
+        name: str,
+        namespace: str,
+        gpu_class: str,
+        node: str,
+        gpus: Iterable[int],
+        start: datetime,
+        finish: datetime | None = None,
+        *,
+        gi: int | None = None,
+        milli: int = 1000,
+        tenant: Tenant | None = None,
+    ) -> SimulatedPod:
+        return SimulatedPod.objects.create(
+            host_cluster=mini,
+            tenant=tenant,
+            namespace=namespace,
+            name=name,
+            gpu_class=GpuClass.objects.get(name=gpu_class),
+            node=Node.objects.get(host_cluster=mini, name=node),
+            gpu_uuids=[gpu_uuid(node, i) for i in gpus],
+            gpu_instance_id=gi,
+            gpu_milli=milli,
+            started_at=start,
+            finished_at=finish,
+        )
+
+    return make
