@@ -600,7 +600,7 @@ def set_budget(
 ) -> Budget:
     """Set the tenant's monthly budget. Owners and admins of the tenant, or platform administrators."""
     require(actor, tenant, MANAGERS, "setting a budget")
-    amount = _decimal(monthly_amount, "monthly_amount")
+    amount = _decimal(monthly_amount, "monthly_amount").quantize(CENT, ROUND_HALF_UP)
     if amount == 0:
         raise ValidationFailed.on("monthly_amount", "a budget must be more than 0")
     before = Budget.objects.filter(tenant=tenant).values("monthly_amount", "enforce").first()

@@ -153,7 +153,7 @@ class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewS
     @extend_schema(
         parameters=[
             OpenApiParameter("month", str, required=True, description="YYYY-MM"),
-            OpenApiParameter("format", str, enum=["csv", "focus"], description="default focus"),
+            OpenApiParameter("as", str, enum=["csv", "focus"], description="default focus"),
         ],
         responses=FILE_RESPONSE,
     )
@@ -161,9 +161,9 @@ class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewS
     def export(self, request: Request) -> HttpResponse:
         """Every invoice of a month you can see: one tenant's, or platform-wide for administrators."""
         month = request.query_params.get("month", "")
-        what = request.query_params.get("format", "focus")
+        what = request.query_params.get("as", "focus")  # not `format`: DRF reads that for content negotiation
         if what not in ("csv", "focus"):
-            raise ValidationFailed.on("format", f"{what!r} is not csv or focus")
+            raise ValidationFailed.on("as", f"{what!r} is not csv or focus")
         try:
             year, number = map(int, month.split("-"))
             start, _ = services.month_bounds(year, number)
