@@ -66,7 +66,7 @@ def test_an_alert_posts_the_webhook_and_sends_the_email_when_configured(
     received = []
 
     class Hook(BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802
+        def do_POST(self):
             received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
             self.send_response(204)
             self.end_headers()
