@@ -12,7 +12,8 @@ import calendar
 import json
 import logging
 import urllib.request
-from collections.abc import Iterable, Mapping
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
@@ -95,21 +96,38 @@ def ingest_round(
     facts: ClusterFacts | None = None,
 ) -> dict[str, ScrapeRecord]:
     """Ingest one collection round of many nodes in one transaction; returns each node's scrape record."""
+    records = ingest_rounds(host_cluster, [(at, payloads)], source=source, facts=facts)
+    return {node: record for (node, _), record in records.items()}
+
+
+def ingest_rounds(
+    host_cluster: HostCluster,
+    rounds: Sequence[tuple[datetime, Mapping[str, str | bytes | Failure]]],
+    *,
+    source: str = ScrapeRecord.Source.EXPORTER,
+    facts: ClusterFacts | None = None,
+) -> dict[tuple[str, datetime], ScrapeRecord]:
+    """Ingest rounds in time order in one transaction (collection, replay, backfill).
+
+    Returns the scrape record of each (node, time); those already ingested are returned as they were and add
+    nothing. Within one call the ledger cells of a node are summed and point at its last scrape.
+    """
     facts = facts or ClusterFacts()
+    nodes = sorted({node for _, payloads in rounds for node in payloads})
     with transaction.atomic():
         existing = {
-            r.node: r
-            for r in ScrapeRecord.objects.filter(host_cluster=host_cluster, at=at, node__in=list(payloads))
+            (r.node, r.at): r
+            for r in ScrapeRecord.objects.filter(
+                host_cluster=host_cluster, at__in=[at for at, _ in rounds], node__in=nodes
+            )
         }
-        fresh = {node: body for node, body in payloads.items() if node not in existing}
-        if not fresh:
-            return existing
-        states = _lock_states(host_cluster, fresh)
-        writer = _RoundWriter(host_cluster, at, source, facts)
-        for node, body in fresh.items():
-            writer.ingest(node, body, states[node])
-        records = writer.write(states)
-        _report_unknown_nodes(host_cluster, at, fresh)
+        writer = _RoundWriter(host_cluster, source, facts, _lock_states(host_cluster, nodes))
+        for at, payloads in rounds:
+            for node, body in payloads.items():
+                if (node, at) not in existing:
+                    writer.ingest(node, at, body)
+        records = writer.write()
+        _report_unknown_nodes(host_cluster, records)
     transaction.on_commit(lambda: _count(host_cluster.name, source, records.values()))
     return {**existing, **records}
 
@@ -125,50 +143,65 @@ def _lock_states(host_cluster: HostCluster, nodes: Iterable[str]) -> dict[str, M
 
 
 class _RoundWriter:
-    """Integrates each node of a round and collects the rows to write."""
+    """Integrates each node's scrapes and collects the rows to write."""
 
-    def __init__(self, host_cluster: HostCluster, at: datetime, source: str, facts: ClusterFacts) -> None:
-        self.host_cluster, self.at, self.source, self.facts = host_cluster, at, source, facts
-        self.t = at.timestamp()
+    def __init__(
+        self, host_cluster: HostCluster, source: str, facts: ClusterFacts, states: dict[str, MeterState]
+    ) -> None:
+        self.host_cluster, self.source, self.facts, self.states = host_cluster, source, facts, states
         self.parser = _parsers.setdefault(host_cluster.pk, dcgm.Parser())
         self.tenants = dict(
             TenantCluster.objects.filter(host_cluster=host_cluster).values_list("namespace", "tenant_id")
         )
-        self.records: dict[str, ScrapeRecord] = {}
-        self.rows: dict[str, list[UsageEntry]] = {}
-        self.max_gap = settings.METER_MAX_GAP
+        self.integrators: dict[str, metering.Integrator] = {}
+        self.records: dict[tuple[str, datetime], ScrapeRecord] = {}
+        self.last: dict[str, ScrapeRecord] = {}
+        self.cells: dict[str, dict[tuple[metering.LedgerKey, str], metering.Usage]] = defaultdict(dict)
 
-    def ingest(self, node: str, body: str | bytes | Failure, state: MeterState) -> None:
-        record = ScrapeRecord(host_cluster=self.host_cluster, node=node, at=self.at, source=self.source)
-        self.records[node] = record
+    def _integrator(self, node: str) -> metering.Integrator:
+        if node not in self.integrators:
+            state, lifecycle, max_gap = self.states[node].state, self.facts.lifecycle, settings.METER_MAX_GAP
+            self.integrators[node] = (
+                metering.Integrator.from_state(state, max_gap=max_gap, lifecycle=lifecycle)
+                if state
+                else metering.Integrator(max_gap=max_gap, lifecycle=lifecycle)
+            )
+        return self.integrators[node]
+
+    def ingest(self, node: str, at: datetime, body: str | bytes | Failure) -> None:
+        record = ScrapeRecord(host_cluster=self.host_cluster, node=node, at=at, source=self.source)
+        self.records[(node, at)] = record
         if isinstance(body, Failure):
             record.status, record.reason = ScrapeRecord.Status.FAILED, body.reason
             return
+        self.last[node] = record
         result = self.parser.parse(body, default_hostname=node)
-        samples = metering.samples_from_exposition(result, self.t, fractions=self.facts.fractions)
-        integrator = _integrator(state.state, self.max_gap, self.facts.lifecycle)
+        samples = metering.samples_from_exposition(result, at.timestamp(), fractions=self.facts.fractions)
+        integrator = self._integrator(node)
         shared = _shared_pods(integrator, samples, self.facts.classes)
         integrator.ingest_round(samples)
         out = integrator.drain()
-        state.state = integrator.state()
         _describe(record, result, samples, out)
-        self.rows[node] = [self._row(node, key, usage, shared) for key, usage in out.ledger.items()]
+        cells = self.cells[node]
+        for key, usage in out.ledger.items():
+            cell_key = (key, class_name(key.gpu_class, (key.namespace, key.pod) in shared))
+            cell = cells.get(cell_key)
+            if cell is None:
+                cells[cell_key] = metering.Usage(usage.gpu_seconds, usage.util_gpu_seconds, usage.joules)
+            else:
+                cell.gpu_seconds += usage.gpu_seconds
+                cell.util_gpu_seconds += usage.util_gpu_seconds
+                cell.joules += usage.joules
 
-    def _row(
-        self, node: str, key: metering.LedgerKey, usage: metering.Usage, shared: set[metering.PodRef]
-    ) -> UsageEntry:
-        pod = (key.namespace, key.pod)
-        device = (
-            key.device.uuid
-            if key.device.gpu_instance is None
-            else f"{key.device.uuid}/{key.device.gpu_instance}"
-        )
+    def _row(self, node: str, key: metering.LedgerKey, gpu_class: str, usage: metering.Usage) -> UsageEntry:
+        gi = key.device.gpu_instance
         return UsageEntry(
+            scrape=self.last[node],
             host_cluster=self.host_cluster,
             tenant_id=self.tenants.get(key.namespace) if key.namespace else None,
-            gpu_class=class_name(key.gpu_class, pod in shared),
+            gpu_class=gpu_class,
             node=node,
-            device=device,
+            device=key.device.uuid if gi is None else f"{key.device.uuid}/{gi}",
             namespace=key.namespace,
             pod=key.pod,
             hour=datetime.fromtimestamp(key.hour, UTC),
@@ -177,24 +210,19 @@ class _RoundWriter:
             millijoules=round(usage.joules * 1000),
         )
 
-    def write(self, states: dict[str, MeterState]) -> dict[str, ScrapeRecord]:
-        ScrapeRecord.objects.bulk_create(self.records.values())
-        rows = []
-        for node, node_rows in self.rows.items():
-            for row in node_rows:
-                row.scrape = self.records[node]
-                rows.append(row)
+    def write(self) -> dict[tuple[str, datetime], ScrapeRecord]:
+        ScrapeRecord.objects.bulk_create(self.records.values(), batch_size=2000)
+        rows = [
+            self._row(node, key, gpu_class, usage)
+            for node, cells in self.cells.items()
+            for (key, gpu_class), usage in cells.items()
+        ]
         UsageEntry.objects.bulk_create(rows, batch_size=5000)
-        MeterState.objects.bulk_update([states[n] for n in self.records], ["state"], batch_size=1000)
+        for node, integrator in self.integrators.items():
+            self.states[node].state = integrator.state()
+        changed = [self.states[node] for node in self.integrators]
+        MeterState.objects.bulk_update(changed, ["state"], batch_size=1000)
         return self.records
-
-
-def _integrator(
-    state: Mapping[str, Any], max_gap: float, lifecycle: Mapping[metering.PodRef, metering.PodLifecycle]
-) -> metering.Integrator:
-    if not state:
-        return metering.Integrator(max_gap=max_gap, lifecycle=lifecycle)
-    return metering.Integrator.from_state(state, max_gap=max_gap, lifecycle=lifecycle)
 
 
 def _shared_pods(
@@ -260,18 +288,24 @@ def _describe(
     record.reason = "; ".join(reasons)
 
 
-def _report_unknown_nodes(host_cluster: HostCluster, at: datetime, nodes: Iterable[str]) -> None:
+def _report_unknown_nodes(host_cluster: HostCluster, seen: Iterable[tuple[str, datetime]]) -> None:
     """Nodes the fleet does not know are billed all the same, and reported here."""
-    names = set(nodes)
+    times: dict[str, list[datetime]] = defaultdict(list)
+    for node, at in seen:
+        times[node].append(at)
+    names = set(times)
     known = set(Node.objects.filter(host_cluster=host_cluster, name__in=names).values_list("name", flat=True))
     for name in sorted(names - known):
+        first, last, count = min(times[name]), max(times[name]), len(times[name])
         report, created = UnknownNode.objects.get_or_create(
-            host_cluster=host_cluster, name=name, defaults={"first_seen": at, "last_seen": at, "scrapes": 1}
+            host_cluster=host_cluster,
+            name=name,
+            defaults={"first_seen": first, "last_seen": last, "scrapes": count},
         )
         if not created:
-            report.last_seen = max(report.last_seen, at)
-            report.scrapes += 1
-            report.save(update_fields=["last_seen", "scrapes"])
+            report.first_seen, report.last_seen = min(report.first_seen, first), max(report.last_seen, last)
+            report.scrapes += count
+            report.save(update_fields=["first_seen", "last_seen", "scrapes"])
             continue
         log.warning("samples from a node the fleet does not know", extra={"node": name})
 

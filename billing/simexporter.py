@@ -91,11 +91,17 @@ class NodeExporter:
         self.classes = {c.pk: c for c in GpuClass.objects.all()}
 
     def render(self, at: datetime) -> str:
-        pods = list(
-            SimulatedPod.objects.filter(node=self.node, started_at__lte=at).filter(
-                Q(finished_at__isnull=True) | Q(finished_at__gt=at) | Q(gpu_instance_id__isnull=False)
-            )
+        """The node's /metrics at `at`, from the database."""
+        # Running pods, and every MIG pod of the node: its instance exists before and after the pod.
+        pods = SimulatedPod.objects.filter(node=self.node).filter(
+            Q(started_at__lte=at, finished_at__isnull=True)
+            | Q(started_at__lte=at, finished_at__gt=at)
+            | Q(gpu_instance_id__isnull=False)
         )
+        return self.render_pods(list(pods), at)
+
+    def render_pods(self, pods: list[SimulatedPod], at: datetime) -> str:
+        """The node's /metrics at `at` from pods already read (a replay reads them once)."""
         rows = [row for gpu in self.gpus for row in self._gpu_rows(gpu, pods, at)]
         lines = []
         for name, kind, help_text in FAMILIES:
