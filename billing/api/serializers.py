@@ -138,8 +138,8 @@ class BudgetWriteSerializer(serializers.Serializer):
     tenant = serializers.SlugField()
     monthly_amount = serializers.DecimalField(max_digits=18, decimal_places=2)
     currency = serializers.CharField(max_length=3, default="USD")
-    webhook_url = serializers.URLField(required=False, default="", allow_blank=True)
-    email = serializers.EmailField(required=False, default="", allow_blank=True)
+    webhook_url = serializers.URLField(required=False, allow_blank=True)
+    email = serializers.EmailField(required=False, allow_blank=True)
     enforce = serializers.BooleanField(default=False)
 
 
