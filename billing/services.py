@@ -22,7 +22,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.mail import send_mail
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Max, Sum
 from django.utils import timezone
 
@@ -217,12 +217,57 @@ class _RoundWriter:
             for node, cells in self.cells.items()
             for (key, gpu_class), usage in cells.items()
         ]
-        UsageEntry.objects.bulk_create(rows, batch_size=5000)
+        _append_ledger(rows)
         for node, integrator in self.integrators.items():
             self.states[node].state = integrator.state()
-        changed = [self.states[node] for node in self.integrators]
-        MeterState.objects.bulk_update(changed, ["state"], batch_size=1000)
+        _save_states([self.states[node] for node in self.integrators])
         return self.records
+
+
+LEDGER_COLUMNS = (
+    "scrape_id", "host_cluster_id", "tenant_id", "gpu_class", "node", "device", "namespace", "pod", "hour",
+    "gpu_us", "util_gpu_us", "millijoules", "recorded_at",
+)  # fmt: skip
+
+
+def _append_ledger(rows: list[UsageEntry]) -> None:
+    """Append ledger rows. On PostgreSQL with COPY: Django's per-field preparation of bulk_create cost
+    more than parsing the round."""
+    if connection.vendor != "postgresql":
+        UsageEntry.objects.bulk_create(rows, batch_size=5000)
+        return
+    now = timezone.now()
+    columns = ", ".join(LEDGER_COLUMNS)
+    with (
+        connection.cursor() as cursor,
+        cursor.cursor.copy(f"COPY {UsageEntry._meta.db_table} ({columns}) FROM STDIN") as copy,
+    ):
+        for r in rows:
+            copy.write_row(
+                (r.scrape.pk, r.host_cluster_id, r.tenant_id, r.gpu_class, r.node, r.device, r.namespace,
+                 r.pod, r.hour, r.gpu_us, r.util_gpu_us, r.millijoules, now)
+            )  # fmt: skip
+
+
+def _save_states(states: list[MeterState]) -> None:
+    """Write the nodes' new states. On PostgreSQL one UPDATE … FROM (VALUES …) per thousand nodes: Django's
+    bulk_update builds a CASE per row and took most of a 10,000-GPU round."""
+    if connection.vendor != "postgresql":
+        MeterState.objects.bulk_update(states, ["state"], batch_size=500)
+        return
+    table = MeterState._meta.db_table
+    with connection.cursor() as cursor:
+        for i in range(0, len(states), 1000):
+            batch = states[i : i + 1000]
+            values = ", ".join(["(%s, %s::jsonb)"] * len(batch))
+            params: list[Any] = []
+            for row in batch:
+                params += [row.pk, json.dumps(row.state)]
+            cursor.execute(
+                f"UPDATE {table} AS m SET state = v.state, updated_at = now() "
+                f"FROM (VALUES {values}) AS v(id, state) WHERE m.id = v.id",
+                params,
+            )
 
 
 def _shared_pods(
@@ -293,21 +338,28 @@ def _report_unknown_nodes(host_cluster: HostCluster, seen: Iterable[tuple[str, d
     times: dict[str, list[datetime]] = defaultdict(list)
     for node, at in seen:
         times[node].append(at)
-    names = set(times)
-    known = set(Node.objects.filter(host_cluster=host_cluster, name__in=names).values_list("name", flat=True))
-    for name in sorted(names - known):
+    known = set(Node.objects.filter(host_cluster=host_cluster, name__in=times).values_list("name", flat=True))
+    unknown = sorted(set(times) - known)
+    if not unknown:
+        return
+    reports = {r.name: r for r in UnknownNode.objects.filter(host_cluster=host_cluster, name__in=unknown)}
+    new = []
+    for name in unknown:
         first, last, count = min(times[name]), max(times[name]), len(times[name])
-        report, created = UnknownNode.objects.get_or_create(
-            host_cluster=host_cluster,
-            name=name,
-            defaults={"first_seen": first, "last_seen": last, "scrapes": count},
-        )
-        if not created:
-            report.first_seen, report.last_seen = min(report.first_seen, first), max(report.last_seen, last)
-            report.scrapes += count
-            report.save(update_fields=["first_seen", "last_seen", "scrapes"])
+        report = reports.get(name)
+        if report is None:
+            new.append(
+                UnknownNode(
+                    host_cluster=host_cluster, name=name, first_seen=first, last_seen=last, scrapes=count
+                )
+            )
             continue
-        log.warning("samples from a node the fleet does not know", extra={"node": name})
+        report.first_seen, report.last_seen = min(report.first_seen, first), max(report.last_seen, last)
+        report.scrapes += count
+    UnknownNode.objects.bulk_create(new, batch_size=1000)
+    UnknownNode.objects.bulk_update(reports.values(), ["first_seen", "last_seen", "scrapes"], batch_size=1000)
+    if new:
+        log.warning("samples from nodes the fleet does not know", extra={"nodes": [n.name for n in new][:20]})
 
 
 def _count(cluster: str, source: str, records: Iterable[ScrapeRecord]) -> None:
