@@ -11,7 +11,7 @@ import pytest
 from django.core import mail
 
 from billing.models import BudgetAlert
-from billing.services import check_budget, create_rate_card, ingest_scrape, set_budget
+from billing.services import check_budget, check_budgets, create_rate_card, ingest_scrape, set_budget
 from billing.tests.conftest import Row, exposition, gpu_uuid
 from gpucloud.errors import PermissionDenied
 from tenants.audit import Actor
@@ -132,3 +132,10 @@ def test_the_budget_api_sets_and_lists_own_budgets(api, people):
     assert api(people["charlie"]).get("/api/v1/budgets/").json()["count"] == 0
     assert api(people["charlie"]).get("/api/v1/budgets/tenant-a/").status_code == 404
     assert api(people["bob"]).get("/api/v1/budgets/tenant-a/").json()["monthly_amount"] == "250.00"
+
+
+def test_the_periodic_check_looks_at_every_budget(mini, acme):
+    budget = set_budget(actor=ADMIN, tenant=acme, monthly_amount="100")
+    use_gpu_hours(mini, 6)
+    assert check_budgets(now=NOW) == 1
+    assert list(budget.alerts.values_list("threshold", flat=True)) == [50]
