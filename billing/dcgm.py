@@ -48,14 +48,6 @@ _LABELS_RE = re.compile(rf"(?:{_PAIR}(?:,{_PAIR})*,?\s*)?")
 _ESCAPE_RE = re.compile(r"\\(.)")
 _PLAIN_NAMES_RE = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*=(?:\|,[a-zA-Z_][a-zA-Z0-9_]*=)*\|,?")
 
-# Label aliases, best first. Behind a Prometheus ServiceMonitor without honorLabels the
-# exporter's own ``pod`` becomes ``exported_pod`` and ``pod`` names the exporter pod,
-# so the ``exported_`` form must win when both are present.
-_HOSTNAME = ("hostname", "Hostname")
-_POD = ("exported_pod", "pod", "pod_name")
-_NAMESPACE = ("exported_namespace", "namespace", "pod_namespace")
-_CONTAINER = ("exported_container", "container", "container_name")
-
 
 class DeviceKey(NamedTuple):
     """A billable device: a whole GPU (``gpu_instance`` None) or one MIG GPU instance."""
@@ -316,20 +308,45 @@ def _device(
 def _identity(labels: str) -> _Identity | str:
     """Parse a label set into what billing needs from it, or say why it is bad."""
     try:
-        parsed = parse_labels(labels)
+        get = _raw_labels(labels).get
     except LabelError as exc:
         return str(exc)
-    uuid = parsed.get("UUID") or parsed.get("uuid")
+    uuid = get(",UUID=") or get(",uuid=")
     if not uuid:
         return "no UUID label"
-    pod = _first(parsed, _POD)
+    # Aliases, best first. Behind a Prometheus ServiceMonitor without honorLabels the
+    # exporter's own ``pod`` becomes ``exported_pod`` and ``pod`` names the exporter pod,
+    # so the ``exported_`` form must win; ``pod_name`` etc. are the exporter's old names.
+    pod = get(",exported_pod=") or get(",pod=") or get(",pod_name=")
+    holder = None
+    if pod:
+        namespace = get(",exported_namespace=") or get(",namespace=") or get(",pod_namespace=") or ""
+        container = get(",exported_container=") or get(",container=") or get(",container_name=") or ""
+        holder = Holder(namespace, pod, container)
+    hostname = get(",hostname=") or get(",Hostname=") or ""  # renamed in dcgm-exporter 2026
     return _Identity(
-        DeviceKey(_first(parsed, _HOSTNAME), uuid, parsed.get("GPU_I_ID") or None),
-        parsed.get("modelName", ""),
-        parsed.get("gpu", ""),
-        parsed.get("GPU_I_PROFILE") or None,
-        Holder(_first(parsed, _NAMESPACE), pod, _first(parsed, _CONTAINER)) if pod else None,
+        DeviceKey(hostname, uuid, get(",GPU_I_ID=") or None),
+        get(",modelName=", ""),
+        get(",gpu=", ""),
+        get(",GPU_I_PROFILE=") or None,
+        holder,
     )
+
+
+def _raw_labels(labels: str) -> dict[str, str]:
+    """A label set as ``{",name=": value}``.
+
+    Keyed by the exposition's own text between values, which the fast path gets for free
+    from splitting on quotes: building clean names cost a third of the label parsing.
+    """
+    if "\\" not in labels:
+        parts = labels.split('"')
+        pieces = parts[0::2]
+        if _PLAIN_NAMES_RE.fullmatch("|".join(pieces)) is not None:
+            pieces[0] = "," + pieces[0]
+            # The piece after the last value pairs with nothing and is dropped.
+            return dict(zip(pieces, parts[1::2], strict=False))
+    return {f",{name}=": value for name, value in parse_labels(labels).items()}
 
 
 def parse_labels(labels: str) -> dict[str, str]:
@@ -365,11 +382,3 @@ def _unescape(value: str) -> str:
     if "\\" not in value:
         return value
     return _ESCAPE_RE.sub(lambda m: "\n" if m.group(1) == "n" else m.group(1), value)
-
-
-def _first(labels: dict[str, str], names: tuple[str, ...]) -> str:
-    for name in names:
-        value = labels.get(name)
-        if value:
-            return value
-    return ""

@@ -189,9 +189,14 @@ class Integrator:
         """Bill the interval (s0.t, s1.t] by the half-interval rule."""
         dt = s1.t - s0.t
         mid = s0.t + dt / 2
+        same_pods = _same_pods(s0.holders, s1.holders)
+        hour = int(s0.t // HOUR) * HOUR
+        if same_pods and s1.t <= hour + HOUR and s0.holders == s1.holders and s0.gpu_class == s1.gpu_class:
+            self._unchanged(device, s0, s1, hour)
+            return
         joule_rate = _energy_joules(s0, s1) / dt
-        if _same_pods(s0.holders, s1.holders):
-            # The common case: nobody came or went, so no edge falls inside the interval.
+        if same_pods:
+            # Nobody came or went, so no edge falls inside the interval: just the two halves.
             self._segment(device, s0, s0.holders, s0.t, mid, joule_rate)
             self._segment(device, s1, s1.holders, mid, s1.t, joule_rate)
             return
@@ -201,6 +206,35 @@ class Integrator:
             early = q <= mid
             holdings = [_holding_for(sp, early) for sp in spans.values() if sp.start <= p and sp.end >= q]
             self._segment(device, s0 if early else s1, holdings, p, q, joule_rate)
+
+    def _unchanged(self, device: DeviceKey, s0: Sample, s1: Sample, hour: int) -> None:
+        """An interval inside one hour with the same holdings and class at both ends: one cell each.
+
+        Same result as billing the two halves separately, in half the ledger updates.
+        """
+        dt = s1.t - s0.t
+        half = dt / 2
+        util_seconds = (half * s0.util if s0.util is not None else 0.0) + (
+            half * s1.util if s1.util is not None else 0.0
+        )
+        joules = _energy_joules(s0, s1)
+        shares = split_shares(s0.holders)
+        for holding, share in zip(s0.holders, shares, strict=True):
+            key = LedgerKey(holding.namespace, holding.pod, device, s0.gpu_class, hour)
+            self._cell(key, dt * share, util_seconds * share, joules * share)
+        rest = 1.0 - sum(shares)
+        if rest > 1e-12:
+            self._cell(
+                LedgerKey("", "", device, s0.gpu_class, hour), dt * rest, util_seconds * rest, joules * rest
+            )
+
+    def _cell(self, key: LedgerKey, seconds: float, util_seconds: float, joules: float) -> None:
+        usage = self.ledger.get(key)
+        if usage is None:
+            usage = self.ledger[key] = Usage()
+        usage.gpu_seconds += seconds
+        usage.util_gpu_seconds += util_seconds
+        usage.joules += joules
 
     def _segment(
         self,
@@ -252,13 +286,7 @@ class Integrator:
             end = min(q, hour + HOUR)
             seconds = (end - p) * share
             key = LedgerKey(pod[0], pod[1], device, side.gpu_class, hour)
-            usage = self.ledger.get(key)
-            if usage is None:
-                usage = self.ledger[key] = Usage()
-            usage.gpu_seconds += seconds
-            if util is not None:
-                usage.util_gpu_seconds += seconds * util
-            usage.joules += seconds * joule_rate
+            self._cell(key, seconds, seconds * util if util is not None else 0.0, seconds * joule_rate)
             p = end
 
 

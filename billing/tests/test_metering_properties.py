@@ -122,3 +122,24 @@ def test_every_billed_second_and_joule_of_a_device_is_somebodys_exactly_once(str
             for a, b in billed
         )
         assert joules[device] == pytest.approx(expected_j, abs=1e-9)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    fractions=st.lists(st.sampled_from([None, 0.25, 0.5]), min_size=2, max_size=3),
+    utils=st.tuples(st.sampled_from([None, 0.0, 0.5, 1.0]), st.sampled_from([None, 0.5, 1.0])),
+    start=st.sampled_from([0.0, 3570.0, 3590.0]),
+    step=st.sampled_from([10.0, 30.0, 60.0]),
+)
+def test_the_ledger_does_not_depend_on_the_order_holders_are_listed_in(fractions, utils, start, step):
+    # Listing the same holders in another order takes the general path instead of the
+    # shortcut for unchanged intervals; both must bill the same.
+    holders = tuple(Holding(ns, pod, f) for (ns, pod), f in zip(PODS, fractions, strict=False))
+    s0 = Sample(start, holders, utils[0], 1000.0, 1.0, ("H100", None))
+    s1 = Sample(start + step, holders, utils[1], 61000.0, 1.0, ("H100", None))
+    shortcut = one_pass([(DEVICES[0], s0), (DEVICES[0], s1)]).ledger
+    general = one_pass([(DEVICES[0], s0), (DEVICES[0], s1._replace(holders=holders[::-1]))]).ledger
+    expected = totals([shortcut])
+    assert totals([general]).keys() == expected.keys()
+    for key, cell in totals([general]).items():
+        assert cell == pytest.approx(expected[key], rel=1e-9, abs=1e-9)
