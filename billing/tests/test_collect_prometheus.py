@@ -7,11 +7,13 @@ import os
 import shutil
 import socket
 import subprocess
+import threading
 import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
@@ -126,3 +128,27 @@ def test_a_prometheus_that_cannot_be_reached_fails_every_node_with_the_reason(mi
     assert {r.status for r in records.values()} == {"failed"}
     assert all("could not be reached" in r.reason for r in records.values())
     assert UsageEntry.objects.count() == 0
+
+
+def test_a_prometheus_answer_that_is_not_a_query_result_fails_every_node(mini):
+    class Garbled(BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = b'{"status": "success", "data": '  # cut off mid-answer
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            return
+
+    server = HTTPServer(("127.0.0.1", 0), Garbled)
+    threading.Thread(target=server.handle_request, daemon=True).start()
+    try:
+        records = collect_prometheus(
+            mini, f"http://127.0.0.1:{server.server_port}", datetime(2026, 5, 10, tzinfo=UTC)
+        )
+    finally:
+        server.server_close()
+    assert {r.status for r in records.values()} == {"failed"}
+    assert all("not a query result" in r.reason for r in records.values())
