@@ -594,7 +594,16 @@ def _lines_for(invoice: Invoice, watermark: int) -> list[InvoiceLine]:
     return lines
 
 
-def _ledger_head() -> int:
+def _ledger_head(*, settled: bool = False) -> int:
+    """The last ledger row; with `settled`, once every ingest in flight has committed (for an issue).
+
+    Row ids are taken before commit, so without the lock a row with a smaller id could commit after the
+    watermark was read and fall between the invoice and its adjustment. SHARE mode waits for the writers in
+    flight and holds new ones back until this transaction ends (an issue is a short transaction).
+    """
+    if settled and connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(f"LOCK TABLE {UsageEntry._meta.db_table} IN SHARE MODE")
     return UsageEntry.objects.aggregate(m=Max("id"))["m"] or 0
 
 
@@ -642,7 +651,7 @@ def issue_invoice(*, actor: Actor, invoice: Invoice) -> Invoice:
     ).first()
     if earlier is not None:
         raise Conflict(f"issue the earlier invoice {earlier.public_id} ({earlier.period_start:%Y-%m}) first")
-    _fill(invoice, _ledger_head())
+    _fill(invoice, _ledger_head(settled=True))
     invoice.state, invoice.issued_at = Invoice.State.ISSUED, timezone.now()
     invoice.save(update_fields=["state", "issued_at"])
     audit.record(
