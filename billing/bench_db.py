@@ -43,7 +43,7 @@ T0 = datetime(2026, 5, 1, tzinfo=UTC)
 TENANTS = 400
 
 
-def _setup(tag: str, nodes: int = 0) -> tuple[HostCluster, list[Tenant]]:
+def _setup(tag: str, nodes: int = 0, tenant_count: int = TENANTS) -> tuple[HostCluster, list[Tenant]]:
     host_cluster = HostCluster.objects.create(name=f"bench-{tag}", driver=HostCluster.Driver.SIMULATED)
     Node.objects.bulk_create(
         [Node(host_cluster=host_cluster, name=f"gpu-node-{n:05d}") for n in range(1, nodes + 1)]
@@ -119,12 +119,15 @@ SELECT %(scrape)s, %(cluster)s, (%(tenants)s::bigint[])[1 + g %% %(n_tenants)s],
        'gpu-node-' || (g / 8), 'GPU-' || g, 'tenant-' || (g %% %(n_tenants)s), 'job-' || g,
        %(start)s::timestamptz + h * interval '1 hour', 3600000000, 2000000000::bigint + (g %% 7) * 100000000,
        1800000000, now()
-FROM generate_series(0, %(last_gpu)s) AS g, generate_series(0, %(last_hour)s) AS h
+FROM generate_series(0, %(last_gpu)s) AS g, generate_series(0, %(last_hour)s) AS h,
+     generate_series(1, %(rows_per_hour)s) AS r
 """
 
 
-def bench_usage_query(gpus: int, days: int, repeats: int) -> dict[str, Any]:
-    host_cluster, tenants = _setup(f"{os.getpid()}")
+def bench_usage_query(
+    gpus: int, days: int, repeats: int, rows_per_hour: int = 1, tenant_count: int = TENANTS
+) -> dict[str, Any]:
+    host_cluster, tenants = _setup(f"{os.getpid()}", tenant_count=tenant_count)
     try:
         scrape = ScrapeRecord.objects.create(
             host_cluster=host_cluster, node="bench", at=T0, source="file", status="ok"
@@ -146,7 +149,7 @@ def bench_usage_query(gpus: int, days: int, repeats: int) -> dict[str, Any]:
             cursor.execute("VACUUM ANALYZE billing_usageentry")  # what autovacuum does after a bulk load
         load_s = time.perf_counter() - start
         rows = UsageEntry.objects.filter(host_cluster=host_cluster).count()
-        tenant = Tenant.objects.filter(pk=tenants[7].pk)
+        tenant = Tenant.objects.filter(pk=tenants[min(7, len(tenants) - 1)].pk)
         timings = []
         result: list[dict[str, Any]] = []
         for _ in range(repeats):
@@ -168,6 +171,8 @@ def bench_usage_query(gpus: int, days: int, repeats: int) -> dict[str, Any]:
         "gpus": gpus,
         "days": days,
         "ledger_rows": rows,
+        "rows_per_gpu_hour": rows_per_hour,
+        "tenant_rows": rows // len(tenants),
         "load_s": round(load_s, 1),
         "classes_returned": len(result),
         "p50_ms": round(1000 * statistics.median(timings), 2),
@@ -186,6 +191,10 @@ def main(argv: list[str] | None = None) -> int:
     query.add_argument("--gpus", type=int, default=10_000)
     query.add_argument("--days", type=int, default=30)
     query.add_argument("--repeats", type=int, default=40)
+    query.add_argument(
+        "--rows-per-hour", type=int, default=1, help="ledger rows per GPU-hour (120: one a round)"
+    )
+    query.add_argument("--tenants", type=int, default=TENANTS)
     args = parser.parse_args(argv)
     if connection.vendor != "postgresql":
         print("set DATABASE_URL to a migrated PostgreSQL database", file=sys.stderr)
@@ -193,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     report = (
         bench_ingest(args.gpus, args.mig_share, args.rounds)
         if args.what == "ingest"
-        else bench_usage_query(args.gpus, args.days, args.repeats)
+        else bench_usage_query(args.gpus, args.days, args.repeats, args.rows_per_hour, args.tenants)
     )
     python = f"{platform.python_implementation()} {platform.python_version()}"
     print(f"# {python}, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC")

@@ -15,6 +15,7 @@ from billing.collect import collect_exporters, collect_host_cluster
 from billing.metrics import METER_SCRAPES
 from billing.models import MICRO, CollectionSource, ScrapeRecord, UsageEntry
 from billing.simexporter import ExporterPool, cluster_facts, stop_all
+from billing.tasks import collect_usage
 from billing.tests.conftest import T0, at, gpu_uuid
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the exporters read the database from their own threads
@@ -128,3 +129,16 @@ def test_the_periodic_round_starts_the_simulated_exporters_itself(mini, workload
         stop_all()
     assert set(records) == {"h100-0", "a100-0"}
     assert {r.source for r in records.values()} == {"exporter"}
+
+
+def test_the_periodic_task_collects_every_host_cluster_on_its_schedule(mini, workload, settings):
+    assert settings.CELERY_BEAT_SCHEDULE["collect-usage"] == {
+        "task": "billing.collect_usage",
+        "schedule": settings.METER_INTERVAL,
+    }
+    try:
+        collect_usage()
+    finally:
+        stop_all()
+    assert set(ScrapeRecord.objects.values_list("node", flat=True)) == {"h100-0", "a100-0"}
+    assert CollectionSource.objects.get(host_cluster=mini).last_status == "ok"
