@@ -144,6 +144,7 @@ def bench_usage_query(
                     "start": T0,
                     "last_gpu": gpus - 1,
                     "last_hour": days * 24 - 1,
+                    "rows_per_hour": rows_per_hour,
                 },
             )
             cursor.execute("VACUUM ANALYZE billing_usageentry")  # what autovacuum does after a bulk load
