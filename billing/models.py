@@ -114,6 +114,45 @@ class UsageEntry(models.Model):
         return f"{self.tenant_id or 'platform'} {self.gpu_class} {self.hour:%Y-%m-%dT%H}"
 
 
+class UsageHour(models.Model):
+    """The ledger summed per (node, device, pod, GPU class, hour): what usage queries and budgets read.
+
+    Maintained in the ingest transaction from the ledger rows it appends (added, never overwritten), so it
+    counts each scrape exactly once like the ledger; `UsageEntry` stays the append-only record invoices use.
+    """
+
+    host_cluster = models.ForeignKey(HostCluster, on_delete=models.PROTECT, related_name="+")
+    tenant = models.ForeignKey(Tenant, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    gpu_class = models.CharField(max_length=80)
+    node = models.CharField(max_length=253)
+    device = models.CharField(max_length=120)
+    namespace = models.CharField(max_length=63, blank=True)
+    pod = models.CharField(max_length=253, blank=True)
+    hour = models.DateTimeField()
+    gpu_us = models.BigIntegerField()
+    util_gpu_us = models.BigIntegerField()
+    millijoules = models.BigIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["host_cluster", "node", "device", "namespace", "pod", "gpu_class", "hour"],
+                name="usage_hour_unique_cell",
+            )
+        ]
+        indexes = [
+            models.Index(
+                fields=["tenant", "hour"],
+                include=["gpu_class", "gpu_us", "util_gpu_us", "millijoules"],
+                name="usage_hour_tenant_hour",
+            ),
+            models.Index(fields=["hour"], name="usage_hour_hour"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tenant_id or 'platform'} {self.gpu_class} {self.hour:%Y-%m-%dT%H}"
+
+
 class UnknownNode(models.Model):
     """A node that sent samples but is not in the fleet: its samples are billed, the node is reported."""
 

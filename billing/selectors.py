@@ -1,4 +1,4 @@
-"""Reads of the usage ledger: sums by tenant, GPU class and time bucket, scoped to what the caller may see."""
+"""Reads of usage: hourly sums of the ledger by tenant, GPU class and time bucket, scoped to the caller."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 from django.db.models import F, Q, QuerySet, Sum
 from django.db.models.functions import TruncDay
 
-from billing.models import UsageEntry
+from billing.models import UsageHour
 from tenants.models import Tenant
 
 GROUPS = ("gpu_class", "day", "hour")
@@ -21,7 +21,7 @@ def usage(
     start: datetime | None = None,
     end: datetime | None = None,
     group_by: str = "gpu_class",
-) -> QuerySet[UsageEntry, dict[str, Any]]:
+) -> QuerySet[UsageHour, dict[str, Any]]:
     """Sums of micro GPU-seconds, utilised micro GPU-seconds and millijoules.
 
     Rows per tenant × GPU class, and per day or hour when asked; `tenant__slug` is None for the platform's
@@ -30,7 +30,7 @@ def usage(
     scope = Q(tenant__in=tenants)
     if include_platform:
         scope |= Q(tenant__isnull=True)
-    rows = UsageEntry.objects.filter(scope)
+    rows = UsageHour.objects.filter(scope)
     if start is not None:
         rows = rows.filter(hour__gte=start)
     if end is not None:

@@ -23,7 +23,7 @@ from typing import Any
 from django.conf import settings
 from django.core.mail import send_mail
 from django.db import connection, transaction
-from django.db.models import Max, Sum
+from django.db.models import F, Max, Sum
 from django.utils import timezone
 
 from billing import dcgm, metering
@@ -39,6 +39,7 @@ from billing.models import (
     ScrapeRecord,
     UnknownNode,
     UsageEntry,
+    UsageHour,
 )
 from gpucloud.errors import Conflict, PermissionDenied, ValidationFailed
 from scheduling import catalog
@@ -223,6 +224,7 @@ class _RoundWriter:
             for (key, gpu_class), usage in cells.items()
         ]
         _append_ledger(rows)
+        _add_to_hours([r.pk for r in self.last.values()], rows)
         for node, integrator in self.integrators.items():
             self.states[node].state = integrator.state()
         _save_states([self.states[node] for node in self.integrators])
@@ -250,6 +252,40 @@ def _append_ledger(rows: list[tuple[Any, ...]]) -> None:
     ):
         for row in rows:
             copy.write_row(row)
+
+
+HOUR_KEY = ("host_cluster_id", "node", "device", "namespace", "pod", "gpu_class", "hour")
+HOUR_SUMS = ("gpu_us", "util_gpu_us", "millijoules")
+
+
+def _add_to_hours(scrape_ids: list[int], rows: list[tuple[Any, ...]]) -> None:
+    """Add this call's ledger rows to the hourly sums: on PostgreSQL one INSERT … ON CONFLICT DO UPDATE."""
+    if not rows:
+        return
+    if connection.vendor != "postgresql":
+        _add_to_hours_slowly(rows)
+        return
+    key, sums = ", ".join(HOUR_KEY), ", ".join(HOUR_SUMS)
+    added = ", ".join(f"{c} = h.{c} + EXCLUDED.{c}" for c in HOUR_SUMS)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {UsageHour._meta.db_table} AS h ({key}, tenant_id, {sums}) "
+            f"SELECT {key}, max(tenant_id), {', '.join(f'sum({c})' for c in HOUR_SUMS)} "
+            f"FROM {UsageEntry._meta.db_table} WHERE scrape_id = ANY(%s) GROUP BY {key} "
+            f"ON CONFLICT ({key}) DO UPDATE SET {added}",
+            [scrape_ids],
+        )
+
+
+def _add_to_hours_slowly(rows: list[tuple[Any, ...]]) -> None:
+    """The same for SQLite (the embedded default, small fleets): one upsert per cell."""
+    position = {c: i for i, c in enumerate(LEDGER_COLUMNS)}
+    for row in rows:
+        key = {c: row[position[c]] for c in HOUR_KEY}
+        values = {c: row[position[c]] for c in HOUR_SUMS}
+        updated = UsageHour.objects.filter(**key).update(**{c: F(c) + v for c, v in values.items()})
+        if not updated:
+            UsageHour.objects.create(tenant_id=row[position["tenant_id"]], **key, **values)
 
 
 def _save_states(states: list[MeterState]) -> None:
@@ -727,8 +763,14 @@ def set_budget(
 def spent_this_month(tenant: Tenant, now: datetime) -> Decimal:
     """What the tenant's usage of the current month costs so far, at the rate cards in force."""
     start, end = month_bounds(now.year, now.month)
-    rows = _usage_by_class_hour(tenant, hour__gte=start, hour__lt=end)
-    return sum((line.amount for line in rate(tenant, rows, InvoiceLine.Kind.USAGE)), Decimal(0))
+    rows = (
+        UsageHour.objects.filter(tenant=tenant, hour__gte=start, hour__lt=end)
+        .values("gpu_class", "hour")
+        .annotate(gpu_us=Sum("gpu_us"))
+        .order_by("gpu_class", "hour")
+    )
+    sums = [(r["gpu_class"], r["hour"], r["gpu_us"]) for r in rows]
+    return sum((line.amount for line in rate(tenant, sums, InvoiceLine.Kind.USAGE)), Decimal(0))
 
 
 def check_budget(budget: Budget, now: datetime) -> list[BudgetAlert]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.db.models import Sum
 
-from billing.models import MICRO, ScrapeRecord, UnknownNode, UsageEntry
+from billing.models import MICRO, ScrapeRecord, UnknownNode, UsageEntry, UsageHour
 from billing.services import ingest_scrape
 from billing.tests.conftest import A100, Row, at, exposition, gpu_uuid
 
@@ -147,3 +147,15 @@ def test_an_unknown_gpu_model_is_billed_under_an_unknown_class(mini, tenant_on):
     for t in (0, 30):
         scrape(mini, t, Row(GPU0, model="NVIDIA T400 4GB", pod="tenant-acme/a"))
     assert UsageEntry.objects.get().gpu_class == "unknown:NVIDIA T400 4GB"
+
+
+def test_the_hourly_sums_equal_the_ledger_and_a_repeated_scrape_adds_nothing_to_them(mini, tenant_on):
+    tenant = tenant_on("acme")
+    for t in (3540, 3570, 3600, 3630, 3630):  # across an hour boundary, the last scrape twice
+        scrape(mini, t, Row(GPU0, pod="tenant-acme/a", energy_mj=t * 1000), Row(GPU1, index=1))
+    hours = UsageHour.objects.filter(tenant=tenant).order_by("hour")
+    assert [(h.hour, h.gpu_us, h.millijoules) for h in hours] == [
+        (at(0), 60 * MICRO, 60_000),
+        (at(3600), 30 * MICRO, 30_000),
+    ]
+    assert UsageHour.objects.aggregate(s=Sum("gpu_us"))["s"] == totals()["gpu"] == 180 * MICRO
