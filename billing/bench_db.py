@@ -5,9 +5,10 @@ label layout, pod labels, a share of MIG rows) through ``billing.services.ingest
 integrate with the persisted per-node state, and write scrape records, ledger rows and state in one
 transaction. The first round only creates the state; the rounds after it are the steady state and are timed.
 
-``usage-query``: 30 days of hourly ledger for N GPUs (one row per GPU per hour, written server-side with
-``generate_series``), then one tenant's monthly usage by GPU class through ``billing.selectors.usage``, the
-query behind ``GET /api/v1/usage/``; reports p50 and p95.
+``usage-query``: 30 days of hourly usage sums (``UsageHour``) for N GPUs (one row per GPU per hour, written
+server-side with ``generate_series``; ``--rows-per-hour`` splits each into several pods' rows), then one
+tenant's monthly usage by GPU class through ``billing.selectors.usage``, the query behind
+``GET /api/v1/usage/``; reports p50 and p95.
 
 Both create their own host cluster and tenants (prefix ``bench-``) and delete them afterwards. Point
 ``DATABASE_URL`` at a scratch database that has been migrated (``python manage.py migrate``).
@@ -34,7 +35,7 @@ from django.db import connection, transaction  # noqa: E402  (after django.setup
 
 from billing import selectors  # noqa: E402
 from billing.bench.__main__ import GPUS_PER_NODE, load_families, node_exposition  # noqa: E402
-from billing.models import MeterState, ScrapeRecord, UnknownNode, UsageEntry  # noqa: E402
+from billing.models import MeterState, ScrapeRecord, UnknownNode, UsageEntry, UsageHour  # noqa: E402
 from billing.services import ingest_round  # noqa: E402
 from scheduling.models import HostCluster, Node  # noqa: E402
 from tenants.models import Tenant, TenantCluster  # noqa: E402
@@ -65,6 +66,7 @@ def _setup(tag: str, nodes: int = 0, tenant_count: int = TENANTS) -> tuple[HostC
 
 def _teardown(host_cluster: HostCluster, tenants: list[Tenant]) -> None:
     with transaction.atomic():
+        UsageHour.objects.filter(host_cluster=host_cluster).delete()
         UsageEntry.objects.filter(host_cluster=host_cluster).delete()
         ScrapeRecord.objects.filter(host_cluster=host_cluster).delete()
         MeterState.objects.filter(host_cluster=host_cluster).delete()
@@ -111,14 +113,14 @@ def bench_ingest(gpus: int, mig_share: float, rounds: int) -> dict[str, Any]:
 
 
 LEDGER_SQL = """
-INSERT INTO billing_usageentry (scrape_id, host_cluster_id, tenant_id, gpu_class, node, device, namespace,
-                                pod, hour, gpu_us, util_gpu_us, millijoules, recorded_at)
-SELECT %(scrape)s, %(cluster)s, (%(tenants)s::bigint[])[1 + g %% %(n_tenants)s],
+INSERT INTO billing_usagehour (host_cluster_id, tenant_id, gpu_class, node, device, namespace, pod, hour,
+                               gpu_us, util_gpu_us, millijoules)
+SELECT %(cluster)s, (%(tenants)s::bigint[])[1 + g %% %(n_tenants)s],
        CASE WHEN g %% 10 = 0 THEN 'h100-80gb.mig-3g.40gb' WHEN g %% 3 = 0 THEN 'a100-80gb'
             ELSE 'h100-80gb' END,
-       'gpu-node-' || (g / 8), 'GPU-' || g, 'tenant-' || (g %% %(n_tenants)s), 'job-' || g,
-       %(start)s::timestamptz + h * interval '1 hour', 3600000000, 2000000000::bigint + (g %% 7) * 100000000,
-       1800000000, now()
+       'gpu-node-' || (g / 8), 'GPU-' || g, 'tenant-' || (g %% %(n_tenants)s), 'job-' || g || '-' || r,
+       %(start)s::timestamptz + h * interval '1 hour', 3600000000 / %(rows_per_hour)s,
+       (2000000000::bigint + (g %% 7) * 100000000) / %(rows_per_hour)s, 1800000000 / %(rows_per_hour)s
 FROM generate_series(0, %(last_gpu)s) AS g, generate_series(0, %(last_hour)s) AS h,
      generate_series(1, %(rows_per_hour)s) AS r
 """
@@ -129,15 +131,11 @@ def bench_usage_query(
 ) -> dict[str, Any]:
     host_cluster, tenants = _setup(f"{os.getpid()}", tenant_count=tenant_count)
     try:
-        scrape = ScrapeRecord.objects.create(
-            host_cluster=host_cluster, node="bench", at=T0, source="file", status="ok"
-        )
         start = time.perf_counter()
         with connection.cursor() as cursor:
             cursor.execute(
                 LEDGER_SQL,
                 {
-                    "scrape": scrape.pk,
                     "cluster": host_cluster.pk,
                     "tenants": [t.pk for t in tenants],
                     "n_tenants": len(tenants),
@@ -147,11 +145,11 @@ def bench_usage_query(
                     "rows_per_hour": rows_per_hour,
                 },
             )
-            cursor.execute("VACUUM ANALYZE billing_usageentry")  # what autovacuum does after a bulk load
+            cursor.execute("VACUUM ANALYZE billing_usagehour")  # what autovacuum does after a bulk load
         load_s = time.perf_counter() - start
-        rows = UsageEntry.objects.filter(host_cluster=host_cluster).count()
+        rows = UsageHour.objects.filter(host_cluster=host_cluster).count()
         tenant = Tenant.objects.filter(pk=tenants[min(7, len(tenants) - 1)].pk)
-        tenant_rows = UsageEntry.objects.filter(tenant__in=tenant).count()
+        tenant_rows = UsageHour.objects.filter(tenant__in=tenant).count()
         timings = []
         result: list[dict[str, Any]] = []
         for _ in range(repeats):
