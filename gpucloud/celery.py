@@ -22,6 +22,8 @@ RECONCILE_TENANT = "workers.reconcile_tenant"
 RECONCILE_ALL = "workers.reconcile_all"
 AUDIT_STUCK = "workers.report_stuck_tenants"
 SIMULATE_WORKLOADS = "workers.simulate_workloads"
+COLLECT_USAGE = "billing.collect_usage"
+CHECK_BUDGETS = "billing.check_budgets"
 
 app.conf.update(
     task_acks_late=True,
@@ -35,6 +37,8 @@ app.conf.update(
         RECONCILE_ALL: {"queue": "reconcile"},
         AUDIT_STUCK: {"queue": "default"},
         SIMULATE_WORKLOADS: {"queue": "default"},
+        COLLECT_USAGE: {"queue": "default"},
+        CHECK_BUDGETS: {"queue": "default"},
     },
     broker_connection_retry_on_startup=True,
 )

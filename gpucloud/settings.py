@@ -266,9 +266,21 @@ STUCK_AFTER = env_float("GPUCLOUD_STUCK_AFTER", 600.0, minimum=1.0)
 SIM_WORKLOADS = env_bool("GPUCLOUD_SIM_WORKLOADS", EMBEDDED)
 SIM_WORKLOAD_INTERVAL = env_float("GPUCLOUD_SIM_WORKLOAD_INTERVAL", 60.0, minimum=1.0)
 SIM_SEED = env_int("GPUCLOUD_SIM_SEED", 42, minimum=0)
+# --- Metering and billing --------------------------------------------------------------------------------
+METER_INTERVAL = env_float("METER_INTERVAL", 30.0, minimum=1.0)
+METER_MAX_GAP = env_float("METER_MAX_GAP", 2 * METER_INTERVAL, minimum=1.0)
+METER_SCRAPE_TIMEOUT = env_float("METER_SCRAPE_TIMEOUT", 5.0, minimum=0.1)
+BILLING_WEBHOOK_TIMEOUT = env_float("BILLING_WEBHOOK_TIMEOUT", 5.0, minimum=0.1)
+BILLING_ALERT_EMAIL_FROM = env_str("BILLING_ALERT_EMAIL_FROM", "")
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)
+BUDGET_CHECK_INTERVAL = env_float("BUDGET_CHECK_INTERVAL", 300.0, minimum=1.0)
+
 CELERY_BEAT_SCHEDULE = {
     "reconcile-all": {"task": "workers.reconcile_all", "schedule": RECONCILE_INTERVAL},
     "report-stuck-tenants": {"task": "workers.report_stuck_tenants", "schedule": 60.0},
+    "collect-usage": {"task": "billing.collect_usage", "schedule": METER_INTERVAL},
+    "check-budgets": {"task": "billing.check_budgets", "schedule": BUDGET_CHECK_INTERVAL},
 }
 if SIM_WORKLOADS:
     CELERY_BEAT_SCHEDULE["simulate-workloads"] = {

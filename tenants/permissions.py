@@ -29,6 +29,7 @@ PERMISSIONS: dict[str, frozenset[str]] = {
     # money
     "billing.view": frozenset({OWNER, ADMIN, BILLING}),
     "invoice.download": frozenset({OWNER, ADMIN, BILLING}),
+    "budget.manage": MANAGERS,
     # tenant service tokens and the audit log
     "token.manage": MANAGERS,
     "audit.view": MANAGERS,

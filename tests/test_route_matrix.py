@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from django.db import transaction
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
+from billing import services as billing_services
 from scheduling.models import GpuClass
 from tenants import services
 from tenants.audit import Actor
@@ -60,6 +62,23 @@ MATRIX: dict[tuple[str, str], tuple[int, int, int, int]] = {
     ("service-token-list", "POST"): (201, 403, 404, 401),
     ("service-token-detail", "GET"): (200, 403, 404, 401),
     ("service-token-detail", "DELETE"): (200, 403, 404, 401),
+    # money: owners, admins and billing viewers of the tenant; others do not see it at all
+    ("usage-list", "GET"): (200, 200, 200, 401),  # scoped: bob and charlie get no rows of A
+    ("rate-card-list", "GET"): (200, 200, 200, 401),  # prices are public to everyone signed in
+    ("rate-card-list", "POST"): (403, 403, 403, 401),
+    ("rate-card-detail", "GET"): (200, 200, 200, 401),
+    ("invoice-list", "GET"): (200, 200, 200, 401),  # scoped
+    ("invoice-list", "POST"): (201, 404, 404, 401),
+    ("invoice-export", "GET"): (400, 400, 400, 401),  # without ?month= it is a bad request to everyone
+    ("invoice-detail", "GET"): (200, 404, 404, 401),
+    ("invoice-csv", "GET"): (200, 404, 404, 401),
+    ("invoice-focus", "GET"): (200, 404, 404, 401),
+    ("invoice-issue", "POST"): (403, 404, 404, 401),  # platform administrators issue invoices
+    ("budget-list", "GET"): (200, 200, 200, 401),
+    ("budget-list", "POST"): (201, 404, 404, 401),
+    ("budget-detail", "GET"): (200, 404, 404, 401),
+    ("metering-source-list", "GET"): (403, 403, 403, 401),  # platform administrators only
+    ("metering-scrape-list", "GET"): (403, 403, 403, 401),
 }
 
 BODIES: dict[tuple[str, str], dict[str, Any]] = {
@@ -73,6 +92,9 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("quota-list", "POST"): {"gpu_class": "a100-80gb", "guaranteed": 1},
     ("quota-detail", "PUT"): {"guaranteed": 2},
     ("service-token-list", "POST"): {"name": "terraform", "scope": "write"},
+    ("rate-card-list", "POST"): {"effective_from": "2026-11-01T00:00:00Z", "prices": {"h200-141gb": "3.10"}},
+    ("invoice-list", "POST"): {"tenant": "tenant-a", "month": "2026-11"},
+    ("budget-list", "POST"): {"tenant": "tenant-a", "monthly_amount": "5000.00", "currency": "USD"},
 }
 
 
@@ -111,6 +133,11 @@ def world(people, api, demo_fleet):
     services.set_quota(
         actor=admin, tenant=people["a"], gpu_class=GpuClass.objects.get(name="h200-141gb"), guaranteed=1
     )
+    card = billing_services.create_rate_card(
+        actor=admin, effective_from=datetime(2026, 11, 1, tzinfo=UTC), prices={"h200-141gb": "2.50"}
+    )
+    invoice = billing_services.draft_invoice(actor=admin, tenant=people["a"], year=2026, month=11)
+    billing_services.set_budget(actor=admin, tenant=people["a"], monthly_amount="1000.00")
     personal, _ = create_token(actor=Actor.of(people["alice"]), user=people["alice"], name="alice's laptop")
     service, _ = create_service_token(actor=admin, tenant=people["a"], name="gitops")
     values = {
@@ -119,6 +146,12 @@ def world(people, api, demo_fleet):
         "service-token-detail": {"id": service.public_id},
         "gpu-class-detail": {"name": "h200-141gb"},
         "host-cluster-detail": {"name": demo_fleet.name},
+        "rate-card-detail": {"id": card.public_id},
+        "invoice-detail": {"id": invoice.public_id},
+        "invoice-csv": {"id": invoice.public_id},
+        "invoice-focus": {"id": invoice.public_id},
+        "invoice-issue": {"id": invoice.public_id},
+        "budget-detail": {"tenant": "tenant-a"},
     }
     clients = {name: api(people.get(name)) for name in PEOPLE}
     return values, clients

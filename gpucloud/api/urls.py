@@ -3,6 +3,14 @@
 from django.urls import include, path
 from rest_framework.routers import SimpleRouter
 
+from billing.api.views import (
+    BudgetViewSet,
+    CollectionSourceViewSet,
+    InvoiceViewSet,
+    RateCardViewSet,
+    ScrapeRecordViewSet,
+    UsageViewSet,
+)
 from scheduling.api.views import CapacityViewSet, GpuClassViewSet, WhatIfViewSet
 from tenants.api.views import (
     AuditEventViewSet,
@@ -22,6 +30,12 @@ router.register("fleet/capacity", CapacityViewSet, basename="capacity")
 router.register("fleet/what-if", WhatIfViewSet, basename="what-if")
 router.register("audit-events", AuditEventViewSet, basename="audit-event")
 router.register("tokens", TokenViewSet, basename="token")
+router.register("usage", UsageViewSet, basename="usage")
+router.register("rate-cards", RateCardViewSet, basename="rate-card")
+router.register("invoices", InvoiceViewSet, basename="invoice")
+router.register("budgets", BudgetViewSet, basename="budget")
+router.register("metering/sources", CollectionSourceViewSet, basename="metering-source")
+router.register("metering/scrapes", ScrapeRecordViewSet, basename="metering-scrape")
 
 tenant_router = SimpleRouter()
 tenant_router.register("members", MemberViewSet, basename="member")

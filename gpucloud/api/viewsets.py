@@ -85,5 +85,5 @@ class BaseViewSet(IdempotencyMixin, viewsets.GenericViewSet):
         auth = self.request.auth
         return Actor.of(self.request.user, auth.name if isinstance(auth, ApiToken) else "")
 
-    def visible_tenants(self) -> QuerySet[Tenant]:
-        return visible_tenants(self.request.user)
+    def visible_tenants(self, permission: str = "tenant.view") -> QuerySet[Tenant]:
+        return visible_tenants(self.request.user, permission)

@@ -3,6 +3,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from scheduling.models import GpuClass
+from tenants.models import Tenant
 
 
 class GpuClassSerializer(serializers.ModelSerializer):
@@ -51,7 +52,7 @@ class QuotaWhatIfSerializer(serializers.Serializer):
         required=False, default="", allow_blank=True, help_text="slug of one of your tenants"
     )
     trust_tier = serializers.ChoiceField(
-        choices=["isolated", "standard", "trusted"],
+        choices=Tenant.TrustTier.choices,
         required=False,
         help_text="for a new tenant (no `tenant`); default standard",
     )
@@ -77,7 +78,7 @@ class GangWhatIfSerializer(serializers.Serializer):
     )
     topology = TopologySerializer(required=False, help_text="default: rack, preferred")
     tenant = serializers.CharField(required=False, default="", allow_blank=True)
-    trust_tier = serializers.ChoiceField(choices=["isolated", "standard", "trusted"], required=False)
+    trust_tier = serializers.ChoiceField(choices=Tenant.TrustTier.choices, required=False)
 
 
 class WhatIfSerializer(serializers.Serializer):

@@ -1,0 +1,172 @@
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from rest_framework import serializers
+
+from billing.models import (
+    MICRO,
+    Budget,
+    BudgetAlert,
+    CollectionSource,
+    Invoice,
+    InvoiceLine,
+    RateCard,
+    ScrapeRecord,
+)
+
+
+def _micro(value: int | None, per: int = MICRO) -> str:
+    return str((Decimal(value or 0) / per).quantize(Decimal("0.000001")))
+
+
+class UsageSerializer(serializers.Serializer):
+    """One sum of the ledger. Quantities are decimal strings: GPU-seconds, utilised GPU-seconds, joules."""
+
+    tenant = serializers.CharField(
+        source="tenant__slug", allow_null=True, help_text="null = platform idle/system"
+    )
+    gpu_class = serializers.CharField()
+    period_start = serializers.DateTimeField(source="period", required=False, allow_null=True)
+    gpu_seconds = serializers.SerializerMethodField()
+    util_gpu_seconds = serializers.SerializerMethodField()
+    joules = serializers.SerializerMethodField()
+
+    def get_gpu_seconds(self, row: dict[str, Any]) -> str:
+        return _micro(row["gpu_us"])
+
+    def get_util_gpu_seconds(self, row: dict[str, Any]) -> str:
+        return _micro(row["util_gpu_us"])
+
+    def get_joules(self, row: dict[str, Any]) -> str:
+        return _micro(row["millijoules"], 1000)
+
+
+class RateCardSerializer(serializers.ModelSerializer):
+    id = serializers.CharField(source="public_id", read_only=True)
+    prices = serializers.DictField(child=serializers.DecimalField(max_digits=14, decimal_places=6))
+    tier_multipliers = serializers.DictField(
+        child=serializers.DecimalField(max_digits=8, decimal_places=4), required=False
+    )
+
+    class Meta:
+        model = RateCard
+        fields = [
+            "id",
+            "version",
+            "currency",
+            "effective_from",
+            "prices",
+            "tier_multipliers",
+            "note",
+            "created_at",
+        ]
+        read_only_fields = ["version", "created_at"]
+
+
+class InvoiceLineSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = InvoiceLine
+        fields = [
+            "kind",
+            "gpu_class",
+            "description",
+            "charge_start",
+            "charge_end",
+            "gpu_hours",
+            "list_unit_price",
+            "unit_price",
+            "list_amount",
+            "amount",
+            "currency",
+            "rate_card_version",
+        ]
+
+
+class InvoiceSerializer(serializers.ModelSerializer):
+    id = serializers.CharField(source="public_id", read_only=True)
+    tenant = serializers.CharField(source="tenant.slug", read_only=True)
+    lines = InvoiceLineSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = Invoice
+        fields = [
+            "id",
+            "tenant",
+            "period_start",
+            "period_end",
+            "state",
+            "currency",
+            "trust_tier",
+            "total",
+            "issued_at",
+            "lines",
+        ]
+
+
+class InvoiceDraftSerializer(serializers.Serializer):
+    tenant = serializers.SlugField()
+    month = serializers.RegexField(r"^\d{4}-(0[1-9]|1[0-2])$", help_text="YYYY-MM")
+
+
+class BudgetAlertSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = BudgetAlert
+        fields = ["period_start", "threshold", "spent", "created_at"]
+
+
+class BudgetSerializer(serializers.ModelSerializer):
+    tenant = serializers.CharField(source="tenant.slug", read_only=True)
+    alerts = BudgetAlertSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = Budget
+        fields = [
+            "tenant",
+            "monthly_amount",
+            "currency",
+            "webhook_url",
+            "email",
+            "enforce",
+            "updated_at",
+            "alerts",
+        ]
+
+
+class BudgetWriteSerializer(serializers.Serializer):
+    tenant = serializers.SlugField()
+    monthly_amount = serializers.DecimalField(max_digits=18, decimal_places=2)
+    currency = serializers.CharField(max_length=3, default="USD")
+    webhook_url = serializers.URLField(required=False, allow_blank=True)
+    email = serializers.EmailField(required=False, allow_blank=True)
+    enforce = serializers.BooleanField(default=False)
+
+
+class CollectionSourceSerializer(serializers.ModelSerializer):
+    host_cluster = serializers.CharField(source="host_cluster.name", read_only=True)
+
+    class Meta:
+        model = CollectionSource
+        fields = ["host_cluster", "kind", "url", "last_collected_at", "last_status", "last_message"]
+
+
+class ScrapeRecordSerializer(serializers.ModelSerializer):
+    host_cluster = serializers.CharField(source="host_cluster.name", read_only=True)
+
+    class Meta:
+        model = ScrapeRecord
+        fields = [
+            "host_cluster",
+            "node",
+            "at",
+            "source",
+            "status",
+            "reason",
+            "devices",
+            "samples",
+            "garbled",
+            "late",
+            "duplicates",
+            "gaps",
+        ]

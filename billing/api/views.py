@@ -1,0 +1,236 @@
+"""Usage, rate cards, invoices, budgets, metering status. Views only translate HTTP to services and back."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.db.models import QuerySet
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import mixins, status
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from billing import exports, selectors, services
+from billing.api.serializers import (
+    BudgetSerializer,
+    BudgetWriteSerializer,
+    CollectionSourceSerializer,
+    InvoiceDraftSerializer,
+    InvoiceSerializer,
+    RateCardSerializer,
+    ScrapeRecordSerializer,
+    UsageSerializer,
+)
+from billing.models import Budget, CollectionSource, Invoice, RateCard, ScrapeRecord
+from gpucloud.api.viewsets import BaseViewSet
+from gpucloud.errors import NotFound, PermissionDenied, ValidationFailed
+from tenants.models import Tenant
+
+
+def _when(request: Request, name: str) -> datetime | None:
+    raw = request.query_params.get(name)
+    if not raw:
+        return None
+    try:
+        moment = datetime.fromisoformat(raw)
+    except ValueError:
+        raise ValidationFailed.on(
+            name, f"{raw!r} is not an ISO 8601 date or time (2026-05-01T00:00:00Z)"
+        ) from None
+    if moment.tzinfo is None:
+        raise ValidationFailed.on(name, f"{raw!r} has no time zone; add Z or +00:00")
+    return moment
+
+
+@extend_schema(
+    parameters=[
+        OpenApiParameter("tenant", str, description="tenant slug; default: every tenant you can see"),
+        OpenApiParameter("start", OpenApiTypes.DATETIME, description="from this hour (inclusive)"),
+        OpenApiParameter("end", OpenApiTypes.DATETIME, description="until this hour (exclusive)"),
+        OpenApiParameter("group_by", str, enum=list(selectors.GROUPS), description="default gpu_class"),
+    ]
+)
+class UsageViewSet(mixins.ListModelMixin, BaseViewSet):
+    """GPU-seconds, utilised GPU-seconds and joules from the ledger, per tenant and GPU class."""
+
+    serializer_class = UsageSerializer
+    filter_backends: list[Any] = []
+
+    def get_queryset(self) -> QuerySet[Any]:
+        request = self.request
+        group_by = request.query_params.get("group_by", "gpu_class")
+        if group_by not in selectors.GROUPS:
+            raise ValidationFailed.on(
+                "group_by", f"{group_by!r} is not one of: {', '.join(selectors.GROUPS)}"
+            )
+        tenants = self.visible_tenants("billing.view")
+        slug = request.query_params.get("tenant")
+        if slug:
+            tenants = tenants.filter(slug=slug)
+            if not tenants.exists():
+                raise NotFound(f"there is no tenant {slug!r} you can see")
+        return selectors.usage(
+            tenants=tenants,
+            include_platform=not slug and bool(request.user.is_staff),
+            start=_when(request, "start"),
+            end=_when(request, "end"),
+            group_by=group_by,
+        )
+
+
+class RateCardViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewSet):
+    """Rate cards: prices per GPU-hour per GPU class, versioned. Platform administrators write them."""
+
+    serializer_class = RateCardSerializer
+    lookup_field = "public_id"
+    lookup_url_kwarg = "id"
+    queryset = RateCard.objects.order_by("-effective_from", "-version")
+
+    def create(self, request: Request) -> Response:
+        serializer = RateCardSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        card = services.create_rate_card(
+            actor=self.actor(),
+            effective_from=data["effective_from"],
+            prices=data["prices"],
+            currency=data.get("currency", "USD"),
+            tier_multipliers=data.get("tier_multipliers", {}),
+            note=data.get("note", ""),
+        )
+        return Response(RateCardSerializer(card).data, status=status.HTTP_201_CREATED)
+
+
+FILE_RESPONSE = {(200, "text/csv"): OpenApiResponse(OpenApiTypes.STR, description="a CSV file")}
+
+
+class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewSet):
+    """Monthly invoices per tenant: drafts recomputed from the ledger, issued ones never change."""
+
+    serializer_class = InvoiceSerializer
+    lookup_field = "public_id"
+    lookup_url_kwarg = "id"
+
+    def get_queryset(self) -> QuerySet[Invoice]:
+        return (
+            Invoice.objects.filter(tenant__in=self.visible_tenants("billing.view"))
+            .select_related("tenant__cluster__host_cluster")
+            .prefetch_related("lines")
+            .order_by("-period_start", "tenant__slug")
+        )
+
+    @extend_schema(request=InvoiceDraftSerializer, responses={201: InvoiceSerializer})
+    def create(self, request: Request) -> Response:
+        """Compute (or recompute) the tenant's draft invoice of a month."""
+        serializer = InvoiceDraftSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        tenant = get_object_or_404(
+            self.visible_tenants("billing.view"), slug=serializer.validated_data["tenant"]
+        )
+        year, month = map(int, serializer.validated_data["month"].split("-"))
+        invoice = services.draft_invoice(actor=self.actor(), tenant=tenant, year=year, month=month)
+        return Response(InvoiceSerializer(self.get_queryset().get(pk=invoice.pk)).data, status=201)
+
+    @extend_schema(request=None, responses={200: InvoiceSerializer})
+    @action(detail=True, methods=["post"])
+    def issue(self, request: Request, id: str) -> Response:
+        invoice = services.issue_invoice(actor=self.actor(), invoice=self.get_object())
+        return Response(InvoiceSerializer(self.get_queryset().get(pk=invoice.pk)).data)
+
+    @extend_schema(responses=FILE_RESPONSE)
+    @action(detail=True, methods=["get"], url_path="csv")
+    def csv(self, request: Request, id: str) -> HttpResponse:
+        return self._download([self.get_object()], "csv", id)
+
+    @extend_schema(responses=FILE_RESPONSE)
+    @action(detail=True, methods=["get"], url_path="focus")
+    def focus(self, request: Request, id: str) -> HttpResponse:
+        return self._download([self.get_object()], "focus", id)
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("month", str, required=True, description="YYYY-MM"),
+            OpenApiParameter("as", str, enum=["csv", "focus"], description="default focus"),
+        ],
+        responses=FILE_RESPONSE,
+    )
+    @action(detail=False, methods=["get"], url_path="export")
+    def export(self, request: Request) -> HttpResponse:
+        """Every invoice of a month you can see: one tenant's, or platform-wide for administrators."""
+        month = request.query_params.get("month", "")
+        what = request.query_params.get("as", "focus")  # not `format`: DRF reads that for content negotiation
+        if what not in ("csv", "focus"):
+            raise ValidationFailed.on("as", f"{what!r} is not csv or focus")
+        try:
+            year, number = map(int, month.split("-"))
+            start, _ = services.month_bounds(year, number)
+        except ValueError:
+            raise ValidationFailed.on("month", f"{month!r} is not a month written YYYY-MM") from None
+        invoices = list(self.get_queryset().filter(period_start=start))
+        return self._download(invoices, what, f"{month}")
+
+    def _download(self, invoices: list[Invoice], what: str, name: str) -> HttpResponse:
+        tenants = {i.tenant for i in invoices}
+        services.record_export(
+            actor=self.actor(),
+            tenant=next(iter(tenants)) if len(tenants) == 1 else None,
+            what=what,
+            object_id=name,
+        )
+        text = exports.invoices_csv(invoices) if what == "csv" else exports.invoices_focus(invoices)
+        response = HttpResponse(text, content_type="text/csv")
+        response["Content-Disposition"] = f'attachment; filename="{name}-{what}.csv"'
+        return response
+
+
+class BudgetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewSet):
+    """Monthly budgets per tenant, with the alerts raised at 50, 80 and 100 %."""
+
+    serializer_class = BudgetSerializer
+    lookup_field = "tenant__slug"
+    lookup_url_kwarg = "tenant"
+
+    def get_queryset(self) -> QuerySet[Budget]:
+        return (
+            Budget.objects.filter(tenant__in=self.visible_tenants("billing.view"))
+            .select_related("tenant")
+            .prefetch_related("alerts")
+            .order_by("tenant__slug")
+        )
+
+    @extend_schema(request=BudgetWriteSerializer, responses={201: BudgetSerializer})
+    def create(self, request: Request) -> Response:
+        """Set (or replace) a tenant's budget."""
+        serializer = BudgetWriteSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = dict(serializer.validated_data)
+        tenant: Tenant = get_object_or_404(self.visible_tenants("billing.view"), slug=data.pop("tenant"))
+        budget = services.set_budget(actor=self.actor(), tenant=tenant, **data)
+        return Response(BudgetSerializer(self.get_queryset().get(pk=budget.pk)).data, status=201)
+
+
+class _AdminOnly(BaseViewSet):
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        super().initial(request, *args, **kwargs)
+        if not request.user.is_staff:
+            raise PermissionDenied("metering status is shown to platform administrators only")
+
+
+class CollectionSourceViewSet(mixins.ListModelMixin, _AdminOnly):
+    """How each host cluster's usage is collected and how its last round went."""
+
+    serializer_class = CollectionSourceSerializer
+    queryset = CollectionSource.objects.select_related("host_cluster").order_by("host_cluster__name")
+
+
+class ScrapeRecordViewSet(mixins.ListModelMixin, _AdminOnly):
+    """Every node scrape: status, reason and the garbled, late, duplicate and gap counts."""
+
+    serializer_class = ScrapeRecordSerializer
+    queryset = ScrapeRecord.objects.select_related("host_cluster").order_by("-at", "node")
+    filterset_fields = ["status", "node", "source"]

@@ -1,0 +1,49 @@
+"""Reads of usage: hourly sums of the ledger by tenant, GPU class and time bucket, scoped to the caller."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.db.models import F, Q, QuerySet, Sum
+from django.db.models.functions import TruncDay
+
+from billing.models import UsageHour
+from tenants.models import Tenant
+
+GROUPS = ("gpu_class", "day", "hour")
+
+
+def usage(
+    *,
+    tenants: QuerySet[Tenant],
+    include_platform: bool,
+    start: datetime | None = None,
+    end: datetime | None = None,
+    group_by: str = "gpu_class",
+) -> QuerySet[UsageHour, dict[str, Any]]:
+    """Sums of micro GPU-seconds, utilised micro GPU-seconds and millijoules.
+
+    Rows per tenant × GPU class, and per day or hour when asked; `tenant__slug` is None for the platform's
+    idle and system time, which only `include_platform` shows.
+    """
+    scope = Q(tenant__in=tenants)
+    if include_platform:
+        scope |= Q(tenant__isnull=True)
+    rows = UsageHour.objects.filter(scope)
+    if start is not None:
+        rows = rows.filter(hour__gte=start)
+    if end is not None:
+        rows = rows.filter(hour__lt=end)
+    keys = ["tenant__slug", "gpu_class"]
+    if group_by == "day":
+        rows = rows.annotate(period=TruncDay("hour"))
+        keys.append("period")
+    elif group_by == "hour":
+        rows = rows.annotate(period=F("hour"))
+        keys.append("period")
+    return (
+        rows.values(*keys)
+        .annotate(gpu_us=Sum("gpu_us"), util_gpu_us=Sum("util_gpu_us"), millijoules=Sum("millijoules"))
+        .order_by(*[k if k != "tenant__slug" else F(k).asc(nulls_first=True) for k in keys])
+    )

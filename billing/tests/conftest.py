@@ -1,0 +1,141 @@
+"""Fixtures of billing tests: a small fleet, tenants on it, and expositions written row by row."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from scheduling import fleet_file
+from scheduling.models import GpuClass, HostCluster, Node
+from scheduling.services import load_fleet
+from tenants import services
+from tenants.audit import Actor
+from tenants.models import Tenant
+from workers.models import SimulatedPod
+
+SYSTEM = Actor.system("tests")
+T0 = datetime(2026, 5, 10, 12, 0, tzinfo=UTC)  # on the hour: hour buckets are easy to read
+H100 = "NVIDIA H100 80GB HBM3"
+A100 = "NVIDIA A100-SXM4-80GB"
+MINI_FLEET = {
+    "apiVersion": "gpucloud.io/v1alpha1",
+    "kind": "Fleet",
+    "metadata": {"name": "mini"},
+    "spec": {
+        "region": "test-1",
+        "nodeGroups": [
+            {
+                "name": "h100",
+                "count": 1,
+                "gpuModel": "h100-80gb",
+                "gpusPerNode": 4,
+                "cpuMilli": 64000,
+                "memoryMiB": 524288,
+            },
+            {
+                "name": "a100",
+                "count": 1,
+                "gpuModel": "a100-80gb",
+                "gpusPerNode": 2,
+                "cpuMilli": 64000,
+                "memoryMiB": 524288,
+            },
+        ],
+    },
+}
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+@pytest.fixture
+def mini(gpu_catalog: None) -> HostCluster:
+    """A simulated host cluster `mini`: node h100-0 (4 × H100) and node a100-0 (2 × A100)."""
+    return load_fleet(actor=SYSTEM, fleet=fleet_file.parse(MINI_FLEET), source="mini").host_cluster
+
+
+@pytest.fixture
+def tenant_on(admin: Any, mini: HostCluster) -> Callable[..., Tenant]:
+    """A tenant whose host namespace is `tenant-<slug>` on `mini`."""
+
+    def make(slug: str, **kwargs: Any) -> Tenant:
+        return services.create_tenant(actor=Actor.of(admin), slug=slug, host_cluster=mini, **kwargs)
+
+    return make
+
+
+def gpu_uuid(node: str, index: int) -> str:
+    return fleet_file.gpu_uuid("mini", node, index)
+
+
+@dataclass
+class Row:
+    """One device row of an exposition; `pod` is `namespace/name` or empty."""
+
+    uuid: str
+    model: str = H100
+    pod: str = ""
+    util: float | None = 50.0
+    energy_mj: int | None = None
+    profile: str = ""
+    gi: str = ""
+    index: int = 0
+
+
+def exposition(node: str, rows: Iterable[Row], *, hostname_label: str = "hostname") -> str:
+    """What dcgm-exporter in Kubernetes mode shows for these rows: memory, util, energy, a family not read."""
+    lines = ["# HELP DCGM_FI_DEV_GPU_TEMP GPU temperature (in C).", "# TYPE DCGM_FI_DEV_GPU_TEMP gauge"]
+    for row in rows:
+        namespace, _, pod = row.pod.partition("/")
+        mig = f',GPU_I_PROFILE="{row.profile}",GPU_I_ID="{row.gi}"' if row.gi else ""
+        labels = (
+            f'gpu="{row.index}",UUID="{row.uuid}",pci_bus_id="",device="nvidia{row.index}",'
+            f'modelName="{row.model}"{mig},{hostname_label}="{node}",container="{"main" if pod else ""}",'
+            f'namespace="{namespace}",pod="{pod}"'
+        )
+        lines.append(f"DCGM_FI_DEV_GPU_TEMP{{{labels}}} 40")
+        lines.append(f"DCGM_FI_DEV_FB_USED{{{labels}}} {2048 if pod else 0}")
+        if row.util is not None:
+            lines.append(f"DCGM_FI_DEV_GPU_UTIL{{{labels}}} {row.util:g}")
+        if row.energy_mj is not None:
+            lines.append(f"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{{{labels}}} {row.energy_mj}")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture
+def make_pod(mini: HostCluster) -> Callable[..., Any]:
+    """A SimulatedPod on `mini`: what the simulated fleet ran, the ground truth of metering."""
+
+    def make(
+        name: str,
+        namespace: str,
+        gpu_class: str,
+        node: str,
+        gpus: Iterable[int],
+        start: datetime,
+        finish: datetime | None = None,
+        *,
+        gi: int | None = None,
+        milli: int = 1000,
+        tenant: Tenant | None = None,
+    ) -> SimulatedPod:
+        return SimulatedPod.objects.create(
+            host_cluster=mini,
+            tenant=tenant,
+            namespace=namespace,
+            name=name,
+            gpu_class=GpuClass.objects.get(name=gpu_class),
+            node=Node.objects.get(host_cluster=mini, name=node),
+            gpu_uuids=[gpu_uuid(node, i) for i in gpus],
+            gpu_instance_id=gi,
+            gpu_milli=milli,
+            started_at=start,
+            finished_at=finish,
+        )
+
+    return make
