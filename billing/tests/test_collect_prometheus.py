@@ -104,8 +104,16 @@ def test_usage_collected_through_prometheus_is_billed_to_each_tenant(mini, tenan
     now = datetime.now(UTC)
     make_pod("train", "tenant-acme", "h100-80gb", "h100-0", [0, 1], now - timedelta(hours=1))
     make_pod("infer", "tenant-acme", "a100-80gb.mig-1g.10gb", "a100-0", [1], now - timedelta(hours=1), gi=9)
-    time.sleep(2.5)  # Prometheus scrapes the pods at least twice
-    t1 = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=1)
+    deadline = time.monotonic() + 30
+    while (
+        True
+    ):  # until Prometheus' answer one second ago already shows the pods (slow when the machine is busy)
+        t1 = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=1)
+        expr = f'count(DCGM_FI_DEV_FB_USED{{namespace="tenant-acme"}} @ {t1.timestamp():.0f})'
+        if [r["value"][1] for r in query(base, expr)] == ["3"]:
+            break
+        assert time.monotonic() < deadline, "Prometheus never showed the pods"
+        time.sleep(0.3)
     first = collect_prometheus(mini, base, t1)
     t2 = t1 + timedelta(seconds=2)
     while datetime.now(UTC) < t2 + timedelta(seconds=1.2):
