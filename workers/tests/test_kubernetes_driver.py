@@ -411,7 +411,9 @@ def test_a_missing_crd_is_a_permanent_error_and_nothing_is_written():
 
 def test_refused_credentials_are_a_permanent_error_of_the_host_cluster():
     with start_emulator(crds=("kueue", "flux"), faults=Faults(share=1.0, kinds=(401,))) as em:
-        driver = KubernetesDriver(api_client_for_url(em.url), ClusterProfile(), retry=FAST)
+        # a generous timeout: a client timeout on a loaded machine would be retried and blur the count
+        patient = RetryPolicy(attempts=6, base_seconds=0.001, cap_seconds=0.01, timeout_seconds=10)
+        driver = KubernetesDriver(api_client_for_url(em.url), ClusterProfile(), retry=patient)
 
         with pytest.raises(PermanentDriverError, match="kubeconfig expired"):
             driver.reconcile([make_tenant()], complete=True)
