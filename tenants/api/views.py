@@ -329,20 +329,7 @@ class CsvRenderer(BaseRenderer):
         return data if isinstance(data, str | bytes) else json.dumps(data)
 
 
-CSV_COLUMNS = [
-    "id",
-    "created_at",
-    "actor",
-    "tenant",
-    "action",
-    "object_type",
-    "object_id",
-    "before",
-    "after",
-    "request_id",
-    "source_ip",
-    "user_agent",
-]
+CSV_COLUMNS = AuditEventSerializer.Meta.fields  # the CSV export has the API's columns
 
 
 class AuditEventViewSet(mixins.ListModelMixin, BaseViewSet):
