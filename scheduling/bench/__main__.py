@@ -1,4 +1,4 @@
-"""Placement benchmarks: ``python -m scheduling.bench {openb,replay,gangs,mig} …`` (see docs/placement.md)."""
+"""Placement benchmarks: ``python -m scheduling.bench {openb,suite,replay,gangs,mig}`` (docs/placement.md)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,14 @@ import json
 import sys
 from pathlib import Path
 
-from scheduling.bench import gangs, mig, openb, replay
+from scheduling.bench import gangs, mig, openb, replay, suite
 from scheduling.engine.errors import EngineError
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACE_DIR = ROOT / ".." / "shared" / "data" / "traces" / "alibaba-openb" / "csv"
 DEFAULT_NODES = TRACE_DIR / "openb_node_list_gpu_node.csv"
 DEFAULT_PODS = TRACE_DIR / "openb_pod_list_default.csv"
+PUBLISHED = TRACE_DIR.parent / "fgd-expected-results" / "analysis_allo_discrete.csv"
 
 
 def seeds(text: str) -> list[int]:
@@ -38,6 +39,16 @@ def parser() -> argparse.ArgumentParser:
     o.add_argument("--seeds", type=seeds, default=seeds("42-51"))
     o.add_argument("--tune", type=float, default=1.3)
     o.add_argument("--json", action="store_true")
+    s = sub.add_parser("suite", help="every published openb workload, against the published figures")
+    s.add_argument("--policies", default="default,fgd,best-fit", help="comma-separated; the first is judged")
+    s.add_argument("--nodes", type=Path, default=DEFAULT_NODES)
+    s.add_argument("--trace-dir", type=Path, default=TRACE_DIR)
+    s.add_argument("--published", type=Path, default=PUBLISHED)
+    s.add_argument("--workloads", default="", help="comma-separated (default: every published one)")
+    s.add_argument("--seeds", type=seeds, default=seeds("42-51"))
+    s.add_argument("--tune", type=float, default=1.3)
+    s.add_argument("--jobs", type=int, default=2, help="processes")
+    s.add_argument("--json", action="store_true")
     r = sub.add_parser("replay", help="replay a trace with creation and deletion times")
     r.add_argument("--nodes", type=Path, default=DEFAULT_NODES)
     r.add_argument("--pods", type=Path, default=DEFAULT_PODS)
@@ -57,7 +68,13 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point; bad input ends with a one-line message and exit status 2."""
     args = parser().parse_args(argv)
-    commands = {"openb": openb.run, "replay": replay.run, "gangs": gangs.run, "mig": mig.run}
+    commands = {
+        "openb": openb.run,
+        "suite": suite.run,
+        "replay": replay.run,
+        "gangs": gangs.run,
+        "mig": mig.run,
+    }
     try:
         summary = commands[args.command](args)
     except EngineError as e:

@@ -5,6 +5,11 @@ could not use: all of the node's free GPU milli when the pod cannot land there a
 few GPUs with enough free milli, wrong model), otherwise only the milli on GPUs too full for it. The
 expectation over the typical-pod distribution is the node's fragmentation; FGD places each pod where that
 expectation grows least. Memory plays no part in the measure (as in the paper), only in the fit test.
+
+:func:`cpu_fragmentation` is gpucloud's CPU-aware variant: FGD asks only whether *one* typical pod still fits
+a node's CPU, so a node with eight free GPUs and cores for one pod looks whole. The variant caps what each
+shape can use by the copies of it the node's free CPU can host; the rest of the free GPU milli counts as
+fragmented.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scheduling.engine.fleet import PodRequest
+from scheduling.engine.fleet import MILLI, PodRequest
 
 POPULARITY = 0.95  # the paper's typical-pod threshold: shapes covering 95 % of pods
 
@@ -82,4 +87,28 @@ def fragmentation(typ: TypicalPods, cpu: np.ndarray, gpu: np.ndarray, model: np.
     satisfied = hosts & cpu_ok & access & (typ.milli > 0)[None, :]
     stranded = np.where(fits, 0, free[:, None, :]).sum(axis=2)  # milli on GPUs too full for the shape
     per_shape = np.where(satisfied, stranded, total[:, None])
+    return per_shape @ typ.freq
+
+
+def cpu_fragmentation(typ: TypicalPods, cpu: np.ndarray, gpu: np.ndarray, model: np.ndarray) -> np.ndarray:
+    """Like :func:`fragmentation`, but a shape uses at most as much GPU as the node's CPU has room for.
+
+    Per shape: the milli on GPUs it fits, capped at ``copies x milli x num`` where ``copies`` is how many pods
+    of the shape the free CPU could host. Measured: judging CPU-only pods by this measure is what lifts the
+    CPU-heavy openb workloads (docs/benchmarks-placement.md); judging GPU pods by it too opens empty nodes and
+    starves 8-GPU pods, so the default policy does not.
+    """
+    free = np.maximum(gpu, 0)
+    total = free.sum(axis=1).astype(np.float64)
+    if not len(typ.freq):
+        return total * 0.0
+    fits = gpu[:, None, :] >= np.maximum(typ.milli, 1)[None, :, None]
+    hosts = fits.sum(axis=2) >= typ.num[None, :]
+    access = typ.access[:, np.maximum(model, 0)].T & (model >= 0)[:, None]
+    satisfied = hosts & access & (typ.milli > 0)[None, :]
+    usable = np.where(fits, free[:, None, :], 0).sum(axis=2)
+    copies = cpu[:, None] // np.maximum(typ.cpu, 1)[None, :]
+    copies = np.where(typ.cpu[None, :] > 0, np.maximum(copies, 0), np.iinfo(np.int64).max // MILLI**2)
+    usable = np.minimum(usable, copies * (typ.milli * typ.num)[None, :])
+    per_shape = np.where(satisfied, total[:, None] - usable, total[:, None])
     return per_shape @ typ.freq

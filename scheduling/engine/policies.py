@@ -1,21 +1,22 @@
 """Placement policies behind one interface: given the nodes that fit a pod, pick one node and its GPUs.
 
 ``random``, ``best-fit`` and ``fgd`` re-implement the baselines of the FGD paper the way the authors'
-simulator scores them (integer kube-scheduler scores, random choice among equal scores), so that the
-benchmark reproduces their published numbers. ``default`` is gpucloud's own policy: FGD's score in coarser
-steps with consolidating tie-breaks (see docs/placement.md).
+simulator scores them (integer kube-scheduler scores, equal scores to the first node in order), so that the
+benchmark reproduces their published numbers. ``default`` is gpucloud's own policy: FGD's gradient with a
+CPU-aware measure for CPU-only pods, coarser steps for single-GPU pods and a consolidating tie-break (see
+docs/placement.md).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from scheduling.engine.errors import EngineError
 from scheduling.engine.fleet import MILLI, Fleet, PodRequest
-from scheduling.engine.frag import TypicalPods, fragmentation, typical_pods
+from scheduling.engine.frag import TypicalPods, cpu_fragmentation, fragmentation, typical_pods
 
 MAX_SCORE = 100  # kube-scheduler's MaxNodeScore
 MAX_SPEC_CPU, MAX_SPEC_GPU = 128_000, 8_000  # the simulator's normalisers for best-fit
@@ -118,11 +119,14 @@ class _FragCache:
         self.version = np.full(n, -1, dtype=np.int64)
 
 
+Measure = Callable[[TypicalPods, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+
+
 class FGDPolicy(Policy):
     """Fragmentation Gradient Descent: the node (and GPU) where expected fragmentation grows least.
 
     Faithful to the simulator: the score is ``int(100·sigmoid(Δ/1000))`` with Δ the fragmentation decrease,
-    a share pod takes the first GPU with the best score, and equal node scores are broken at random.
+    a share pod takes the first GPU with the best score, and equal node scores go to the first node in order.
     """
 
     name = "fgd"
@@ -130,7 +134,8 @@ class FGDPolicy(Policy):
     def __init__(self, seed: int = 0, typical: TypicalPods | None = None) -> None:
         super().__init__(seed)
         self.typical = typical
-        self._caches: dict[tuple[int, int, int, int], _FragCache] = {}
+        self._caches: dict[tuple[Measure, int, int, int, int], _FragCache] = {}
+        self._befores: dict[Measure, _FragCache] = {}
 
     def prepare(self, fleet: Fleet, workload: Sequence[PodRequest] = ()) -> None:
         """Learn the typical pods from the workload (or keep those given) and reset the caches."""
@@ -139,22 +144,30 @@ class FGDPolicy(Policy):
         if self.typical is None:
             raise EngineError("fgd needs a workload sample or a typical-pod distribution", "policy fgd")
         self._caches = {}
-        self._before = _FragCache(len(fleet))
+        self._befores = {}
+
+    def measure(self, pod: PodRequest) -> Measure:
+        """The fragmentation measure a pod is judged by: FGD's for every pod."""
+        return fragmentation
 
     def _effective_gpu(self, fleet: Fleet, idx: np.ndarray) -> np.ndarray:
         return np.where(fleet.gpu_healthy[idx], fleet.gpu_free[idx], -1)
 
-    def _frag(self, fleet: Fleet, idx: np.ndarray, cpu: np.ndarray, gpu: np.ndarray) -> np.ndarray:
+    def _frag(
+        self, measure: Measure, fleet: Fleet, idx: np.ndarray, cpu: np.ndarray, gpu: np.ndarray
+    ) -> np.ndarray:
         assert self.typical is not None
-        return fragmentation(self.typical, cpu, gpu, fleet.model_idx[idx])
+        return measure(self.typical, cpu, gpu, fleet.model_idx[idx])
 
-    def before(self, fleet: Fleet, cand: np.ndarray) -> np.ndarray:
+    def before(self, fleet: Fleet, cand: np.ndarray, measure: Measure = fragmentation) -> np.ndarray:
         """Current fragmentation of the candidates, recomputing only nodes that changed."""
-        c = self._before
+        c = self._befores.get(measure)
+        if c is None:
+            c = self._befores[measure] = _FragCache(len(fleet))
         stale = cand[c.version[cand] != fleet.version[cand]]
         if len(stale):
             c.after[stale] = self._frag(
-                fleet, stale, fleet.cpu_free[stale], self._effective_gpu(fleet, stale)
+                measure, fleet, stale, fleet.cpu_free[stale], self._effective_gpu(fleet, stale)
             )
             c.version[stale] = fleet.version[stale]
         return c.after[cand]
@@ -163,7 +176,8 @@ class FGDPolicy(Policy):
         self, fleet: Fleet, pod: PodRequest, cand: np.ndarray, gpu_ok: np.ndarray, tid: int
     ) -> _FragCache:
         """Fragmentation after hosting the pod, per candidate, with the GPU a share pod would take."""
-        key = (pod.cpu_milli, pod.gpu_milli, pod.num_gpu, tid)
+        measure = self.measure(pod)
+        key = (measure, pod.cpu_milli, pod.gpu_milli, pod.num_gpu, tid)
         c = self._caches.get(key)
         if c is None:
             c = self._caches[key] = _FragCache(len(fleet))
@@ -171,50 +185,54 @@ class FGDPolicy(Policy):
         if len(stale_pos):
             idx = cand[stale_pos]
             if pod.is_share:
-                self._after_share(fleet, pod, idx, gpu_ok[stale_pos], c)
+                self._after_share(measure, fleet, pod, idx, gpu_ok[stale_pos], c)
             else:
-                self._after_whole(fleet, pod, idx, gpu_ok[stale_pos], c)
+                self._after_whole(measure, fleet, pod, idx, gpu_ok[stale_pos], c)
             c.version[idx] = fleet.version[idx]
         return c
 
+    def decrease(
+        self, fleet: Fleet, pod: PodRequest, cand: np.ndarray, gpu_ok: np.ndarray, tid: int
+    ) -> tuple[np.ndarray, _FragCache]:
+        """Per candidate, how much fragmentation hosting the pod removes (negative: adds), and the cache."""
+        c = self.after(fleet, pod, cand, gpu_ok, tid)
+        return self.before(fleet, cand, self.measure(pod)) - c.after[cand], c
+
     def _after_whole(
-        self, fleet: Fleet, pod: PodRequest, idx: np.ndarray, ok: np.ndarray, c: _FragCache
+        self, measure: Measure, fleet: Fleet, pod: PodRequest, idx: np.ndarray, ok: np.ndarray, c: _FragCache
     ) -> None:
         gpu = self._effective_gpu(fleet, idx)
         take = ok & (np.cumsum(ok, axis=1) <= pod.num_gpu)
         gpu = gpu - take * pod.gpu_milli
-        c.after[idx] = self._frag(fleet, idx, fleet.cpu_free[idx] - pod.cpu_milli, gpu)
+        c.after[idx] = self._frag(measure, fleet, idx, fleet.cpu_free[idx] - pod.cpu_milli, gpu)
 
     def _after_share(
-        self, fleet: Fleet, pod: PodRequest, idx: np.ndarray, ok: np.ndarray, c: _FragCache
+        self, measure: Measure, fleet: Fleet, pod: PodRequest, idx: np.ndarray, ok: np.ndarray, c: _FragCache
     ) -> None:
         k, w = ok.shape
         rows, slots = np.nonzero(ok)  # one hypothetical state per (node, usable GPU)
         gpu = self._effective_gpu(fleet, idx)[rows]
         gpu[np.arange(len(rows)), slots] -= pod.gpu_milli
-        frag = self._frag(fleet, idx[rows], fleet.cpu_free[idx[rows]] - pod.cpu_milli, gpu)
+        frag = self._frag(measure, fleet, idx[rows], fleet.cpu_free[idx[rows]] - pod.cpu_milli, gpu)
         table = np.full((k, w), np.inf)
         table[rows, slots] = frag
-        pick = self._pick_share_gpu(fleet, idx, table, ok)
+        before = self.before(fleet, idx, measure)
+        # First GPU with the best integer score (the simulator compares quantised scores).
+        pick = np.argmax(np.where(ok, self._score(before[:, None] - table), -1), axis=1)
         c.gpu[idx] = pick
         c.after[idx] = table[np.arange(k), pick]
 
-    def _pick_share_gpu(self, fleet: Fleet, idx: np.ndarray, table: np.ndarray, ok: np.ndarray) -> np.ndarray:
-        """First GPU with the best integer score (the simulator compares quantised scores)."""
-        before = self.before(fleet, idx)
-        scores = np.where(ok, self._score(before[:, None] - table), -1)
-        return np.argmax(scores, axis=1)
-
     @staticmethod
-    def _score(decrease: np.ndarray) -> np.ndarray:
+    def _score(decrease: np.ndarray, steps: int = MAX_SCORE) -> np.ndarray:
+        """The simulator's node score: ``steps`` x sigmoid of the decrease in GPUs, rounded down."""
         with np.errstate(over="ignore"):
-            return np.floor(MAX_SCORE / (1.0 + np.exp(-decrease / MILLI))).astype(np.int64)
+            return np.floor(steps / (1.0 + np.exp(-decrease / MILLI))).astype(np.int64)
 
     def choose(
         self, fleet: Fleet, pod: PodRequest, cand: np.ndarray, gpu_ok: np.ndarray, tid: int = -1
     ) -> Choice:
-        c = self.after(fleet, pod, cand, gpu_ok, tid)
-        pos = self._tie(self._score(self.before(fleet, cand) - c.after[cand]))
+        decrease, c = self.decrease(fleet, pod, cand, gpu_ok, tid)
+        pos = self._tie(self._score(decrease))
         return Choice(pos, self._gpus(fleet, pod, cand[pos], gpu_ok[pos], c))
 
     @staticmethod
@@ -225,27 +243,35 @@ class FGDPolicy(Policy):
 
 
 class DefaultPolicy(FGDPolicy):
-    """gpucloud's default: FGD's fragmentation score in coarser steps, with consolidating tie-breaks.
+    """gpucloud's default: FGD's gradient with three changes, each measured on the openb trace.
 
-    The score is FGD's sigmoid of the fragmentation decrease, cut into 50 steps instead of 100; among equal
-    steps it prefers a node that already runs something over an empty one, then the node with the fewest
-    GPUs (keeping 8-GPU nodes whole for multi-GPU pods), then node order. Coarser steps let more decisions
-    fall to these consolidating tie-breaks. Measured on ``default``: on par with FGD, not yet the 4 % goal;
-    alternatives that did worse are listed in docs/benchmarks-placement.md.
+    1. A CPU-only pod is judged by :func:`cpu_fragmentation`, so its cores go where they strand the fewest
+       GPUs (FGD only asks whether one more typical pod would still fit the node's CPU).
+    2. Single whole-GPU and CPU-only pods are scored in 50 steps instead of 100, so more of their decisions
+       fall to the consolidating tie-break; shares and multi-GPU pods keep 100 steps, where the fine
+       difference between two fits is what decides how well GPUs pair up.
+    3. Among equal scores, a node that already runs something comes before an empty one (empty nodes stay
+       whole for multi-GPU pods), then node order.
+
+    Measured (docs/benchmarks-placement.md): below FGD on most openb workloads, well below it on the
+    CPU-heavy and model-constrained ones; variants that did worse are listed there too.
     """
 
     name = "default"
-    steps = 50
+    coarse_steps = 50
+
+    def measure(self, pod: PodRequest) -> Measure:
+        """CPU-only pods: the CPU-aware measure; pods with GPUs: FGD's."""
+        return fragmentation if pod.num_gpu else cpu_fragmentation
 
     def choose(
         self, fleet: Fleet, pod: PodRequest, cand: np.ndarray, gpu_ok: np.ndarray, tid: int = -1
     ) -> Choice:
-        c = self.after(fleet, pod, cand, gpu_ok, tid)
-        decrease = self.before(fleet, cand) - c.after[cand]
-        with np.errstate(over="ignore"):
-            scores = np.floor(self.steps / (1.0 + np.exp(-decrease / MILLI)))
+        decrease, c = self.decrease(fleet, pod, cand, gpu_ok, tid)
+        fine = pod.is_share or pod.num_gpu > 1
+        scores = self._score(decrease, MAX_SCORE if fine else self.coarse_steps)
         empty = (fleet.gpu_free[cand] == MILLI).sum(axis=1) == fleet.gpu_count[cand]
-        pos = int(np.lexsort((fleet.gpu_count[cand], empty, -scores))[0])
+        pos = int(np.lexsort((empty, -scores))[0])
         return Choice(pos, self._gpus(fleet, pod, cand[pos], gpu_ok[pos], c))
 
 

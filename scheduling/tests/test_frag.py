@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from scheduling.engine.frag import fragmentation, typical_pods
+from scheduling.engine.frag import cpu_fragmentation, fragmentation, typical_pods
 from scheduling.tests.factories import make_pod
 
 
@@ -35,3 +35,18 @@ def test_a_shape_that_cannot_use_the_model_sees_all_gpus_as_fragmented():
     typ = typical_pods([pod], ["H100", "V100"], popularity=1.0)
     gpu = np.array([[1000], [1000]])
     assert list(fragmentation(typ, np.array([96_000, 96_000]), gpu, np.array([0, 1]))) == [1000, 0]
+
+
+def test_the_cpu_aware_measure_counts_gpus_the_free_cores_cannot_feed():
+    typ = typical_pods([make_pod("p", cpu=12_000)], ["H100"], popularity=1.0)
+    cpu, gpu, model = np.array([36_000]), np.full((1, 8), 1000), np.array([0])
+    assert fragmentation(typ, cpu, gpu, model)[0] == 0  # one pod still fits: FGD sees nothing
+    assert cpu_fragmentation(typ, cpu, gpu, model)[0] == 5000  # cores for 3 pods: 5 GPUs stranded
+
+
+def test_the_cpu_aware_measure_agrees_with_fgd_when_cpu_is_plentiful():
+    pods = [make_pod("whole", cpu=4000), make_pod("half", milli=500, cpu=4000), make_pod("cpu", gpus=0)]
+    typ = typical_pods(pods, ["H100"], popularity=1.0)
+    cpu, model = np.array([96_000, 96_000]), np.array([0, 0])
+    gpu = np.array([[500, 1000, 0, -1], [1000, 1000, 1000, 1000]])
+    assert list(cpu_fragmentation(typ, cpu, gpu, model)) == list(fragmentation(typ, cpu, gpu, model))

@@ -34,9 +34,27 @@ def test_best_fit_prefers_the_fullest_node():
     assert engine.place(make_pod("p")).node == "small"
 
 
-def test_default_prefers_smaller_nodes_among_equals_to_keep_big_ones_whole():
-    engine = Engine([make_node("big", gpus=8), make_node("small", gpus=2)], "default", workload=WORKLOAD)
-    assert engine.place(make_pod("p", gpus=2)).node == "small"
+def test_default_prefers_a_busy_node_to_an_empty_one_among_equals():
+    engine = Engine([make_node("empty", gpus=8), make_node("busy", gpus=8)], "default", workload=WORKLOAD)
+    engine.fleet.allocate(make_pod("seed"), 1, (0,))
+    assert engine.place(make_pod("p")).node == "busy"
+    assert (
+        Engine([make_node("empty", gpus=8), make_node("busy", gpus=8)], "fgd", workload=WORKLOAD)
+        .place(make_pod("p"))
+        .node
+        == "empty"
+    )  # FGD: first in order
+
+
+GPU_PODS = [make_pod(f"g{i}", cpu=12_000) for i in range(10)]
+
+
+@pytest.mark.parametrize(("policy", "node"), [("default", "cpu-rich"), ("fgd", "gpu-dense")])
+def test_default_puts_a_cpu_only_pod_where_its_cores_strand_no_gpus(policy, node):
+    """40 cores on gpu-dense leave room for 4 of its 8 GPUs' pods; FGD sees no harm (one pod still fits)."""
+    nodes = [make_node("gpu-dense", gpus=8, cpu=96_000), make_node("cpu-rich", gpus=8, cpu=200_000)]
+    engine = Engine(nodes, policy, workload=GPU_PODS)
+    assert engine.place(make_pod("batch", gpus=0, cpu=40_000)).node == node
 
 
 @pytest.mark.parametrize("policy", sorted(POLICIES))

@@ -1,0 +1,153 @@
+"""Every openb workload the FGD authors published, for several policies, against their figures in one table.
+
+``python -m scheduling.bench suite --policies default,fgd,best-fit --seeds 42-51 --jobs 2`` runs the FGD
+protocol (:mod:`scheduling.bench.openb`) for each workload x policy x seed, ``--jobs`` at a time in separate
+processes, and prints per workload the mean unallocated GPU % at arrived = 100 % of each policy next to the
+published FGD and Best-fit means and seed bands (``fgd-expected-results/analysis_allo_discrete.csv``, the
+authors' own runs), then how many workloads the first policy wins against published FGD and Best-fit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import statistics
+from collections import defaultdict
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from scheduling.bench.openb import run_seed
+from scheduling.engine.errors import EngineError
+from scheduling.engine.policies import POLICIES
+from scheduling.engine.trace import read_nodes, read_pods
+
+PUBLISHED_POLICIES = {"fgd": "06-FGD", "best-fit": "05-BestFit"}
+
+
+@dataclass(frozen=True)
+class Published:
+    """The authors' allocation ratios at arrived = 100 % for one workload and policy, one per seed."""
+
+    alloc_100: tuple[float, ...]
+
+    @property
+    def unallocated(self) -> float:
+        """Mean unallocated GPU %."""
+        return 100 - statistics.fmean(self.alloc_100)
+
+    @property
+    def band(self) -> str:
+        """Min-max allocation ratio over the seeds."""
+        return f"{min(self.alloc_100):.2f}-{max(self.alloc_100):.2f}"
+
+
+def published(path: Path) -> dict[tuple[str, str], Published]:
+    """(workload, our policy name) -> the authors' figures; only FGD and Best-fit are read."""
+    names = {v: k for k, v in PUBLISHED_POLICIES.items()}
+    runs: dict[tuple[str, str], list[float]] = defaultdict(list)
+    try:
+        with open(path, newline="") as f:
+            for row in csv.DictReader(f):
+                if row["sc_policy"] in names:
+                    workload = row["workload"].removeprefix("openb_pod_list_")
+                    runs[(workload, names[row["sc_policy"]])].append(float(row["100"]))
+    except (OSError, KeyError) as e:
+        raise EngineError(f"cannot read published results: {e}", str(path)) from None
+    return {k: Published(tuple(v)) for k, v in runs.items()}
+
+
+def _one(job: tuple[Path, Path, str, int, float]) -> tuple[str, str, int, float, float]:
+    nodes_csv, pods_csv, policy, seed, tune = job
+    nodes = read_nodes(nodes_csv)
+    pods = [p.request for p in read_pods(pods_csv)]
+    r = run_seed(nodes, pods, policy, seed, tune)
+    return pods_csv.stem.removeprefix("openb_pod_list_"), policy, seed, r.alloc_100, r.wall_seconds
+
+
+def run(args: argparse.Namespace) -> dict:
+    """The ``suite`` command: run everything, print the table (or return it for --json)."""
+    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    unknown = [p for p in policies if p not in POLICIES]
+    if unknown or not policies:
+        raise EngineError(f"unknown policy {unknown}; known: {', '.join(POLICIES)}", "--policies")
+    anchors = published(args.published)
+    workloads = sorted({w for w, _ in anchors})
+    if args.workloads:
+        workloads = [w for w in args.workloads.split(",") if w]
+    jobs = [
+        (args.nodes, args.trace_dir / f"openb_pod_list_{w}.csv", p, s, args.tune)
+        for w in workloads
+        for p in policies
+        for s in args.seeds
+    ]
+    for _, pods_csv, *_ in jobs:
+        if not pods_csv.exists():
+            raise EngineError("no such workload file", str(pods_csv))
+    results: dict[tuple[str, str], dict[int, tuple[float, float]]] = defaultdict(dict)
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        for workload, policy, seed, alloc, wall in pool.map(_one, jobs):
+            results[(workload, policy)][seed] = (alloc, wall)
+    summary = _summarise(workloads, policies, results, anchors)
+    if not args.json:
+        print(_table(summary, policies))
+    return summary
+
+
+def _summarise(
+    workloads: list[str],
+    policies: list[str],
+    results: dict[tuple[str, str], dict[int, tuple[float, float]]],
+    anchors: dict[tuple[str, str], Published],
+) -> dict:
+    rows = []
+    for w in workloads:
+        row: dict = {"workload": w}
+        for p in policies:
+            allocs = [a for a, _ in results[(w, p)].values()]
+            row[p] = {
+                "unallocated": round(100 - statistics.fmean(allocs), 3),
+                "band": f"{min(allocs):.2f}-{max(allocs):.2f}",
+                "wall_seconds": round(statistics.fmean(t for _, t in results[(w, p)].values()), 2),
+            }
+        for p in PUBLISHED_POLICIES:
+            if (w, p) in anchors:
+                a = anchors[(w, p)]
+                row[f"published {p}"] = {"unallocated": round(a.unallocated, 3), "band": a.band}
+        rows.append(row)
+    first = policies[0]
+    wins = {
+        p: sum(
+            1
+            for r in rows
+            if f"published {p}" in r and r[first]["unallocated"] < r[f"published {p}"]["unallocated"]
+        )
+        for p in PUBLISHED_POLICIES
+    }
+    return {"policies": policies, "rows": rows, "first_policy_below_published": wins}
+
+
+def _table(summary: dict, policies: list[str]) -> str:
+    published_heads = ["published FGD (band)", "published Best-fit (band)"]
+    head = ["workload", *(f"{p} (band)" for p in policies), *published_heads]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in summary["rows"]:
+        cells = [r["workload"]]
+        for key in [*policies, "published fgd", "published best-fit"]:
+            v = r.get(key)
+            cells.append(f"{v['unallocated']:.2f} ({v['band']})" if v else "-")
+        lines.append("| " + " | ".join(cells) + " |")
+    first = policies[0]
+    wins = summary["first_policy_below_published"]
+    n = len(summary["rows"])
+    lines.append("")
+    lines.append(
+        f"unallocated GPU % at arrived = 100 % (band: allocation ratio min-max over seeds). "
+        f"{first} below published FGD on {wins['fgd']} of {n}, "
+        f"below published Best-fit on {wins['best-fit']} of {n}"
+    )
+    walls = ", ".join(
+        f"{p} {statistics.fmean(r[p]['wall_seconds'] for r in summary['rows']):.1f} s" for p in policies
+    )
+    lines.append(f"mean wall time per seed: {walls}")
+    return "\n".join(lines)
