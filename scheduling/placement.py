@@ -128,9 +128,12 @@ class FleetModel:
             (g.node.name, g.index): g
             for g in Gpu.objects.filter(node__host_cluster=host_cluster).select_related("node", "gpu_model")
         }
-        engine = Engine([_node_spec(n, gpus) for n in nodes.values()])
-        model = cls(host_cluster, engine, nodes, gpus, _tiers(host_cluster))
         pods = running_pods(host_cluster, at)
+        # The running pods are the typical-pod sample fragmentation is measured against (MIG pods hold
+        # instances, not milli); an idle cluster falls back to the engine's sample of common shapes.
+        sample = [_request(pod) for pod in pods if pod.gpu_instance_id is None]
+        engine = Engine([_node_spec(n, gpus) for n in nodes.values()], workload=sample)
+        model = cls(host_cluster, engine, nodes, gpus, _tiers(host_cluster))
         model._hold(pods)
         model._apply_health()
         model._dedicate_pools(pods)
@@ -144,12 +147,8 @@ class FleetModel:
         fleet = self.engine.fleet
         by_uuid = {g.uuid: g for g in self.gpus.values()}
         for pod in pods:
-            slug = pod.tenant.slug if pod.tenant else ""
-            tier = pod.tenant.trust_tier if pod.tenant else Tier.TRUSTED
-            request = pod_request(
-                engine_name(pod.namespace, pod.name), pod.gpu_class, pod_units(pod), slug, tier
-            )
-            tid = fleet.tenant(slug, Tier(tier)) if slug else None
+            request = _request(pod)
+            tid = fleet.tenant(request.tenant, request.tier) if request.tenant else None
             i = fleet.node(pod.node.name)
             slots = [by_uuid[u].index for u in pod.gpu_uuids]
             if pod.gpu_instance_id is not None:
@@ -275,6 +274,13 @@ class FleetModel:
         slices = profile(fleet.specs[placement.node_index].model, layout[placement.mig_slot]).compute
         # A MIG slice holds its compute share of the GPU: 1g of 7 slices is 143 milli.
         return Holding(node, uuids, placement.mig_slot, round(MILLI * slices / 7), layout)
+
+
+def _request(pod: SimulatedPod) -> PodRequest:
+    """The engine's request for a recorded pod, under its tenant and trust tier."""
+    slug = pod.tenant.slug if pod.tenant else ""
+    tier = pod.tenant.trust_tier if pod.tenant else Tier.TRUSTED
+    return pod_request(engine_name(pod.namespace, pod.name), pod.gpu_class, pod_units(pod), slug, tier)
 
 
 @contextmanager

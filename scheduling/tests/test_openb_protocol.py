@@ -52,3 +52,35 @@ def test_the_command_prints_json_with_the_whole_curve(node_csv, pod_csv, capsys)
 def test_the_command_rejects_a_csv_with_wrong_columns(node_csv, capsys):
     assert main(["openb", "--nodes", str(node_csv), "--pods", str(node_csv), "--seeds", "42"]) == 2
     assert "expected name,cpu_milli" in capsys.readouterr().err
+
+
+def test_the_suite_sets_each_policy_beside_the_published_figures(node_csv, pod_csv, tmp_path, capsys):
+    trace = tmp_path / "csv"
+    trace.mkdir()
+    (trace / "openb_pod_list_slice.csv").write_text(pod_csv.read_text())
+    published = tmp_path / "analysis_allo_discrete.csv"
+    header = "workload,sc_policy,tune,seed,total_gpus," + ",".join(str(k) for k in range(131))
+    rows = [
+        f"openb_pod_list_slice,{name},1.3,{seed},8," + ",".join(["0"] * 100 + [str(alloc)] + ["0"] * 30)
+        for name, alloc in (("06-FGD", 1.0), ("05-BestFit", 0.5), ("01-Random", 0.1))
+        for seed in (42, 43)
+    ]
+    published.write_text("\n".join([header, *rows]) + "\n")
+    args = ["suite", "--nodes", str(node_csv), "--trace-dir", str(trace), "--published", str(published)]
+    assert main([*args, "--policies", "default,fgd", "--seeds", "42", "--jobs", "1", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    (row,) = summary["rows"]
+    assert row["workload"] == "slice" and set(row) == {
+        "workload",
+        "default",
+        "fgd",
+        "published fgd",
+        "published best-fit",
+    }
+    assert row["published fgd"] == {"unallocated": 99.0, "band": "1.00-1.00"}
+    assert summary["first_policy_below_published"] == {"fgd": 1, "best-fit": 1}
+
+
+def test_the_suite_refuses_an_unknown_policy(capsys):
+    assert main(["suite", "--policies", "default,magic"]) == 2
+    assert "unknown policy ['magic']" in capsys.readouterr().err
