@@ -78,7 +78,9 @@ def test_the_suite_sets_each_policy_beside_the_published_figures(node_csv, pod_c
         "published best-fit",
     }
     assert row["published fgd"] == {"unallocated": 99.0, "band": "1.00-1.00"}
-    assert summary["first_policy_below_published"] == {"fgd": 1, "best-fit": 1}
+    assert summary["first_policy_below"]["published fgd"] == [1, 1]
+    assert summary["first_policy_below"]["published best-fit"] == [1, 1]
+    assert summary["first_policy_below"]["fgd"][1] == 1
 
 
 def test_the_suite_refuses_an_unknown_policy(capsys):
