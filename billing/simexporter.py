@@ -98,7 +98,8 @@ class NodeExporter:
             | Q(started_at__lte=at, finished_at__gt=at)
             | Q(gpu_instance_id__isnull=False)
         )
-        return self.render_pods(list(pods), at)
+        # A fixed order, so that every scrape lists a shared GPU's holders the same way.
+        return self.render_pods(list(pods.order_by("started_at", "namespace", "name")), at)
 
     def render_pods(self, pods: list[SimulatedPod], at: datetime) -> str:
         """The node's /metrics at `at` from pods already read (a replay reads them once)."""
