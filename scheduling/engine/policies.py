@@ -173,10 +173,19 @@ class FGDPolicy(Policy):
         return c.after[cand]
 
     def after(
-        self, fleet: Fleet, pod: PodRequest, cand: np.ndarray, gpu_ok: np.ndarray, tid: int
+        self,
+        fleet: Fleet,
+        pod: PodRequest,
+        cand: np.ndarray,
+        gpu_ok: np.ndarray,
+        tid: int,
+        measure: Measure | None = None,
     ) -> _FragCache:
-        """Fragmentation after hosting the pod, per candidate, with the GPU a share pod would take."""
-        measure = self.measure(pod)
+        """Fragmentation after hosting the pod, per candidate, with the GPU a share pod would take.
+
+        ``measure`` defaults to the one the policy judges this pod by (:meth:`measure`).
+        """
+        measure = measure or self.measure(pod)
         key = (measure, pod.cpu_milli, pod.gpu_milli, pod.num_gpu, tid)
         c = self._caches.get(key)
         if c is None:
@@ -192,11 +201,18 @@ class FGDPolicy(Policy):
         return c
 
     def decrease(
-        self, fleet: Fleet, pod: PodRequest, cand: np.ndarray, gpu_ok: np.ndarray, tid: int
+        self,
+        fleet: Fleet,
+        pod: PodRequest,
+        cand: np.ndarray,
+        gpu_ok: np.ndarray,
+        tid: int,
+        measure: Measure | None = None,
     ) -> tuple[np.ndarray, _FragCache]:
         """Per candidate, how much fragmentation hosting the pod removes (negative: adds), and the cache."""
-        c = self.after(fleet, pod, cand, gpu_ok, tid)
-        return self.before(fleet, cand, self.measure(pod)) - c.after[cand], c
+        measure = measure or self.measure(pod)
+        c = self.after(fleet, pod, cand, gpu_ok, tid, measure)
+        return self.before(fleet, cand, measure) - c.after[cand], c
 
     def _after_whole(
         self, measure: Measure, fleet: Fleet, pod: PodRequest, idx: np.ndarray, ok: np.ndarray, c: _FragCache
@@ -253,7 +269,9 @@ class DefaultPolicy(FGDPolicy):
        fall to the consolidating tie-break; shares and multi-GPU pods keep 100 steps, where the fine
        difference between two fits is what decides how well GPUs pair up.
     4. Among equal scores, a node that already runs something comes before an empty one (empty nodes stay
-       whole for multi-GPU pods), then node order.
+       whole for multi-GPU pods); among those still equal, a GPU pod goes where the CPU-aware measure grows
+       least (its cores strand the fewest GPUs), then node order. As a tie-break the CPU-aware measure cannot
+       overrule FGD's protection of empty 8-GPU nodes, which judging GPU pods by it outright does.
 
     Measured (docs/benchmarks-placement.md): below FGD on most openb workloads, well below it on the
     CPU-heavy and model-constrained ones; variants that did worse are listed there too.
@@ -278,8 +296,17 @@ class DefaultPolicy(FGDPolicy):
         decrease, c = self.decrease(fleet, pod, cand, gpu_ok, tid)
         fine = pod.is_share or pod.num_gpu > 1
         scores = self._score(decrease, MAX_SCORE if fine else self.coarse_steps)
-        empty = (fleet.gpu_free[cand] == MILLI).sum(axis=1) == fleet.gpu_count[cand]
-        pos = int(np.lexsort((empty, -scores))[0])
+        top = np.flatnonzero(scores == scores.max())  # in node order
+        busy = (fleet.gpu_free[cand[top]] == MILLI).sum(axis=1) < fleet.gpu_count[cand[top]]
+        if busy.any():
+            top = top[busy]
+        if pod.num_gpu and len(top) > 1:
+            # Among the equals, the node where the pod's cores strand the fewest GPUs. Computed for the
+            # tied candidates only: the CPU-aware measure costs as much as FGD's.
+            cpu_decrease, _ = self.decrease(fleet, pod, cand[top], gpu_ok[top], tid, cpu_fragmentation)
+            cpu_scores = self._score(cpu_decrease, self.coarse_steps)
+            top = top[cpu_scores == cpu_scores.max()]
+        pos = int(top[0])
         return Choice(pos, self._gpus(fleet, pod, cand[pos], gpu_ok[pos], c))
 
 
