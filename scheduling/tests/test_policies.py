@@ -78,3 +78,16 @@ def test_every_policy_frees_resources_on_release(policy):
 def test_it_names_the_known_policies_for_an_unknown_one():
     with pytest.raises(EngineError, match="best-fit"):
         make_policy("magic")
+
+
+@pytest.mark.parametrize(("policy", "node"), [("default", "roomy"), ("fgd", "tight")])
+def test_default_breaks_ties_for_a_gpu_pod_where_its_cores_strand_no_gpus(policy, node):
+    """Both run a pod and look alike to FGD; on tight a 24-core newcomer leaves cores for 3 of 6 GPUs."""
+    engine = Engine(
+        [make_node("tight", gpus=8, cpu=72_000), make_node("roomy", gpus=8, cpu=212_000)],
+        policy,
+        workload=GPU_PODS,
+    )
+    for i in (0, 1):
+        engine.fleet.allocate(make_pod(f"seed{i}", cpu=12_000), i, (0,))
+    assert engine.place(make_pod("p", cpu=24_000)).node == node
