@@ -96,7 +96,7 @@ def cpu_fragmentation(typ: TypicalPods, cpu: np.ndarray, gpu: np.ndarray, model:
     Per shape: the milli on GPUs it fits, capped at ``copies x milli x num`` where ``copies`` is how many pods
     of the shape the free CPU could host. Measured: judging CPU-only pods by this measure is what lifts the
     CPU-heavy openb workloads (docs/benchmarks-placement.md); judging GPU pods by it too opens empty nodes and
-    starves 8-GPU pods, so the default policy does not.
+    starves 8-GPU pods, so the default policy uses it for GPU pods only to break ties.
     """
     free = np.maximum(gpu, 0)
     total = free.sum(axis=1).astype(np.float64)
