@@ -7,7 +7,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -19,23 +18,11 @@ import pytest
 import requests
 
 from tenants import sso
+from tests.tools import free_port, unavailable
 
 HERE = Path(__file__).parent / "oidc"
 CLIENT_ID, CLIENT_SECRET = "gpucloud", "test-client-secret-4f7a"
 ADMIN_GROUP = "gpucloud-admins"
-
-
-def unavailable(reason: str) -> None:
-    """Under CI a missing tool fails the run; on a developer's machine the test says what to install."""
-    if os.environ.get("CI") == "true":
-        pytest.fail(reason + " (scripts/install-test-tools.sh installs it)")
-    pytest.skip(reason + " (run scripts/install-test-tools.sh)")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Provider:

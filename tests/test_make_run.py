@@ -7,7 +7,6 @@ SQLite and the file-system broker under a fresh var/ directory, `manage.py boots
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,15 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.tools import free_port
+
 pytestmark = pytest.mark.worker
 ROOT = Path(__file__).resolve().parent.parent
 EMBEDDED_ONLY = ("DATABASE_URL", "CELERY_BROKER_URL", "SECRET_KEY", "GPUCLOUD_ENCRYPTION_KEYS", "REDIS_URL")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture

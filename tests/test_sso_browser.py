@@ -11,7 +11,7 @@ import pytest
 from django.db import connections
 
 from tenants.models import Membership
-from tests.sso import unavailable
+from tests.tools import unavailable
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = [

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import socket
 import subprocess
 import threading
 import time
@@ -22,25 +20,15 @@ from django.db.models import Sum
 from billing.collect import collect_prometheus
 from billing.models import MICRO, ScrapeRecord, UsageEntry
 from billing.simexporter import ExporterPool
+from tests.tools import free_port, unavailable
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def prometheus_binary() -> str:
     found = shutil.which("prometheus")
     if found is None:
-        message = (
-            "prometheus is not installed: run scripts/install-test-tools.sh (apt-get install -y prometheus)"
-        )
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
+        unavailable("prometheus is not installed (apt-get install -y prometheus)")
     return found
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import statistics
 from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor
@@ -19,6 +20,7 @@ from pathlib import Path
 
 from scheduling.bench.openb import run_seed
 from scheduling.engine.errors import EngineError
+from scheduling.engine.fleet import NodeSpec, PodRequest
 from scheduling.engine.policies import POLICIES
 from scheduling.engine.trace import read_nodes, read_pods
 
@@ -57,10 +59,15 @@ def published(path: Path) -> dict[tuple[str, str], Published]:
     return {k: Published(tuple(v)) for k, v in runs.items()}
 
 
+@functools.cache
+def _load(nodes_csv: Path, pods_csv: Path) -> tuple[tuple[NodeSpec, ...], tuple[PodRequest, ...]]:
+    """The trace files, read once per worker process (a process runs many seeds of one workload)."""
+    return tuple(read_nodes(nodes_csv)), tuple(p.request for p in read_pods(pods_csv))
+
+
 def _one(job: tuple[Path, Path, str, int, float]) -> tuple[str, str, int, float, float]:
     nodes_csv, pods_csv, policy, seed, tune = job
-    nodes = read_nodes(nodes_csv)
-    pods = [p.request for p in read_pods(pods_csv)]
+    nodes, pods = _load(nodes_csv, pods_csv)
     r = run_seed(nodes, pods, policy, seed, tune)
     return pods_csv.stem.removeprefix("openb_pod_list_"), policy, seed, r.alloc_100, r.wall_seconds
 

@@ -76,18 +76,7 @@ def fragmentation(typ: TypicalPods, cpu: np.ndarray, gpu: np.ndarray, model: np.
     ``cpu`` [K] free milli-CPU, ``gpu`` [K, slots] free milli per GPU (negative = no usable GPU there),
     ``model`` [K] index into the fleet's model list (-1 = no GPU).
     """
-    free = np.maximum(gpu, 0)
-    total = free.sum(axis=1).astype(np.float64)  # [K]
-    if not len(typ.freq):
-        return total * 0.0
-    fits = gpu[:, None, :] >= np.maximum(typ.milli, 1)[None, :, None]  # [K, T, slots]
-    hosts = fits.sum(axis=2) >= typ.num[None, :]
-    cpu_ok = cpu[:, None] >= typ.cpu[None, :]
-    access = typ.access[:, np.maximum(model, 0)].T & (model >= 0)[:, None]
-    satisfied = hosts & cpu_ok & access & (typ.milli > 0)[None, :]
-    stranded = np.where(fits, 0, free[:, None, :]).sum(axis=2)  # milli on GPUs too full for the shape
-    per_shape = np.where(satisfied, stranded, total[:, None])
-    return per_shape @ typ.freq
+    return _expected_stranded(typ, cpu, gpu, model, cpu_caps_copies=False)
 
 
 def cpu_fragmentation(typ: TypicalPods, cpu: np.ndarray, gpu: np.ndarray, model: np.ndarray) -> np.ndarray:
@@ -98,17 +87,30 @@ def cpu_fragmentation(typ: TypicalPods, cpu: np.ndarray, gpu: np.ndarray, model:
     CPU-heavy openb workloads (docs/benchmarks-placement.md); judging GPU pods by it too opens empty nodes and
     starves 8-GPU pods, so the default policy uses it for GPU pods only to break ties.
     """
+    return _expected_stranded(typ, cpu, gpu, model, cpu_caps_copies=True)
+
+
+def _expected_stranded(
+    typ: TypicalPods, cpu: np.ndarray, gpu: np.ndarray, model: np.ndarray, cpu_caps_copies: bool
+) -> np.ndarray:
+    """Per node state: the free milli each shape could not use, weighted by the shapes' frequencies.
+
+    A shape that cannot land at all strands all free milli; one that can uses the milli on GPUs with room
+    for it, and with ``cpu_caps_copies`` no more than the free CPU can feed copies of it.
+    """
     free = np.maximum(gpu, 0)
-    total = free.sum(axis=1).astype(np.float64)
+    total = free.sum(axis=1).astype(np.float64)  # [K]
     if not len(typ.freq):
         return total * 0.0
-    fits = gpu[:, None, :] >= np.maximum(typ.milli, 1)[None, :, None]
+    fits = gpu[:, None, :] >= np.maximum(typ.milli, 1)[None, :, None]  # [K, T, slots]
     hosts = fits.sum(axis=2) >= typ.num[None, :]
+    cpu_ok = cpu[:, None] >= typ.cpu[None, :]
     access = typ.access[:, np.maximum(model, 0)].T & (model >= 0)[:, None]
-    satisfied = hosts & access & (typ.milli > 0)[None, :]
-    usable = np.where(fits, free[:, None, :], 0).sum(axis=2)
-    copies = cpu[:, None] // np.maximum(typ.cpu, 1)[None, :]
-    copies = np.where(typ.cpu[None, :] > 0, np.maximum(copies, 0), np.iinfo(np.int64).max // MILLI**2)
-    usable = np.minimum(usable, copies * (typ.milli * typ.num)[None, :])
+    satisfied = hosts & cpu_ok & access & (typ.milli > 0)[None, :]
+    usable = np.where(fits, free[:, None, :], 0).sum(axis=2)  # milli on GPUs with room for the shape
+    if cpu_caps_copies:
+        copies = cpu[:, None] // np.maximum(typ.cpu, 1)[None, :]
+        copies = np.where(typ.cpu[None, :] > 0, copies, np.iinfo(np.int64).max // MILLI**2)
+        usable = np.minimum(usable, copies * (typ.milli * typ.num)[None, :])
     per_shape = np.where(satisfied, total[:, None] - usable, total[:, None])
     return per_shape @ typ.freq

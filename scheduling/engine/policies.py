@@ -16,7 +16,13 @@ import numpy as np
 
 from scheduling.engine.errors import EngineError
 from scheduling.engine.fleet import MILLI, Fleet, PodRequest
-from scheduling.engine.frag import TypicalPods, cpu_fragmentation, fragmentation, typical_pods
+from scheduling.engine.frag import (
+    POPULARITY,
+    TypicalPods,
+    cpu_fragmentation,
+    fragmentation,
+    typical_pods,
+)
 
 MAX_SCORE = 100  # kube-scheduler's MaxNodeScore
 MAX_SPEC_CPU, MAX_SPEC_GPU = 128_000, 8_000  # the simulator's normalisers for best-fit
@@ -130,6 +136,7 @@ class FGDPolicy(Policy):
     """
 
     name = "fgd"
+    popularity = POPULARITY  # typical pods: the most frequent shapes covering this share of the pods
 
     def __init__(self, seed: int = 0, typical: TypicalPods | None = None) -> None:
         super().__init__(seed)
@@ -140,7 +147,7 @@ class FGDPolicy(Policy):
     def prepare(self, fleet: Fleet, workload: Sequence[PodRequest] = ()) -> None:
         """Learn the typical pods from the workload (or keep those given) and reset the caches."""
         if workload:
-            self.typical = typical_pods(workload, fleet.models)
+            self.typical = typical_pods(workload, fleet.models, self.popularity)
         if self.typical is None:
             raise EngineError("fgd needs a workload sample or a typical-pod distribution", "policy fgd")
         self._caches = {}
@@ -278,13 +285,8 @@ class DefaultPolicy(FGDPolicy):
     """
 
     name = "default"
+    popularity = 1.0  # every shape of the workload, by frequency (1. above)
     coarse_steps = 50
-
-    def prepare(self, fleet: Fleet, workload: Sequence[PodRequest] = ()) -> None:
-        """Typical pods are *every* shape of the workload, by frequency, not the 95 % most popular."""
-        super().prepare(fleet, workload)
-        if workload:
-            self.typical = typical_pods(workload, fleet.models, popularity=1.0)
 
     def measure(self, pod: PodRequest) -> Measure:
         """CPU-only pods: the CPU-aware measure; pods with GPUs: FGD's."""

@@ -1,0 +1,23 @@
+"""Helpers shared by the tests that start real tools (oidc-provider, Prometheus, `make run`)."""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import NoReturn
+
+import pytest
+
+
+def unavailable(reason: str) -> NoReturn:
+    """Under CI a missing tool fails the run; on a developer's machine the test says what to install."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(reason + " (scripts/install-test-tools.sh installs it)")
+    pytest.skip(reason + " (run scripts/install-test-tools.sh)")
+
+
+def free_port() -> int:
+    """A TCP port on loopback that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
