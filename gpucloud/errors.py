@@ -49,3 +49,11 @@ class CapacityExceeded(ServiceError):
     status = 422
     type = "quota-exceeds-capacity"
     title = "Not enough capacity for this guarantee"
+
+
+class TierForbidsClass(ServiceError):
+    """A GPU class the tenant's trust tier may not hold (`tenants.tiers`)."""
+
+    status = 422
+    type = "trust-tier-forbids-class"
+    title = "The tenant's trust tier does not allow this GPU class"

@@ -7,6 +7,7 @@ from fractions import Fraction
 from django.conf import settings
 from django.db import models
 
+from gpucloud.errors import ValidationFailed
 from gpucloud.ids import PublicIdField
 from scheduling import catalog
 
@@ -127,6 +128,17 @@ class HostCluster(models.Model):
         self.state, self.status_message = state, message
         self.save(update_fields=["state", "status_message"])
         return True
+
+
+def host_cluster_named(name: str | None, field: str = "host_cluster") -> HostCluster | None:
+    """The host cluster of that name (None for no name); an unknown name is a 400 listing the known ones."""
+    if not name:
+        return None
+    host_cluster = HostCluster.objects.filter(name=name).first()
+    if host_cluster is None:
+        known = ", ".join(HostCluster.objects.values_list("name", flat=True)) or "none"
+        raise ValidationFailed.on(field, f"there is no host cluster {name!r}; known: {known}")
+    return host_cluster
 
 
 class Node(models.Model):

@@ -402,9 +402,11 @@ def _free_units(model: FleetModel, gpu_class: GpuClass) -> Iterator[tuple[str, t
         yield spec.name, spec.topology.domain("nvlink", spec.name), units
 
 
-def fleet_models() -> list[FleetModel]:
-    """The fleet model of every host cluster that has nodes."""
+def fleet_models(host_cluster: HostCluster | None = None) -> list[FleetModel]:
+    """The fleet model of every host cluster that has nodes (or of the one given, if it has nodes)."""
     clusters = HostCluster.objects.filter(nodes__isnull=False).distinct().order_by("name")
+    if host_cluster is not None:
+        clusters = clusters.filter(pk=host_cluster.pk)
     return [FleetModel.build(c) for c in clusters]
 
 
@@ -413,7 +415,12 @@ def gpus_for(gpu_class: GpuClass, units: int) -> int:
     return math.ceil(units / gpu_class.units_per_gpu())
 
 
-def capacity_rows() -> list[dict[str, object]]:
-    """fleet/capacity: quota admission's table (tenants.capacity) with the engine's figures per class."""
-    figures = class_figures(fleet_models())
-    return [{**asdict(row), **asdict(figures.get(row.gpu_class, ClassFigures()))} for row in capacity_table()]
+def capacity_rows(host_cluster: HostCluster | None = None) -> list[dict[str, object]]:
+    """fleet/capacity: quota admission's table (tenants.capacity), one row per host cluster and GPU class,
+    with the engine's figures for that host cluster."""
+    models = fleet_models(host_cluster)
+    figures = {m.host_cluster.name: class_figures([m]) for m in models}
+    return [
+        {**asdict(row), **asdict(figures.get(row.host_cluster, {}).get(row.gpu_class, ClassFigures()))}
+        for row in capacity_table(host_cluster)
+    ]

@@ -15,10 +15,12 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from gpucloud.errors import NotFound, ValidationFailed
+from gpucloud.errors import Conflict, NotFound, ValidationFailed
 from scheduling.engine import LEVELS, EngineError, GangRequest, Placement, PodRequest, Tier, UnknownGpuModel
 from scheduling.models import GpuClass, HostCluster
 from scheduling.placement import CPU_PER_GPU, MEMORY_PER_GPU, MILLI, FleetModel, gpus_for, pod_request
+from tenants import tiers
+from tenants.capacity import pick_host_cluster
 from tenants.models import Tenant
 
 MAX_GANG_PODS = 1024
@@ -72,6 +74,10 @@ def _who(tenants: QuerySet[Tenant], slug: str, tier: str, field: str) -> Who:
     return Who(tenant.slug, tenant.trust_tier, tenant)
 
 
+def _subject(who: Who) -> str:
+    return f"tenant {who.slug} ({who.tier})" if who.tenant else ""
+
+
 def _gpu_class(name: str, field: str) -> GpuClass:
     gpu_class = GpuClass.objects.select_related("gpu_model").filter(name=name).first()
     if gpu_class is None:
@@ -82,7 +88,8 @@ def _gpu_class(name: str, field: str) -> GpuClass:
 
 
 def _host_cluster(name: str, whos: Sequence[Who]) -> HostCluster:
-    """The host cluster asked about: the named tenants', the one named, or the first with nodes."""
+    """The host cluster asked about: the named tenants', the one named, or the one a new tenant would be
+    placed on (`tenants.capacity.pick_host_cluster`, as tenant creation picks it)."""
     clusters = {w.tenant.cluster.host_cluster for w in whos if w.tenant is not None}
     if len(clusters) > 1:
         raise ValidationFailed.on(
@@ -95,10 +102,13 @@ def _host_cluster(name: str, whos: Sequence[Who]) -> HostCluster:
         return named
     if clusters:
         return clusters.pop()
-    first = HostCluster.objects.filter(nodes__isnull=False).distinct().order_by("name").first()
-    if first is None:
-        raise ValidationFailed.on("host_cluster", "there is no host cluster with nodes yet")
-    return first
+    try:
+        picked = pick_host_cluster()
+    except Conflict:
+        picked = None
+    if picked is None or not picked.nodes.exists():
+        raise ValidationFailed.on("host_cluster", "there is no ready host cluster with nodes yet")
+    return picked
 
 
 def _nodes(placements: Sequence[Placement], units: dict[str, int]) -> list[dict[str, Any]]:
@@ -129,11 +139,8 @@ def quotas(tenants: QuerySet[Tenant], asks: Sequence[QuotaAsk], host_cluster: st
 
 def _quota(model: FleetModel, k: int, ask: QuotaAsk, who: Who, gpu_class: GpuClass) -> dict[str, Any]:
     """Place one line's units one pod each on the scratch model; say how many fit and where."""
+    tiers.require_allowed(who.tier, gpu_class, field=f"quotas[{k}].gpu_class", who=_subject(who))
     if who.tier == Tenant.TrustTier.ISOLATED:
-        if gpu_class.kind != GpuClass.Kind.WHOLE:
-            raise ValidationFailed.on(
-                f"quotas[{k}].gpu_class", "isolated tenants get whole GPUs only; ask for a whole-GPU class"
-            )
         model.carve(who.slug, gpu_class.gpu_model.slug, ask.guaranteed)
     placed: list[Placement] = []
     units: dict[str, int] = {}
@@ -196,10 +203,12 @@ def gang(tenants: QuerySet[Tenant], ask: GangAsk, host_cluster: str = "") -> dic
         )
     who = _who(tenants, ask.tenant, ask.trust_tier, "gang.tenant")
     gpu_class = _gang_class(ask)
-    if who.tier == Tenant.TrustTier.ISOLATED and (gpu_class is None or gpu_class.kind != GpuClass.Kind.WHOLE):
+    if who.tier == Tenant.TrustTier.ISOLATED and gpu_class is None:
         raise ValidationFailed.on(
             "gang.gpu_class", "isolated tenants get whole GPUs of one model: name a whole class"
         )
+    if gpu_class is not None:
+        tiers.require_allowed(who.tier, gpu_class, field="gang.gpu_class", who=_subject(who))
     model = FleetModel.build(_host_cluster(host_cluster, [who])).scratch()
     size = ask.gpus_per_pod if gpu_class is None or gpu_class.kind == GpuClass.Kind.WHOLE else 1
     pods = tuple(_gang_pod(f"g-{n}", gpu_class, size, who) for n in range(ask.pods))

@@ -1,9 +1,10 @@
-"""Fleet capacity per GPU class, and what tenants' guarantees already take of it.
+"""Capacity per host cluster and GPU class, what tenants' guarantees already take of it, and admission.
 
-A MIG or shared class is counted in whole GPUs of its model, each class packed on its own GPUs
-(⌈units / units per GPU⌉), so the guarantees of all classes of one model never need more healthy GPUs than
-the fleet has. Mixing profiles on one GPU could fit more; the MIG planner may refine this, but admission
-never promises what the hardware cannot hold.
+A tenant's cluster lives on one host cluster, so its guarantees are admitted against that host cluster's
+GPUs only. A MIG or shared class is counted in whole GPUs of its model, each class packed on its own GPUs
+(⌈units / units per GPU⌉), so the guarantees of all classes of one model on a host cluster never need more
+healthy GPUs than that host cluster has. Mixing profiles on one GPU could fit more; the MIG planner may refine
+this, but admission never promises what the hardware cannot hold.
 """
 
 from __future__ import annotations
@@ -12,73 +13,185 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 
+from django.db import transaction
 from django.db.models import Count, Q, Sum
 
-from scheduling.models import Gpu, GpuClass, Node
-from tenants.models import Quota, Tenant
+from gpucloud.errors import CapacityExceeded, Conflict
+from scheduling.models import Gpu, GpuClass, GpuModel, HostCluster, Node
+from tenants.models import AdmissionLock, Quota, Tenant
+
+Key = tuple[str, str]  # (host cluster name, GPU model slug)
+HEALTHY = Q(health=Gpu.Health.HEALTHY, node__state=Node.State.READY)
 
 
 @dataclass(frozen=True)
 class ClassCapacity:
+    host_cluster: str
     gpu_class: str
     gpu_model: str
     kind: str
-    capacity: int  # units of the class the healthy fleet could give if its GPUs held only this class
-    guaranteed: int  # units guaranteed to tenants
-    available: int  # units that can still be guaranteed, given every class of the same model
-    healthy_gpus: int  # healthy GPUs of the model
+    capacity: int  # units the host cluster's healthy GPUs could give if they held only this class
+    guaranteed: int  # units guaranteed to tenants of the host cluster
+    available: int  # units that can still be guaranteed there, given every class of the same model
+    healthy_gpus: int  # healthy GPUs of the model in the host cluster
 
 
-def healthy_gpus_by_model() -> dict[str, int]:
-    rows = (
-        Gpu.objects.filter(health=Gpu.Health.HEALTHY, node__state=Node.State.READY)
-        .values("gpu_model__slug")
-        .annotate(n=Count("id"))
+def gpus_by_host_and_model(host_cluster: HostCluster | None = None) -> dict[Key, tuple[int, int]]:
+    """(all GPUs, healthy GPUs on ready nodes) per (host cluster, GPU model)."""
+    gpus = Gpu.objects.all() if host_cluster is None else Gpu.objects.filter(node__host_cluster=host_cluster)
+    rows = gpus.values("node__host_cluster__name", "gpu_model__slug").annotate(
+        total=Count("id"), healthy=Count("id", filter=HEALTHY)
     )
-    return {row["gpu_model__slug"]: row["n"] for row in rows}
+    return {(r["node__host_cluster__name"], r["gpu_model__slug"]): (r["total"], r["healthy"]) for r in rows}
 
 
-def guaranteed_by_class(exclude_tenant: Tenant | None = None) -> dict[str, int]:
+def guaranteed_by_class(
+    host_cluster: HostCluster | None = None, exclude_tenant: Tenant | None = None
+) -> dict[tuple[str, str], int]:
+    """Units guaranteed per (host cluster name, GPU class name) to tenants that are not deleted."""
     quotas = Quota.objects.exclude(tenant__state=Tenant.State.DELETED)
+    if host_cluster is not None:
+        quotas = quotas.filter(tenant__cluster__host_cluster=host_cluster)
     if exclude_tenant is not None:
         quotas = quotas.exclude(tenant=exclude_tenant)
-    rows = quotas.values("gpu_class__name").annotate(total=Sum("guaranteed")).filter(~Q(total=0))
-    return {row["gpu_class__name"]: row["total"] for row in rows}
+    rows = (
+        quotas.values("tenant__cluster__host_cluster__name", "gpu_class__name")
+        .annotate(total=Sum("guaranteed"))
+        .filter(~Q(total=0))
+    )
+    return {(r["tenant__cluster__host_cluster__name"], r["gpu_class__name"]): r["total"] for r in rows}
 
 
 def gpus_needed(gpu_class: GpuClass, units: int) -> int:
     return math.ceil(units / gpu_class.units_per_gpu())
 
 
-def capacity_table(exclude_tenant: Tenant | None = None) -> list[ClassCapacity]:
-    """Capacity, guarantees and availability of every GPU class, in one pass over three queries."""
+def _held(guaranteed: dict[tuple[str, str], int], classes: dict[str, GpuClass]) -> dict[Key, int]:
+    """GPUs the guarantees hold per (host cluster, GPU model), each class packed on its own GPUs."""
+    held: dict[Key, int] = defaultdict(int)
+    for (cluster, name), units in guaranteed.items():
+        held[(cluster, classes[name].gpu_model.slug)] += gpus_needed(classes[name], units)
+    return held
+
+
+def capacity_table(
+    host_cluster: HostCluster | None = None, exclude_tenant: Tenant | None = None
+) -> list[ClassCapacity]:
+    """One row per host cluster and GPU class of a model the host cluster has GPUs of (or guarantees of),
+    ordered by host cluster and class; three queries whatever the size of the fleet."""
     classes = list(GpuClass.objects.select_related("gpu_model"))
-    healthy = healthy_gpus_by_model()
-    guaranteed = guaranteed_by_class(exclude_tenant)
-    held_by_model: dict[str, int] = defaultdict(int)
-    for gpu_class in classes:
-        held_by_model[gpu_class.gpu_model.slug] += gpus_needed(gpu_class, guaranteed.get(gpu_class.name, 0))
-    return [_row(c, healthy, guaranteed, held_by_model) for c in classes]
+    gpus = gpus_by_host_and_model(host_cluster)
+    guaranteed = guaranteed_by_class(host_cluster, exclude_tenant)
+    by_name = {c.name: c for c in classes}
+    held = _held(guaranteed, by_name)
+    keys = set(gpus) | {(cluster, by_name[name].gpu_model.slug) for cluster, name in guaranteed}
+    rows = [
+        _row(cluster, c, gpus.get((cluster, model), (0, 0))[1], guaranteed, held)
+        for cluster, model in keys
+        for c in classes
+        if c.gpu_model.slug == model and cluster is not None
+    ]
+    return sorted(rows, key=lambda r: (r.host_cluster, r.gpu_class))
 
 
 def _row(
-    gpu_class: GpuClass, healthy: dict[str, int], guaranteed: dict[str, int], held_by_model: dict[str, int]
+    cluster: str,
+    gpu_class: GpuClass,
+    healthy: int,
+    guaranteed: dict[tuple[str, str], int],
+    held: dict[Key, int],
 ) -> ClassCapacity:
     model = gpu_class.gpu_model.slug
     per_gpu = gpu_class.units_per_gpu()
-    mine = guaranteed.get(gpu_class.name, 0)
+    mine = guaranteed.get((cluster, gpu_class.name), 0)
     # GPUs held by the other classes of this model are out of reach of this class.
-    free_gpus = healthy.get(model, 0) - (held_by_model[model] - gpus_needed(gpu_class, mine))
+    free_gpus = healthy - (held[(cluster, model)] - gpus_needed(gpu_class, mine))
     return ClassCapacity(
+        host_cluster=cluster,
         gpu_class=gpu_class.name,
         gpu_model=model,
         kind=gpu_class.kind,
-        capacity=healthy.get(model, 0) * per_gpu,
+        capacity=healthy * per_gpu,
         guaranteed=mine,
         available=max(0, free_gpus * per_gpu - mine),
-        healthy_gpus=healthy.get(model, 0),
+        healthy_gpus=healthy,
     )
 
 
-def capacity_of(gpu_class: GpuClass, exclude_tenant: Tenant | None = None) -> ClassCapacity:
-    return next(row for row in capacity_table(exclude_tenant) if row.gpu_class == gpu_class.name)
+def capacity_of(
+    gpu_class: GpuClass, host_cluster: HostCluster, exclude_tenant: Tenant | None = None
+) -> ClassCapacity:
+    """The row of one class on one host cluster (zero capacity if the host cluster has none of its GPUs)."""
+    for row in capacity_table(host_cluster, exclude_tenant):
+        if row.gpu_class == gpu_class.name:
+            return row
+    return _row(host_cluster.name, gpu_class, 0, {}, defaultdict(int))
+
+
+def host_cluster_of(tenant: Tenant) -> HostCluster:
+    """The host cluster a tenant's guarantees are admitted on: the one its tenant cluster lives on.
+
+    Every tenant gets one when it is created (named, or picked by `pick_host_cluster`), so a tenant without
+    one is an inconsistency to repair, not something to guess around.
+    """
+    cluster = HostCluster.objects.filter(tenant_clusters__tenant=tenant).first()
+    if cluster is None:
+        raise Conflict(f"tenant {tenant.slug} has no tenant cluster, so no host cluster to guarantee GPUs on")
+    return cluster
+
+
+def lock_admission(host_cluster: HostCluster, gpu_model: GpuModel) -> None:
+    """Serialise admission per (host cluster, GPU model) until the caller's transaction ends.
+
+    Every class of a model (whole, MIG, shared) holds whole GPUs of it, so locking the class row is not
+    enough: two requests for different classes would each see the other's GPUs as free. The lock row is made
+    on first use; a concurrent first use waits on the unique key and then locks the same row.
+    """
+    AdmissionLock.objects.get_or_create(host_cluster=host_cluster, gpu_model=gpu_model)
+    AdmissionLock.objects.select_for_update().get(host_cluster=host_cluster, gpu_model=gpu_model)
+
+
+def admit(tenant: Tenant, gpu_class: GpuClass, guaranteed: int) -> None:
+    """Admit a guarantee of the tenant, or refuse it (422) if the tenant's host cluster cannot hold it next to
+    every other tenant's guarantees there. Every path that sets a guarantee comes through here.
+
+    Takes the (host cluster, GPU model) admission lock, held until the caller's transaction ends, so the
+    caller's write of the guarantee is seen by the next admission of any class of that model.
+    """
+    if not transaction.get_connection().in_atomic_block:
+        raise RuntimeError("admit() must run inside the transaction that writes the guarantee")
+    host_cluster = host_cluster_of(tenant)
+    lock_admission(host_cluster, gpu_class.gpu_model)
+    row = capacity_of(gpu_class, host_cluster, exclude_tenant=tenant)
+    if guaranteed <= row.available:
+        return
+    others_hold = row.available < row.capacity - row.guaranteed
+    raise CapacityExceeded(
+        f"{gpu_class.name}: asked to guarantee {guaranteed} on host cluster {row.host_cluster} (where tenant "
+        f"{tenant.slug} runs), but its healthy capacity there is {row.capacity}, {row.guaranteed} is already "
+        "guaranteed to other tenants"
+        + (f" and other classes of {row.gpu_model} hold GPUs" if others_hold else "")
+        + f", so at most {row.available} can be guaranteed there",
+        errors={"guaranteed": [f"at most {row.available} is available on host cluster {row.host_cluster}"]},
+        host_cluster=row.host_cluster,
+        gpu_class=gpu_class.name,
+        capacity=row.capacity,
+        guaranteed=row.guaranteed,
+        requested=guaranteed,
+        available=row.available,
+    )
+
+
+def pick_host_cluster() -> HostCluster:
+    """Where a new tenant goes when none is named: the ready host cluster with the most healthy GPUs not yet
+    held by guarantees (ties: the name last in order). What-if asks about a new tenant on the same one."""
+    classes = {c.name: c for c in GpuClass.objects.select_related("gpu_model")}
+    held = _held(guaranteed_by_class(), classes)
+    free: dict[str, int] = defaultdict(int)
+    for (cluster, model), (_, healthy) in gpus_by_host_and_model().items():
+        free[cluster] += max(0, healthy - held[(cluster, model)])
+    clusters = HostCluster.objects.filter(state=HostCluster.State.READY)
+    best = max(clusters, key=lambda c: (free[c.name], c.name), default=None)
+    if best is None:
+        raise Conflict("no host cluster is ready to take a tenant; register one or load a fleet first")
+    return best

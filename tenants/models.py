@@ -10,7 +10,7 @@ from django.db import models
 from django.utils import timezone
 
 from gpucloud.ids import PublicIdField
-from scheduling.models import GpuClass, HostCluster
+from scheduling.models import GpuClass, GpuModel, HostCluster
 
 SLUG_RE = r"^[a-z]([a-z0-9-]{0,38}[a-z0-9])?$"
 slug_validator = RegexValidator(
@@ -167,6 +167,25 @@ class Quota(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tenant}/{self.gpu_class}"
+
+
+class AdmissionLock(models.Model):
+    """One row per (host cluster, GPU model) that quota admission locks (`tenants.capacity.lock_admission`).
+
+    Every class of a model holds whole GPUs of it, so guarantees of all its classes on one host cluster are
+    admitted one at a time. The row holds no data: it exists to be locked.
+    """
+
+    host_cluster = models.ForeignKey(HostCluster, on_delete=models.CASCADE, related_name="+")
+    gpu_model = models.ForeignKey(GpuModel, on_delete=models.CASCADE, related_name="+")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["host_cluster", "gpu_model"], name="admission_lock_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"admission of {self.gpu_model} on {self.host_cluster}"
 
 
 class AuditEvent(models.Model):

@@ -11,14 +11,13 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
-from django.db.models import Count, Q
 
 from gpucloud.celery import enqueue_tenant_reconcile
-from gpucloud.errors import CapacityExceeded, Conflict, PermissionDenied, ValidationFailed
+from gpucloud.errors import Conflict, PermissionDenied, ValidationFailed
 from scheduling.models import GpuClass, HostCluster
-from tenants import audit
+from tenants import audit, tiers
 from tenants.audit import Actor
-from tenants.capacity import capacity_of
+from tenants.capacity import admit, pick_host_cluster
 from tenants.models import SLUG_RE, InvalidTransition, Membership, Quota, Tenant, TenantCluster
 from tenants.permissions import roles_with
 
@@ -89,17 +88,6 @@ def _validate_tier(trust_tier: str) -> None:
         raise ValidationFailed.on("trust_tier", f"{trust_tier!r} is not a trust tier; use one of: {allowed}")
 
 
-def pick_host_cluster() -> HostCluster:
-    """The ready host cluster with the most healthy GPUs not yet guaranteed to anyone."""
-    clusters = HostCluster.objects.filter(state=HostCluster.State.READY).annotate(
-        gpus=Count("nodes__gpus", filter=Q(nodes__gpus__health="healthy"))
-    )
-    best = max(clusters, key=lambda c: (c.gpus, c.name), default=None)
-    if best is None:
-        raise Conflict("no host cluster is ready to take a tenant; register one or load a fleet first")
-    return best
-
-
 @transaction.atomic
 def create_tenant(
     *,
@@ -143,6 +131,7 @@ def update_tenant(
         if not actor.is_platform_admin:
             raise PermissionDenied("changing the trust tier needs a platform administrator")
         _validate_tier(trust_tier)
+        _refuse_quotas_beyond_tier(tenant, trust_tier)
         tenant.trust_tier = trust_tier
     if tenant_snapshot(tenant) == before:
         return tenant
@@ -150,6 +139,20 @@ def update_tenant(
     _audit_tenant(actor, "tenant.update", tenant, before)
     _reconcile_on_commit(tenant)
     return tenant
+
+
+def _refuse_quotas_beyond_tier(tenant: Tenant, trust_tier: str) -> None:
+    """A tier may not change under quotas it does not allow (the tenant row is locked, so no quota of such a
+    class can be set meanwhile: `set_quota` locks it too)."""
+    classes = [q.gpu_class for q in tenant.quotas.select_related("gpu_class__gpu_model")]
+    forbidden = tiers.forbidden_classes(trust_tier, classes)
+    if forbidden:
+        raise Conflict(
+            f"tenant {tenant.slug} holds quotas of {', '.join(forbidden)}, which a {trust_tier} tenant may "
+            f"not hold ({tiers.RULE}); remove those quotas first",
+            errors={"trust_tier": [f"remove the quotas of {', '.join(forbidden)} first"]},
+            quotas=forbidden,
+        )
 
 
 def _transition(actor: Actor, tenant: Tenant, state: str, action: str, reason: str = "") -> Tenant:
@@ -298,12 +301,16 @@ def set_quota(
 ) -> tuple[Quota, bool]:
     """Set a tenant's quota of one GPU class. Returns the quota and whether it was created.
 
-    The guarantee is admitted only if, with every other tenant's guarantees, the class still fits the
-    fleet's healthy capacity. The GPU class row is locked so two concurrent admissions cannot both pass.
+    The class must be one the tenant's trust tier allows (`tenants.tiers`), and the guarantee must fit, next
+    to every other tenant's, the healthy GPUs of the host cluster the tenant runs on (`tenants.capacity`).
+    The tenant row is locked (its tier cannot change meanwhile), then the (host cluster, GPU model)
+    admission row, so concurrent admissions of any classes of one model pass one at a time.
     """
     if not actor.is_platform_admin:
         raise PermissionDenied("setting quotas needs a platform administrator")
+    tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
     _require_live(tenant, "changing quotas")
+    tiers.require_allowed(tenant.trust_tier, gpu_class, who=f"tenant {tenant.slug} ({tenant.trust_tier})")
     values = {
         "guaranteed": _count("guaranteed", guaranteed),
         "burst": _count("burst", burst),
@@ -312,8 +319,7 @@ def set_quota(
     }
     if values["lendable"] is not None and values["lendable"] > values["guaranteed"]:  # type: ignore[operator]
         raise ValidationFailed.on("lendable", "lendable cannot exceed guaranteed")
-    GpuClass.objects.select_for_update().get(pk=gpu_class.pk)
-    _admit(tenant, gpu_class, values["guaranteed"])  # type: ignore[arg-type]
+    admit(tenant, gpu_class, values["guaranteed"])  # type: ignore[arg-type]
     existing = Quota.objects.filter(tenant=tenant, gpu_class=gpu_class).first()
     before = quota_snapshot(existing) if existing else None
     quota, created = Quota.objects.update_or_create(tenant=tenant, gpu_class=gpu_class, defaults=values)
@@ -329,28 +335,6 @@ def set_quota(
         )
         _reconcile_on_commit(tenant)
     return quota, created
-
-
-def _admit(tenant: Tenant, gpu_class: GpuClass, guaranteed: int) -> None:
-    row = capacity_of(gpu_class, exclude_tenant=tenant)
-    if guaranteed <= row.available:
-        return
-    raise CapacityExceeded(
-        f"{gpu_class.name}: asked to guarantee {guaranteed}, but the fleet's healthy capacity is "
-        f"{row.capacity}, {row.guaranteed} is already guaranteed to other tenants"
-        + (
-            f" and other classes of {row.gpu_model} hold GPUs"
-            if row.available < row.capacity - row.guaranteed
-            else ""
-        )
-        + f", so at most {row.available} can be guaranteed",
-        errors={"guaranteed": [f"at most {row.available} is available"]},
-        gpu_class=gpu_class.name,
-        capacity=row.capacity,
-        guaranteed=row.guaranteed,
-        requested=guaranteed,
-        available=row.available,
-    )
 
 
 @transaction.atomic

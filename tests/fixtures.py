@@ -48,6 +48,20 @@ def demo_fleet(gpu_catalog: None) -> Any:
 
 
 @pytest.fixture
+def small_fleet(demo_fleet: Any) -> Any:
+    """A second simulated host cluster `small` beside the demo fleet: one node of 8 × H200 141GB."""
+    group = {"name": "h200", "count": 1, "gpuModel": "h200-141gb", "gpusPerNode": 8}
+    group |= {"cpuMilli": 224000, "memoryMiB": 2097152, "topology": {"zone": "zone-b", "rack": "rack-9"}}
+    document = {
+        "apiVersion": "gpucloud.io/v1alpha1",
+        "kind": "Fleet",
+        "metadata": {"name": "small"},
+        "spec": {"region": "local-2", "nodeGroups": [group]},
+    }
+    return load_fleet(actor=SYSTEM, fleet=fleet_file.parse(document), source="small").host_cluster
+
+
+@pytest.fixture
 def make_user(db: Any) -> Callable[..., User]:
     def make(username: str, *, staff: bool = False) -> User:
         return User.objects.create_user(username, f"{username}@example.com", "pw-" + username, is_staff=staff)

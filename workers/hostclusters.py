@@ -178,6 +178,7 @@ def _placeholder_uuid(host_cluster: HostCluster, node: str, index: int) -> str:
 def import_gpu_nodes(host_cluster: HostCluster, nodes: tuple[GpuNode, ...]) -> tuple[int, list[str]]:
     """Add the cluster's GPU nodes to the fleet. Returns the number imported and the unknown products.
 
+    CPU and memory are the node's allocatable (what it offers to pods, as the placement engine needs).
     Feature discovery does not label GPU UUIDs, so imported GPUs get stable placeholder UUIDs until DCGM
     reports the real ones.
     """
@@ -192,6 +193,8 @@ def import_gpu_nodes(host_cluster: HostCluster, nodes: tuple[GpuNode, ...]) -> t
             host_cluster=host_cluster,
             name=gpu_node.name,
             labels=gpu_node.labels,
+            cpu_milli=gpu_node.allocatable_cpu_milli,
+            memory_mib=gpu_node.allocatable_memory_mib,
             **_topology(gpu_node.labels),
         )
         Gpu.objects.bulk_create(

@@ -28,6 +28,7 @@ class GpuClassSerializer(serializers.ModelSerializer):
 
 
 class CapacitySerializer(serializers.Serializer):
+    host_cluster = serializers.CharField(help_text="guarantees are admitted per host cluster")
     gpu_class = serializers.CharField()
     gpu_model = serializers.CharField()
     kind = serializers.CharField()

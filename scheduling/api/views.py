@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.db.models import QuerySet
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -16,7 +16,7 @@ from scheduling.api.serializers import (
     WhatIfAnswerSerializer,
     WhatIfSerializer,
 )
-from scheduling.models import GpuClass
+from scheduling.models import GpuClass, host_cluster_named
 from scheduling.placement import capacity_rows
 
 
@@ -33,15 +33,21 @@ class GpuClassViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseView
 
 
 class CapacityViewSet(mixins.ListModelMixin, BaseViewSet):
-    """Per GPU class: what the healthy fleet holds, what is guaranteed, what can still be guaranteed, and what
-    the placement engine sees now: allocated, free, and the largest free block on one node and in one NVLink
-    domain."""
+    """Per host cluster and GPU class: what its healthy GPUs hold, what is guaranteed to its tenants, what can
+    still be guaranteed there, and what the placement engine sees now: allocated, free, and the largest free
+    block on one node and in one NVLink domain."""
 
     serializer_class = CapacitySerializer
     filter_backends: list[type] = []  # a computed table, not a queryset: list() filters it by hand
 
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("gpu_model", str, description="only the classes of this GPU model"),
+            OpenApiParameter("host_cluster", str, description="only this host cluster"),
+        ]
+    )
     def list(self, request: Request) -> Response:
-        rows = capacity_rows()
+        rows = capacity_rows(host_cluster_named(request.query_params.get("host_cluster")))
         gpu_model = request.query_params.get("gpu_model")
         if gpu_model:
             rows = [row for row in rows if row["gpu_model"] == gpu_model]

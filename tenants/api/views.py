@@ -24,7 +24,7 @@ from rest_framework.response import Response
 from gpucloud.api.throttling import SettingsScopedThrottle
 from gpucloud.api.viewsets import BaseViewSet
 from gpucloud.errors import PermissionDenied, ValidationFailed
-from scheduling.models import GpuClass, HostCluster
+from scheduling.models import GpuClass, host_cluster_named
 from tenants import services, tokens
 from tenants.api.serializers import (
     AuditEventSerializer,
@@ -64,15 +64,6 @@ class TenantViewSet(
     def get_queryset(self) -> QuerySet[Tenant]:
         return self.visible_tenants().select_related("cluster__host_cluster").order_by("slug")
 
-    def _host_cluster(self, name: str | None) -> HostCluster | None:
-        if not name:
-            return None
-        host_cluster = HostCluster.objects.filter(name=name).first()
-        if host_cluster is None:
-            known = ", ".join(HostCluster.objects.values_list("name", flat=True)) or "none"
-            raise ValidationFailed.on("host_cluster", f"there is no host cluster {name!r}; known: {known}")
-        return host_cluster
-
     def create(self, request: Request) -> Response:
         serializer = TenantSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -82,7 +73,7 @@ class TenantViewSet(
             slug=data["slug"],
             display_name=data.get("display_name", ""),
             trust_tier=data.get("trust_tier", Tenant.TrustTier.STANDARD),
-            host_cluster=self._host_cluster(data.get("host_cluster")),
+            host_cluster=host_cluster_named(data.get("host_cluster")),
         )
         return Response(TenantSerializer(tenant).data, status=status.HTTP_201_CREATED)
 

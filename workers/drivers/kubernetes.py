@@ -19,11 +19,13 @@ from __future__ import annotations
 import base64
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from functools import cached_property
 from typing import Any
 
 import yaml
 from kubernetes import client
+from kubernetes.utils import parse_quantity
 
 from scheduling.render import (
     MANAGED_BY,
@@ -406,6 +408,7 @@ ADDONS: dict[str, tuple[str, str]] = {
     "gpu_operator": ("nvidia.com", "v1"),
 }
 GPU_PRODUCT = "nvidia.com/gpu.product"
+MAX_QUANTITY = 2**31 - 1  # the largest CPU (millicores) or memory (MiB) figure a node row holds
 TOPOLOGY_HINTS = ("topology", "kubernetes.io/hostname")
 
 
@@ -425,6 +428,8 @@ class GpuNode:
     labels: dict[str, str]
     topology: dict[str, str]  # topology-ish labels: zone, block, rack, hostname…
     allocatable: dict[str, str]  # nvidia.com/* extended resources the node offers
+    allocatable_cpu_milli: int = 0  # CPU the node offers to pods (status.allocatable.cpu), in millicores
+    allocatable_memory_mib: int = 0  # memory it offers to pods (status.allocatable.memory), in MiB
 
 
 @dataclass(frozen=True)
@@ -448,6 +453,19 @@ def _int(value: str | None) -> int:
         return 0
 
 
+def _quantity(value: Any, unit: Decimal) -> int:
+    """A Kubernetes quantity ("96", "95500m", "1056Gi", "1000000Ki") in whole `unit`s, rounded down.
+
+    A missing or malformed quantity counts as 0: the node then takes no pods in the placement model rather
+    than stopping the import of the cluster's other nodes.
+    """
+    try:
+        amount = parse_quantity(value) if value is not None else Decimal(0)
+    except (ValueError, TypeError, ArithmeticError):
+        return 0
+    return min(max(0, int(amount / unit)), MAX_QUANTITY)
+
+
 def _gpu_node(node: Manifest) -> GpuNode:
     labels = _labels(node)
     allocatable = (node.get("status") or {}).get("allocatable") or {}
@@ -460,6 +478,8 @@ def _gpu_node(node: Manifest) -> GpuNode:
         labels=dict(labels),
         topology={key: value for key, value in labels.items() if any(h in key for h in TOPOLOGY_HINTS)},
         allocatable={key: str(value) for key, value in allocatable.items() if key.startswith("nvidia.com/")},
+        allocatable_cpu_milli=_quantity(allocatable.get("cpu"), Decimal("0.001")),
+        allocatable_memory_mib=_quantity(allocatable.get("memory"), Decimal(2**20)),
     )
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from scheduling.models import HostCluster
+from scheduling.models import HostCluster, Node
 from tenants.models import AuditEvent, Tenant
 from workers import reconcile
 from workers.kube.emulator import Faults, start_emulator
@@ -76,6 +76,31 @@ def test_registration_discovers_the_cluster_and_keeps_the_kubeconfig_encrypted(h
     assert "kubeconfig" not in body and "host-admin-token" not in str(body)
     assert "host-admin-token" not in host.kubeconfig_ciphertext
     assert AuditEvent.objects.get(action="host_cluster.register").after["gpu_nodes"] == 2
+
+
+def test_imported_nodes_get_cpu_and_memory_from_their_allocatable(kube_emulator, api, admin, gpu_catalog):
+    roomy, tight = h200_node("h200-1"), h200_node("h200-2")
+    roomy["status"]["allocatable"] |= {"cpu": "96", "memory": "1056Gi"}
+    tight["status"]["allocatable"] |= {"cpu": "95500m", "memory": "1000000Ki"}  # under 1 GiB
+    for node in (roomy, tight):
+        kube_emulator.put_object(node)
+    client = api(admin)
+    registration = {"name": "gpu-east", "kubeconfig": kubeconfig_for(kube_emulator.url), "scheduler": "kueue"}
+    assert client.post("/api/v1/host-clusters/", registration, format="json").status_code == 201
+
+    nodes = Node.objects.filter(host_cluster__name="gpu-east").order_by("name")
+    assert [(n.name, n.cpu_milli, n.memory_mib) for n in nodes] == [
+        ("h200-1", 96_000, 1_081_344),
+        ("h200-2", 95_500, 976),
+    ]
+    # What-if now places on the node with room for whole-GPU pods (4 cores and 32 GiB each), not the other.
+    ask = {"trust_tier": "standard", "gpu_class": "h200-141gb", "guaranteed": 16}
+    answer = client.post(
+        "/api/v1/fleet/what-if/", {"host_cluster": "gpu-east", "quotas": [ask]}, format="json"
+    )
+    assert answer.status_code == 200, answer.json()
+    (line,) = answer.json()["quotas"]
+    assert (line["fits"], line["placeable"], line["nodes"]) == (False, 8, [{"node": "h200-1", "units": 8}])
 
 
 def test_a_scheduler_the_cluster_cannot_serve_is_refused_and_nothing_is_written(api, admin, gpu_catalog):

@@ -488,11 +488,34 @@ def test_discovery_reads_version_addons_and_gpu_nodes(kube_emulator, kube_client
         True,
     )
     assert node.topology == {"kubernetes.io/hostname": "gpu-1", "example.com/topology-rack": "r1"}
+    assert (node.allocatable_cpu_milli, node.allocatable_memory_mib) == (64_000, 0)  # no memory given
     assert found.resource_names() == {"nvidia.com/gpu", "nvidia.com/mig-1g.18gb"}
     check_profile(found, ClusterProfile(scheduler="kai", cilium=True))
     assert missing_resources(found, [quota(), quota("h200.shared", "nvidia.com/gpumem")]) == {
         "nvidia.com/gpumem"
     }
+
+
+@pytest.mark.parametrize(
+    ("cpu", "memory", "expected"),
+    [
+        ("96", "1056Gi", (96_000, 1_081_344)),
+        ("95500m", "1000000Ki", (95_500, 976)),
+        ("1.5", "512M", (1_500, 488)),
+        ("1e3", "2Ti", (1_000_000, 2_097_152)),
+        ("lots", "-1Gi", (0, 0)),  # malformed or negative: the node takes no pods
+    ],
+)
+def test_discovery_reads_cpu_and_memory_from_allocatable_quantities(
+    kube_emulator, kube_client, cpu, memory, expected
+):
+    node = gpu_node("gpu-1", **{"nvidia.com/gpu.product": "NVIDIA-H200", "nvidia.com/gpu.count": "8"})
+    node["status"]["allocatable"] |= {"cpu": cpu, "memory": memory}
+    kube_emulator.put_object(node)
+
+    (found,) = discover(kube_client).gpu_nodes
+
+    assert (found.allocatable_cpu_milli, found.allocatable_memory_mib) == expected
 
 
 def test_a_scheduler_the_cluster_lacks_is_refused_clearly():

@@ -31,10 +31,10 @@ def tenants(make_tenant, demo_fleet, admin, settings):
         "iso": make_tenant("iso", trust_tier="isolated"),
     }
     quotas = {
-        "std": [("h200-141gb", 8, 8), ("h200-141gb.mig-1g.18gb", 7, 7), ("a100-80gb.shared", 4, 4)],
+        "std": [("h200-141gb", 8, 8), ("h200-141gb.mig-1g.18gb", 7, 7)],
         "tru": [("h200-141gb.shared", 8, 4), ("a100-80gb", 8, 8)],
-        "tru2": [("h200-141gb.shared", 8, 4)],
-        "iso": [("h200-141gb", 16, 0), ("h200-141gb.mig-1g.18gb", 7, 0)],
+        "tru2": [("h200-141gb.shared", 8, 4), ("a100-80gb.shared", 4, 4)],
+        "iso": [("h200-141gb", 16, 0)],
     }
     for slug, rows in quotas.items():
         for name, guaranteed, burst in rows:
@@ -42,6 +42,10 @@ def tenants(make_tenant, demo_fleet, admin, settings):
             services.set_quota(
                 actor=as_admin, tenant=made[slug], gpu_class=gpu_class, guaranteed=guaranteed, burst=burst
             )
+    # A MIG quota of an isolated tenant, as written before admission enforced trust tiers (it refuses one
+    # now): the simulator must still give the isolated tenant whole GPUs only.
+    mig = GpuClass.objects.get(name="h200-141gb.mig-1g.18gb")
+    Quota.objects.create(tenant=made["iso"], gpu_class=mig, guaranteed=7)
     reconcile.reconcile_host_cluster(demo_fleet)
     assert set(Tenant.objects.values_list("state", flat=True)) == {"ready"}
     return made
