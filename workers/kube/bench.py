@@ -17,11 +17,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scheduling.render import ClusterProfile
 from workers.drivers.base import QuotaSpec, TenantSpec, TrustTier
 from workers.drivers.kubernetes import KubernetesDriver
 from workers.kube.api import api_client_for_url
 from workers.kube.emulator import RunningEmulator, start_emulator
+from workers.render import ClusterProfile
 
 TIERS: tuple[TrustTier, ...] = ("isolated", "standard", "trusted")
 CLASSES = (

@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 import yaml
 
-from scheduling.render import ClusterProfile
 from workers.drivers.base import PermanentDriverError, ReconcileResult, TemporaryDriverError
 from workers.drivers.kubernetes import (
     KubeconfigNotReady,
@@ -23,6 +22,7 @@ from workers.drivers.kubernetes import (
 )
 from workers.kube.api import RetryPolicy, api_client_for_url, api_client_from_kubeconfig
 from workers.kube.emulator import Faults, RunningEmulator, start_emulator
+from workers.render import ClusterProfile
 from workers.tests.conftest import make_tenant, quota
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
