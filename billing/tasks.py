@@ -1,4 +1,4 @@
-"""Billing's periodic tasks, declared with the one task decorator (`workers.tasks.task`)."""
+"""Billing's periodic tasks, declared with the one task decorator (`gpucloud.tasks.task`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import logging
 
 from billing import collect, services
 from gpucloud import celery as names
-from workers.tasks import task
+from gpucloud.tasks import task
 
 log = logging.getLogger(__name__)
 
