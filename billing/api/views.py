@@ -27,8 +27,8 @@ from billing.api.serializers import (
     UsageSerializer,
 )
 from billing.models import Budget, CollectionSource, Invoice, RateCard, ScrapeRecord
-from gpucloud.api.viewsets import BaseViewSet
 from gpucloud.errors import NotFound, PermissionDenied, ValidationFailed
+from tenants.api.viewsets import BaseViewSet
 from tenants.models import Tenant
 
 
