@@ -1,4 +1,4 @@
-"""Placement benchmarks: ``python -m benchmarks.placement {openb,suite,replay,gangs,mig}`` (docs/placement.md)"""
+"""Placement benchmarks (docs/placement.md): ``python -m benchmarks.placement openb|suite|gangs|…``."""
 
 from __future__ import annotations
 
