@@ -1,9 +1,10 @@
 """Database benchmarks of billing, on PostgreSQL: ``python -m benchmarks.billing ingest|usage-query``.
 
 ``ingest``: one collection round of an N-GPU fleet (the exposition of ``benchmarks.metering``: the real
-exporter's label layout, pod labels, a share of MIG rows) through ``billing.services.ingest_round``: parse,
-attribute, integrate with the persisted per-node state, and write scrape records, ledger rows and state in one
-transaction. The first round only creates the state; the rounds after it are the steady state and are timed.
+exporter's label layout, pod labels, a share of MIG rows) through ``billing.services.ingest.ingest_round``:
+parse, attribute, integrate with the persisted per-node state, and write scrape records, ledger rows and state
+in one transaction. The first round only creates the state; the rounds after it are the steady state and are
+timed.
 
 ``usage-query``: 30 days of hourly usage sums (``UsageHour``) for N GPUs (one row per GPU per hour, written
 server-side with ``generate_series``; ``--rows-per-hour`` splits each into several pods' rows), then one
@@ -36,7 +37,7 @@ from django.db import connection, transaction  # noqa: E402  (after django.setup
 from benchmarks.metering.__main__ import GPUS_PER_NODE, load_families, node_exposition  # noqa: E402
 from billing import selectors  # noqa: E402
 from billing.models import MeterState, ScrapeRecord, UnknownNode, UsageEntry, UsageHour  # noqa: E402
-from billing.services import ingest_round  # noqa: E402
+from billing.services.ingest import ingest_round  # noqa: E402
 from scheduling.models import HostCluster, Node  # noqa: E402
 from tenants.models import Tenant, TenantCluster  # noqa: E402
 

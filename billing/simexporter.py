@@ -21,7 +21,7 @@ from django.db import connections
 from django.db.models import Q
 
 from billing.metering import PodLifecycle
-from billing.services import ClusterFacts
+from billing.services.ingest import ClusterFacts
 from scheduling import catalog
 from scheduling.models import Gpu, GpuClass, HostCluster, Node, SimulatedPod
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 
-from billing import collect, services
+from billing import collect
+from billing.services import budgets
 from gpucloud import celery as names
 from gpucloud.tasks import task
 
@@ -24,4 +25,4 @@ def collect_usage() -> None:
 @task(names.CHECK_BUDGETS, max_retries=2)
 def check_budgets() -> None:
     """Raise the budget alerts the month's spend has crossed; safe to run twice (one alert per threshold)."""
-    services.check_budgets()
+    budgets.check_budgets()
