@@ -25,7 +25,7 @@ from django.utils import timezone
 from billing import dcgm, simexporter
 from billing.metrics import METER_LAST_SUCCESS
 from billing.models import CollectionSource, ScrapeRecord
-from billing.services import ClusterFacts, Failure, ingest_round
+from billing.services.ingest import ClusterFacts, Failure, ingest_round
 from scheduling.models import HostCluster, Node
 
 FAMILY_QUERY = "{__name__=~" + '"' + "|".join(dcgm.FAMILIES) + '"}'

@@ -6,7 +6,7 @@ every other line is skipped without reaching Python code, so a 10,000-GPU round 
 families for the same device, so each distinct one is parsed once per call (or once per
 ``Parser``) and then looked up.
 
-No Django import: this module is benchmarked and tested on its own (``billing.bench``).
+No Django import: this module is benchmarked and tested on its own (``benchmarks.metering``).
 See ``docs/billing.md`` for the behaviour in prose.
 """
 

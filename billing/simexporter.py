@@ -21,10 +21,9 @@ from django.db import connections
 from django.db.models import Q
 
 from billing.metering import PodLifecycle
-from billing.services import ClusterFacts
+from billing.services.ingest import ClusterFacts
 from scheduling import catalog
-from scheduling.models import Gpu, GpuClass, HostCluster, Node
-from workers.models import SimulatedPod
+from scheduling.models import Gpu, GpuClass, HostCluster, Node, SimulatedPod
 
 Clock = Callable[[], datetime]
 BOOT = 1_700_000_000  # the simulated GPUs' energy counters count from here (Unix seconds)

@@ -1,12 +1,13 @@
-"""Billing's periodic tasks, declared with the one task decorator (`workers.tasks.task`)."""
+"""Billing's periodic tasks, declared with the one task decorator (`gpucloud.tasks.task`)."""
 
 from __future__ import annotations
 
 import logging
 
-from billing import collect, services
+from billing import collect
+from billing.services import budgets
 from gpucloud import celery as names
-from workers.tasks import task
+from gpucloud.tasks import task
 
 log = logging.getLogger(__name__)
 
@@ -24,4 +25,4 @@ def collect_usage() -> None:
 @task(names.CHECK_BUDGETS, max_retries=2)
 def check_budgets() -> None:
     """Raise the budget alerts the month's spend has crossed; safe to run twice (one alert per threshold)."""
-    services.check_budgets()
+    budgets.check_budgets()

@@ -1,8 +1,21 @@
-"""Errors services raise; the API turns each into an RFC 9457 problem response."""
+"""Errors every app raises.
+
+`TemporaryError` and `PermanentError` sort failures of background work (kopf's split): the task decorator
+(`gpucloud.tasks`) retries a temporary one with backoff; a permanent one is recorded on the object and
+shown to the user. `ServiceError` and its kinds are refusals the API turns into RFC 9457 problem responses.
+"""
 
 from __future__ import annotations
 
 from typing import Any
+
+
+class TemporaryError(Exception):
+    """Worth retrying later (a timeout, a busy lock, a 409/429/5xx from a cluster): tasks retry it."""
+
+
+class PermanentError(Exception):
+    """Retrying will not help until someone changes something: recorded on the object, never retried."""
 
 
 class ServiceError(Exception):

@@ -96,6 +96,9 @@ MIDDLEWARE = [
 
 ROOT_URLCONF = "gpucloud.urls"
 WSGI_APPLICATION = "gpucloud.wsgi.application"
+# Called once when a web process starts (gpucloud/wsgi.py): read the OpenID provider's discovery document in
+# the background, so a misconfigured provider shows in the log at start-up rather than at the first sign-in.
+WSGI_STARTUP = ["tenants.sso.warm_up"]
 
 TEMPLATES = [
     {
@@ -210,7 +213,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": [
         "rest_framework.permissions.IsAuthenticated",
-        "gpucloud.api.permissions.TokenScope",
+        "tenants.api.permissions.TokenScope",
     ],
     "DEFAULT_PAGINATION_CLASS": "gpucloud.api.pagination.Pagination",
     "PAGE_SIZE": 50,

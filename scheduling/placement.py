@@ -3,7 +3,7 @@ answered through it (docs/placement.md, "In the product").
 
 The engine (`scheduling/engine/`) is pure and knows nothing of rows; this module is the glue. A
 :class:`FleetModel` is one host cluster at one moment: its nodes and GPUs with topology and health, the pods
-the simulated fleet is running (`workers.SimulatedPod` rows not finished), nodes dedicated to isolated
+the simulated fleet is running (`scheduling.SimulatedPod` rows not finished), nodes dedicated to isolated
 tenants, and MIG layouts. Tenancy rules are the engine's (a GPU is shared by two tenants only if both are
 trusted, MIG instances of one GPU may serve different tenants, isolated tenants get whole GPUs on nodes
 dedicated to them, quarantined hardware takes nothing new); this module only feeds it the facts.
@@ -39,10 +39,9 @@ from scheduling.engine import (
 )
 from scheduling.engine.fleet import FREE
 from scheduling.engine.mig import profile
-from scheduling.models import Gpu, GpuClass, HostCluster, Node
+from scheduling.models import Gpu, GpuClass, HostCluster, Node, SimulatedPod
 from tenants.capacity import capacity_table
 from tenants.models import Quota, Tenant
-from workers.models import SimulatedPod
 
 MILLI = 1000
 LIVE_STATES = (

@@ -16,7 +16,7 @@ import pytest
 from django.db import transaction
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
-from billing import services as billing_services
+from billing.services import budgets, invoicing, rates
 from scheduling.models import GpuClass
 from tenants import services
 from tenants.audit import Actor
@@ -133,11 +133,11 @@ def world(people, api, demo_fleet):
     services.set_quota(
         actor=admin, tenant=people["a"], gpu_class=GpuClass.objects.get(name="h200-141gb"), guaranteed=1
     )
-    card = billing_services.create_rate_card(
+    card = rates.create_rate_card(
         actor=admin, effective_from=datetime(2026, 11, 1, tzinfo=UTC), prices={"h200-141gb": "2.50"}
     )
-    invoice = billing_services.draft_invoice(actor=admin, tenant=people["a"], year=2026, month=11)
-    billing_services.set_budget(actor=admin, tenant=people["a"], monthly_amount="1000.00")
+    invoice = invoicing.draft_invoice(actor=admin, tenant=people["a"], year=2026, month=11)
+    budgets.set_budget(actor=admin, tenant=people["a"], monthly_amount="1000.00")
     personal, _ = create_token(actor=Actor.of(people["alice"]), user=people["alice"], name="alice's laptop")
     service, _ = create_service_token(actor=admin, tenant=people["a"], name="gitops")
     values = {

@@ -7,7 +7,7 @@ import re
 import pytest
 from django.db import connection
 
-from workers.kube.emulator import start_emulator
+from tests.kube_emulator import start_emulator
 
 KUBECONFIG_SIGNS = re.compile(
     r"apiVersion|clusters:|client-key-data|client-certificate-data|BEGIN [A-Z ]*KEY"

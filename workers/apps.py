@@ -5,4 +5,4 @@ class WorkersConfig(AppConfig):
     name = "workers"
 
     def ready(self) -> None:
-        from workers import tasks  # noqa: F401  (registers the tasks and the failure counter)
+        from workers import tasks  # noqa: F401  (registers the tasks)

@@ -19,12 +19,12 @@ from gpucloud import crypto
 from gpucloud.errors import PermissionDenied, ServiceError, ValidationFailed
 from scheduling import catalog
 from scheduling.models import Gpu, GpuModel, HostCluster, Node
-from scheduling.render.profile import ClusterProfile
 from tenants import audit
 from tenants.audit import Actor
 from workers.drivers.base import DriverError
 from workers.drivers.kubernetes import ClusterDiscovery, GpuNode, UnsupportedCluster, check_profile, discover
 from workers.kube.api import RetryPolicy, api_client_from_kubeconfig
+from workers.render.profile import ClusterProfile
 
 NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 VCLUSTER_MODES = ("helmrelease", "platform")

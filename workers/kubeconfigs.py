@@ -10,7 +10,6 @@ from django.conf import settings
 
 from gpucloud.errors import Conflict
 from scheduling.models import HostCluster
-from scheduling.render.vcluster import vcluster_name
 from tenants import audit
 from tenants.audit import Actor
 from tenants.models import Tenant, TenantCluster
@@ -18,6 +17,7 @@ from tenants.services import require
 from workers.drivers.kubernetes import read_kubeconfig
 from workers.hostclusters import api_client_of, profile_of
 from workers.reconcile import tenant_spec
+from workers.render.vcluster import vcluster_name
 
 
 def simulated_kubeconfig(tenant: Tenant) -> str:

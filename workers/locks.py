@@ -15,8 +15,10 @@ from contextlib import contextmanager
 from django.conf import settings
 from django.db import connection
 
+from gpucloud.errors import TemporaryError
 
-class LockBusy(Exception):
+
+class LockBusy(TemporaryError):
     """Someone else holds the lock; try again shortly."""
 
 

@@ -26,11 +26,11 @@ from django.db import transaction
 from django.db.models import F
 
 from scheduling.engine import GangRequest, Placement, PodRequest
-from scheduling.models import GpuClass, HostCluster
+from scheduling.models import GpuClass, HostCluster, SimulatedPod
 from scheduling.placement import FleetModel, engine_name, pod_request, pod_units
 from tenants.models import Quota, Tenant
 from workers.locks import exclusive
-from workers.models import SimulatedClock, SimulatedPod
+from workers.models import SimulatedClock
 
 log = logging.getLogger(__name__)
 

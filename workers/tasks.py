@@ -1,51 +1,24 @@
-"""Celery tasks. Each takes ids, re-reads state, and is safe to run twice.
-
-One decorator gives every task the same contract: an explicit name, late acknowledgement (a worker killed
-mid-task leaves the message to be redelivered), no result backend, and bounded retries with backoff and
-jitter for temporary errors only. Anything else is a bug or a permanent error and is not retried.
+"""Celery tasks of the reconciler and the simulated fleet. Each takes ids, re-reads state, and is safe to run
+twice; all are declared with the one decorator, `gpucloud.tasks.task`.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from datetime import timedelta
-from typing import Any, TypeVar
 
-from celery.signals import task_failure
 from django.conf import settings
-from django.db import DatabaseError
 from django.utils import timezone
 
 from gpucloud import celery as names
-from gpucloud.celery import app, enqueue
-from gpucloud.observability import TASK_FAILURES
+from gpucloud.celery import enqueue
+from gpucloud.tasks import task
 from tenants.models import Tenant
 from workers import reconcile, simulator
-from workers.drivers.base import TemporaryDriverError
-from workers.locks import LockBusy
 
 log = logging.getLogger(__name__)
-TEMPORARY_ERRORS = (TemporaryDriverError, LockBusy, DatabaseError, ConnectionError, TimeoutError)
-F = TypeVar("F", bound=Callable[..., Any])
 # After a long pause (beat stopped), the periodic task simulates at most this much of the missed time.
 CATCH_UP = timedelta(hours=1)
-
-
-def task(name: str, *, max_retries: int = 8) -> Callable[[F], Any]:
-    def wrap(fn: F) -> Any:
-        return app.task(
-            name=name,
-            acks_late=True,
-            ignore_result=True,
-            autoretry_for=TEMPORARY_ERRORS,
-            max_retries=max_retries,
-            retry_backoff=1,
-            retry_backoff_max=60,
-            retry_jitter=True,
-        )(fn)
-
-    return wrap
 
 
 @task(names.RECONCILE_TENANT)
@@ -86,8 +59,3 @@ def simulate_workloads() -> None:
     for host_cluster in simulator.simulated_host_clusters():
         summary = simulator.advance(host_cluster, until=now, seed=settings.SIM_SEED, catch_up=CATCH_UP)
         log.info("simulated workloads", extra={"host_cluster": host_cluster.name, **vars(summary)})
-
-
-@task_failure.connect
-def _count_failure(sender: Any = None, **_: Any) -> None:
-    TASK_FAILURES.labels(getattr(sender, "name", "unknown")).inc()

@@ -15,7 +15,7 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from billing import exports, selectors, services
+from billing import exports, selectors
 from billing.api.serializers import (
     BudgetSerializer,
     BudgetWriteSerializer,
@@ -27,8 +27,9 @@ from billing.api.serializers import (
     UsageSerializer,
 )
 from billing.models import Budget, CollectionSource, Invoice, RateCard, ScrapeRecord
-from gpucloud.api.viewsets import BaseViewSet
+from billing.services import budgets, invoicing, rates
 from gpucloud.errors import NotFound, PermissionDenied, ValidationFailed
+from tenants.api.viewsets import BaseViewSet
 from tenants.models import Tenant
 
 
@@ -95,7 +96,7 @@ class RateCardViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseView
         serializer = RateCardSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        card = services.create_rate_card(
+        card = rates.create_rate_card(
             actor=self.actor(),
             effective_from=data["effective_from"],
             prices=data["prices"],
@@ -133,13 +134,13 @@ class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewS
             self.visible_tenants("billing.view"), slug=serializer.validated_data["tenant"]
         )
         year, month = map(int, serializer.validated_data["month"].split("-"))
-        invoice = services.draft_invoice(actor=self.actor(), tenant=tenant, year=year, month=month)
+        invoice = invoicing.draft_invoice(actor=self.actor(), tenant=tenant, year=year, month=month)
         return Response(InvoiceSerializer(self.get_queryset().get(pk=invoice.pk)).data, status=201)
 
     @extend_schema(request=None, responses={200: InvoiceSerializer})
     @action(detail=True, methods=["post"])
     def issue(self, request: Request, id: str) -> Response:
-        invoice = services.issue_invoice(actor=self.actor(), invoice=self.get_object())
+        invoice = invoicing.issue_invoice(actor=self.actor(), invoice=self.get_object())
         return Response(InvoiceSerializer(self.get_queryset().get(pk=invoice.pk)).data)
 
     @extend_schema(responses=FILE_RESPONSE)
@@ -168,7 +169,7 @@ class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewS
             raise ValidationFailed.on("as", f"{what!r} is not csv or focus")
         try:
             year, number = map(int, month.split("-"))
-            start, _ = services.month_bounds(year, number)
+            start, _ = invoicing.month_bounds(year, number)
         except ValueError:
             raise ValidationFailed.on("month", f"{month!r} is not a month written YYYY-MM") from None
         invoices = list(self.get_queryset().filter(period_start=start))
@@ -176,7 +177,7 @@ class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewS
 
     def _download(self, invoices: list[Invoice], what: str, name: str) -> HttpResponse:
         tenants = {i.tenant for i in invoices}
-        services.record_export(
+        invoicing.record_export(
             actor=self.actor(),
             tenant=next(iter(tenants)) if len(tenants) == 1 else None,
             what=what,
@@ -210,7 +211,7 @@ class BudgetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewSe
         serializer.is_valid(raise_exception=True)
         data = dict(serializer.validated_data)
         tenant: Tenant = get_object_or_404(self.visible_tenants("billing.view"), slug=data.pop("tenant"))
-        budget = services.set_budget(actor=self.actor(), tenant=tenant, **data)
+        budget = budgets.set_budget(actor=self.actor(), tenant=tenant, **data)
         return Response(BudgetSerializer(self.get_queryset().get(pk=budget.pk)).data, status=201)
 
 

@@ -10,12 +10,11 @@ from typing import Any
 import pytest
 
 from scheduling import fleet_file
-from scheduling.models import GpuClass, HostCluster, Node
+from scheduling.models import GpuClass, HostCluster, Node, SimulatedPod
 from scheduling.services import load_fleet
 from tenants import services
 from tenants.audit import Actor
 from tenants.models import Tenant
-from workers.models import SimulatedPod
 
 SYSTEM = Actor.system("tests")
 T0 = datetime(2026, 5, 10, 12, 0, tzinfo=UTC)  # on the hour: hour buckets are easy to read

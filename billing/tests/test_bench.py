@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
+from benchmarks.metering.__main__ import GPUS_PER_NODE, fleet_round, load_families, main
 from billing import dcgm
-from billing.bench.__main__ import GPUS_PER_NODE, fleet_round, load_families, main
 
 
 def test_the_generated_round_has_the_exporter_s_25_default_families_per_whole_gpu():

@@ -11,7 +11,9 @@ import pytest
 from django.core import mail
 
 from billing.models import BudgetAlert
-from billing.services import check_budget, check_budgets, create_rate_card, ingest_scrape, set_budget
+from billing.services.budgets import check_budget, check_budgets, set_budget
+from billing.services.ingest import ingest_scrape
+from billing.services.rates import create_rate_card
 from billing.tests.conftest import Row, exposition, gpu_uuid
 from gpucloud.errors import PermissionDenied
 from tenants.audit import Actor

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from benchmarks.metering.__main__ import fleet_round
 from billing import dcgm
-from billing.bench.__main__ import fleet_round
 from billing.dcgm import BadLine, DeviceKey, Holder
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -11,7 +11,9 @@ from decimal import Decimal
 import pytest
 
 from billing.exports import CSV_COLUMNS, FOCUS_COLUMNS
-from billing.services import create_rate_card, draft_invoice, ingest_scrape, issue_invoice
+from billing.services.ingest import ingest_scrape
+from billing.services.invoicing import draft_invoice, issue_invoice
+from billing.services.rates import create_rate_card
 from billing.tests.conftest import Row, exposition, gpu_uuid
 from tenants.audit import Actor
 from tenants.models import AuditEvent

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db.models import Sum
 
 from billing.models import MICRO, ScrapeRecord, UnknownNode, UsageEntry, UsageHour
-from billing.services import ingest_scrape
+from billing.services.ingest import ingest_scrape
 from billing.tests.conftest import A100, Row, at, exposition, gpu_uuid
 
 GPU0 = gpu_uuid("h100-0", 0)

@@ -8,7 +8,9 @@ from decimal import Decimal
 import pytest
 
 from billing.models import Invoice, InvoiceLine
-from billing.services import create_rate_card, draft_invoice, ingest_scrape, issue_invoice
+from billing.services.ingest import ingest_scrape
+from billing.services.invoicing import draft_invoice, issue_invoice
+from billing.services.rates import create_rate_card
 from billing.tests.conftest import A100, Row, exposition, gpu_uuid
 from gpucloud.errors import Conflict, PermissionDenied
 from tenants.audit import Actor

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from billing.models import CollectionSource
-from billing.services import ingest_scrape
+from billing.services.ingest import ingest_scrape
 from billing.tests.conftest import Row, at, exposition, gpu_uuid
 
 

@@ -16,11 +16,10 @@ import pytest
 from django.db.models import Sum
 
 from billing.models import MICRO, UsageEntry
-from billing.services import ClusterFacts, ingest_rounds
+from billing.services.ingest import ClusterFacts, ingest_rounds
 from billing.simexporter import NodeExporter, cluster_facts
 from billing.tests.conftest import T0
-from scheduling.models import Node
-from workers.models import SimulatedPod
+from scheduling.models import Node, SimulatedPod
 
 INTERVAL = 30
 DAY = 86_400

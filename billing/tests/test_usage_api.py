@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from billing.services import ingest_scrape
+from billing.services.ingest import ingest_scrape
 from billing.tests.conftest import Row, at, exposition, gpu_uuid
 
 

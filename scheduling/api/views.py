@@ -8,7 +8,6 @@ from rest_framework import mixins
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from gpucloud.api.viewsets import BaseViewSet
 from scheduling import what_if
 from scheduling.api.serializers import (
     CapacitySerializer,
@@ -18,6 +17,7 @@ from scheduling.api.serializers import (
 )
 from scheduling.models import GpuClass, host_cluster_named
 from scheduling.placement import capacity_rows
+from tenants.api.viewsets import BaseViewSet
 
 
 class GpuClassViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewSet):

@@ -4,9 +4,9 @@ import json
 
 import numpy as np
 
-from scheduling.bench.__main__ import main
-from scheduling.bench.openb import arrival_order, curve, run_seed
-from scheduling.engine.trace import read_nodes, read_pods
+from benchmarks.placement.__main__ import main
+from benchmarks.placement.openb import arrival_order, curve, run_seed
+from benchmarks.placement.trace import read_nodes, read_pods
 from scheduling.tests.factories import make_pod
 
 

@@ -8,11 +8,10 @@ import pytest
 from django.utils import timezone
 
 from scheduling.engine import GangRequest
-from scheduling.models import Gpu, GpuClass, Node
+from scheduling.models import Gpu, GpuClass, Node, SimulatedPod
 from scheduling.placement import FleetModel, pod_request
 from tenants import services
 from tenants.audit import Actor
-from workers.models import SimulatedPod
 
 
 def cls(name):

@@ -1,8 +1,8 @@
 """Replay with departures: event order, lifetime stretch, and a run on the committed slice."""
 
-from scheduling.bench.__main__ import main
-from scheduling.bench.replay import events
-from scheduling.engine.trace import TracePod
+from benchmarks.placement.__main__ import main
+from benchmarks.placement.replay import events
+from benchmarks.placement.trace import TracePod
 from scheduling.tests.factories import make_pod
 
 

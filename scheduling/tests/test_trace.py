@@ -2,8 +2,8 @@
 
 import pytest
 
+from benchmarks.placement.trace import read_nodes, read_pods
 from scheduling.engine.errors import MalformedTraceRow
-from scheduling.engine.trace import read_nodes, read_pods
 
 
 def test_it_reads_the_committed_slices(node_csv, pod_csv):

@@ -8,10 +8,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from scheduling.models import Gpu, GpuClass, Node
+from scheduling.models import Gpu, GpuClass, Node, SimulatedPod
 from tenants import services
 from tenants.audit import Actor
-from workers.models import SimulatedPod
 
 URL = "/api/v1/fleet/what-if/"
 

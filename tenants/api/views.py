@@ -22,7 +22,6 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from gpucloud.api.throttling import SettingsScopedThrottle
-from gpucloud.api.viewsets import BaseViewSet
 from gpucloud.errors import PermissionDenied, ValidationFailed
 from scheduling.models import GpuClass, host_cluster_named
 from tenants import services, tokens
@@ -38,6 +37,7 @@ from tenants.api.serializers import (
     TokenCreateSerializer,
     TokenSerializer,
 )
+from tenants.api.viewsets import BaseViewSet
 from tenants.models import ApiToken, AuditEvent, Membership, Quota, Tenant
 from tenants.permissions import roles_with
 from tenants.selectors import visible_tenants

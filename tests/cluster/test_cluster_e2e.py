@@ -28,10 +28,10 @@ import pytest
 import yaml
 from kubernetes import client
 
-from scheduling.render import ClusterProfile
 from workers.drivers.base import QuotaSpec, ReconcileResult, TemporaryDriverError, TenantSpec
 from workers.drivers.kubernetes import KubernetesDriver, check_profile, discover, read_kubeconfig
 from workers.kube.api import api_client_from_kubeconfig
+from workers.render import ClusterProfile
 
 pytestmark = [
     pytest.mark.cluster,

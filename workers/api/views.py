@@ -11,8 +11,8 @@ from rest_framework import mixins, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from gpucloud.api.viewsets import BaseViewSet
 from scheduling.models import HostCluster
+from tenants.api.viewsets import BaseViewSet
 from workers.api.serializers import HostClusterRegistrationSerializer, HostClusterSerializer
 from workers.hostclusters import register_host_cluster
 from workers.kubeconfigs import tenant_kubeconfig

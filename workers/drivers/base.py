@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
+from gpucloud.errors import PermanentError, TemporaryError
+
 Desired = Literal["running", "suspended", "absent"]
 Phase = Literal["provisioning", "ready", "suspended", "deleting", "absent", "failed"]
 TrustTier = Literal["isolated", "standard", "trusted"]
@@ -20,11 +22,11 @@ class DriverError(Exception):
     """A failure talking to a host cluster."""
 
 
-class TemporaryDriverError(DriverError):
+class TemporaryDriverError(DriverError, TemporaryError):
     """Worth retrying later: timeouts, 409, 429, 5xx, connection refused."""
 
 
-class PermanentDriverError(DriverError):
+class PermanentDriverError(DriverError, PermanentError):
     """Retrying will not help until someone changes something: 403, 422, a missing CRD."""
 
 

@@ -2,7 +2,7 @@
 
 One pass (`KubernetesDriver.reconcile`) is level-triggered:
 
-1. render every desired object (pure functions in `scheduling.render`);
+1. render every desired object (pure functions in `workers.render`);
 2. list each managed kind once, by the label `app.kubernetes.io/managed-by=gpucloud`;
 3. server-side apply (field manager `gpucloud`, forced) only the objects that are missing, whose
    `gpucloud.io/spec-hash` annotation differs from the desired one, or whose live content no longer
@@ -27,18 +27,6 @@ import yaml
 from kubernetes import client
 from kubernetes.utils import parse_quantity
 
-from scheduling.render import (
-    MANAGED_BY,
-    MANAGER,
-    SHARED,
-    SPEC_HASH,
-    TENANT,
-    ClusterProfile,
-    Manifest,
-    render_shared,
-    render_tenant,
-)
-from scheduling.render.vcluster import vcluster_name
 from workers.drivers.base import (
     DriverError,
     PermanentDriverError,
@@ -50,6 +38,18 @@ from workers.drivers.base import (
 )
 from workers.kube import kinds as k
 from workers.kube.api import ApiStatusError, KubeApi, NotFound, RetryPolicy, api_client_from_kubeconfig
+from workers.render import (
+    MANAGED_BY,
+    MANAGER,
+    SHARED,
+    SPEC_HASH,
+    TENANT,
+    ClusterProfile,
+    Manifest,
+    render_shared,
+    render_tenant,
+)
+from workers.render.vcluster import vcluster_name
 
 __all__ = [
     "ClusterDiscovery",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from scheduling.render import ClusterProfile
+from workers.render import ClusterProfile
 
 
 @dataclass(frozen=True)

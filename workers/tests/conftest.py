@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from tests.kube_emulator import RunningEmulator, start_emulator
 from workers.drivers.base import QuotaSpec, TenantSpec
 from workers.kube.api import api_client_for_url
-from workers.kube.emulator import RunningEmulator, start_emulator
 
 ALL_CRDS = ("kueue", "kai", "flux", "vcluster-platform", "cilium", "gpu-operator")
 

@@ -1,4 +1,4 @@
-from workers.kube import bench
+from benchmarks import kubernetes as bench
 
 
 def test_the_benchmark_runs_and_its_steady_pass_writes_nothing(capsys, tmp_path):

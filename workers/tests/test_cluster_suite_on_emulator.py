@@ -12,8 +12,8 @@ from collections.abc import Iterator
 import pytest
 
 from tests.cluster import test_cluster_e2e as suite
+from tests.kube_emulator import KubeEmulator, RunningEmulator, start_emulator
 from workers.kube.api import api_client_for_url
-from workers.kube.emulator import KubeEmulator, RunningEmulator, start_emulator
 
 RELEASES = ("helm.toolkit.fluxcd.io", "v2", "helmreleases")
 

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from tests.kube_emulator import Faults, parse_selector, selects, start_emulator
 from workers.kube.api import api_client_for_url
-from workers.kube.emulator import Faults, parse_selector, selects, start_emulator
 
 
 def test_core_namespaces_are_created_with_201_and_stamped(kube_client):

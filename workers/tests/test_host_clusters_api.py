@@ -1,6 +1,6 @@
 """Issue 3 through the API: register a Kubernetes host cluster, run tenants on it, hand out kubeconfigs.
 
-The cluster is the Kubernetes API stand-in (workers/kube/emulator.py) reached through the real client.
+The cluster is the Kubernetes API stand-in (tests/kube_emulator.py) reached through the real client.
 """
 
 from typing import Any
@@ -10,8 +10,8 @@ import yaml
 
 from scheduling.models import HostCluster, Node
 from tenants.models import AuditEvent, Tenant
+from tests.kube_emulator import Faults, start_emulator
 from workers import reconcile
-from workers.kube.emulator import Faults, start_emulator
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import copy
 
-from scheduling.render import ClusterProfile, render_tenant
 from workers.drivers.kubernetes import contains, in_sync
+from workers.render import ClusterProfile, render_tenant
 from workers.tests.conftest import make_tenant
 
 

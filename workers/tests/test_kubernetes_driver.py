@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from scheduling.render import ClusterProfile
+from tests.kube_emulator import Faults, RunningEmulator, start_emulator
 from workers.drivers.base import PermanentDriverError, ReconcileResult, TemporaryDriverError
 from workers.drivers.kubernetes import (
     KubeconfigNotReady,
@@ -22,7 +22,7 @@ from workers.drivers.kubernetes import (
     read_kubeconfig,
 )
 from workers.kube.api import RetryPolicy, api_client_for_url, api_client_from_kubeconfig
-from workers.kube.emulator import Faults, RunningEmulator, start_emulator
+from workers.render import ClusterProfile
 from workers.tests.conftest import make_tenant, quota
 
 KUEUE = "kueue.x-k8s.io/v1beta2"

@@ -9,12 +9,12 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from scheduling.models import Gpu, GpuClass, Node
+from scheduling.models import Gpu, GpuClass, Node, SimulatedPod
 from tenants import services
 from tenants.audit import Actor
 from tenants.models import Quota, Tenant
 from workers import reconcile, simulator, tasks
-from workers.models import SimulatedClock, SimulatedPod
+from workers.models import SimulatedClock
 
 START = datetime(2026, 3, 2, 8, 0, tzinfo=UTC)
 

@@ -13,7 +13,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from billing import collect
-from billing.services import ingest_scrape
+from billing.services.ingest import ingest_scrape
 from scheduling.models import HostCluster, Node
 
 

@@ -1,9 +1,10 @@
-"""Database benchmarks of billing, on PostgreSQL: ``python -m billing.bench_db ingest|usage-query``.
+"""Database benchmarks of billing, on PostgreSQL: ``python -m benchmarks.billing ingest|usage-query``.
 
-``ingest``: one collection round of an N-GPU fleet (the exposition of ``billing.bench``: the real exporter's
-label layout, pod labels, a share of MIG rows) through ``billing.services.ingest_round``: parse, attribute,
-integrate with the persisted per-node state, and write scrape records, ledger rows and state in one
-transaction. The first round only creates the state; the rounds after it are the steady state and are timed.
+``ingest``: one collection round of an N-GPU fleet (the exposition of ``benchmarks.metering``: the real
+exporter's label layout, pod labels, a share of MIG rows) through ``billing.services.ingest.ingest_round``:
+parse, attribute, integrate with the persisted per-node state, and write scrape records, ledger rows and state
+in one transaction. The first round only creates the state; the rounds after it are the steady state and are
+timed.
 
 ``usage-query``: 30 days of hourly usage sums (``UsageHour``) for N GPUs (one row per GPU per hour, written
 server-side with ``generate_series``; ``--rows-per-hour`` splits each into several pods' rows), then one
@@ -33,10 +34,10 @@ django.setup()
 
 from django.db import connection, transaction  # noqa: E402  (after django.setup())
 
+from benchmarks.metering.__main__ import GPUS_PER_NODE, load_families, node_exposition  # noqa: E402
 from billing import selectors  # noqa: E402
-from billing.bench.__main__ import GPUS_PER_NODE, load_families, node_exposition  # noqa: E402
 from billing.models import MeterState, ScrapeRecord, UnknownNode, UsageEntry, UsageHour  # noqa: E402
-from billing.services import ingest_round  # noqa: E402
+from billing.services.ingest import ingest_round  # noqa: E402
 from scheduling.models import HostCluster, Node  # noqa: E402
 from tenants.models import Tenant, TenantCluster  # noqa: E402
 
@@ -181,7 +182,7 @@ def bench_usage_query(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m billing.bench_db", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.billing", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="what", required=True)
     ingest = sub.add_parser("ingest", help="one collection round including the database write")
     ingest.add_argument("--gpus", type=int, default=10_000)

@@ -1,5 +1,5 @@
-from scheduling.render.meta import MANAGED_BY, TENANT, TRUST_TIER
-from scheduling.render.namespace import render_namespace
+from workers.render.meta import MANAGED_BY, TENANT, TRUST_TIER
+from workers.render.namespace import render_namespace
 
 
 def test_the_namespace_carries_ownership_and_trust_tier(make_tenant):

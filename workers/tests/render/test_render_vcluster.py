@@ -1,7 +1,7 @@
 import yaml
 
-from scheduling.render import ClusterProfile
-from scheduling.render.vcluster import render_vcluster
+from workers.render import ClusterProfile
+from workers.render.vcluster import render_vcluster
 
 
 def test_a_helm_release_installs_the_vcluster_chart_from_loft(make_tenant):

@@ -1,4 +1,4 @@
-from scheduling.render.limitrange import render_limit_range
+from workers.render.limitrange import render_limit_range
 
 
 def test_it_sets_container_defaults_in_the_tenant_namespace(make_tenant):

@@ -1,5 +1,5 @@
-from scheduling.render.resourcequota import render_resource_quota
-from scheduling.tests.conftest import quota
+from workers.render.resourcequota import render_resource_quota
+from workers.tests.render.conftest import quota
 
 
 def test_it_caps_each_gpu_resource_at_guaranteed_plus_burst(make_tenant):

@@ -11,10 +11,10 @@ from __future__ import annotations
 import argparse
 import time
 
+from benchmarks.placement.trace import TracePod, read_nodes, read_pods
 from scheduling.engine.errors import MalformedTraceRow
 from scheduling.engine.fleet import MILLI
 from scheduling.engine.placer import Engine
-from scheduling.engine.trace import TracePod, read_nodes, read_pods
 
 
 def events(pods: list[TracePod], stretch: float = 1.0) -> list[tuple[float, int, TracePod]]:

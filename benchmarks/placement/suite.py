@@ -1,10 +1,11 @@
 """Every openb workload the FGD authors published, for several policies, against their figures in one table.
 
-``python -m scheduling.bench suite --policies default,fgd,best-fit --seeds 42-51 --jobs 2`` runs the FGD
-protocol (:mod:`scheduling.bench.openb`) for each workload x policy x seed, ``--jobs`` at a time in separate
-processes, and prints per workload the mean unallocated GPU % at arrived = 100 % of each policy next to the
-published FGD and Best-fit means and seed bands (``fgd-expected-results/analysis_allo_discrete.csv``, the
-authors' own runs), then how many workloads the first policy wins against published FGD and Best-fit.
+``python -m benchmarks.placement suite --policies default,fgd,best-fit --seeds 42-51 --jobs 2`` runs the FGD
+protocol (:mod:`benchmarks.placement.openb`) for each workload x policy x seed, ``--jobs`` at a time in
+separate processes, and prints per workload the mean unallocated GPU % at arrived = 100 % of each policy next
+to the published FGD and Best-fit means and seed bands
+(``fgd-expected-results/analysis_allo_discrete.csv``, the authors' own runs), then how many workloads the
+first policy wins against published FGD and Best-fit.
 """
 
 from __future__ import annotations
@@ -18,11 +19,11 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from scheduling.bench.openb import run_seed
+from benchmarks.placement.openb import run_seed
+from benchmarks.placement.trace import read_nodes, read_pods
 from scheduling.engine.errors import EngineError
 from scheduling.engine.fleet import NodeSpec, PodRequest
 from scheduling.engine.policies import POLICIES
-from scheduling.engine.trace import read_nodes, read_pods
 
 PUBLISHED_POLICIES = {"fgd": "06-FGD", "best-fit": "05-BestFit"}
 

@@ -1,4 +1,4 @@
-"""Placement benchmarks: ``python -m scheduling.bench {openb,suite,replay,gangs,mig}`` (docs/placement.md)."""
+"""Placement benchmarks (docs/placement.md): ``python -m benchmarks.placement openb|suite|gangs|…``."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from scheduling.bench import gangs, mig, openb, replay, suite
+from benchmarks.placement import gangs, mig, openb, replay, suite
 from scheduling.engine.errors import EngineError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,7 +30,7 @@ def seeds(text: str) -> list[int]:
 
 def parser() -> argparse.ArgumentParser:
     """The command line."""
-    p = argparse.ArgumentParser(prog="python -m scheduling.bench", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m benchmarks.placement", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
     o = sub.add_parser("openb", help="FGD protocol on the Alibaba openb trace (arrivals only)")
     o.add_argument("--nodes", type=Path, default=DEFAULT_NODES)

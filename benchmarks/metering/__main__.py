@@ -1,4 +1,4 @@
-"""Benchmark of one collection round of a simulated fleet: ``python -m billing.bench ingest``.
+"""Benchmark of one collection round of a simulated fleet: ``python -m benchmarks.metering ingest``.
 
 Generates, in memory, the exposition text of every node of an N-GPU fleet with the real
 exporter's label layout (the 25 default families, Kubernetes pod labels, a share of
@@ -306,7 +306,7 @@ def _print(report: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point."""
-    parser = argparse.ArgumentParser(prog="python -m billing.bench")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.metering")
     sub = parser.add_subparsers(dest="command", required=True)
     ingest = sub.add_parser("ingest", help="time parsing and attributing one collection round")
     ingest.add_argument("--gpus", type=int, default=10_000)

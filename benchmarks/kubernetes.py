@@ -1,6 +1,6 @@
 """Benchmark: reconcile N tenants (two quotas each) against the emulator, then a steady-state pass.
 
-    python -m workers.kube.bench --tenants 1000 [--output docs/benchmarks-kubernetes.md]
+    python -m benchmarks.kubernetes --tenants 1000 [--output docs/benchmarks-kubernetes.md]
 
 The driver runs in the main thread and the emulator in its own thread (same process, same GIL), so
 wall time is what one core does for both; the driver's and the emulator's CPU time are measured apart.
@@ -17,11 +17,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scheduling.render import ClusterProfile
+from tests.kube_emulator import RunningEmulator, start_emulator
 from workers.drivers.base import QuotaSpec, TenantSpec, TrustTier
 from workers.drivers.kubernetes import KubernetesDriver
 from workers.kube.api import api_client_for_url
-from workers.kube.emulator import RunningEmulator, start_emulator
+from workers.render import ClusterProfile
 
 TIERS: tuple[TrustTier, ...] = ("isolated", "standard", "trusted")
 CLASSES = (
@@ -95,12 +95,12 @@ def report(count: int, passes: list[Pass], objects: int) -> str:
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     return f"""# Benchmark: kubernetes driver, steady-state reconcile
 
-Command: `python -m workers.kube.bench --tenants {count}` · date: {now} · Python {sys.version.split()[0]}
+Command: `python -m benchmarks.kubernetes --tenants {count}` · date: {now} · Python {sys.version.split()[0]}
 
 {count} tenants with two GPU quotas each (whole GPUs plus a second class: another GPU model or MIG
 1g.18gb slices), spread over three trust tiers, Kueue profile, vCluster through Flux HelmRelease;
 {objects} objects in the emulator after the first pass. The driver talks to the kmock-based emulator
-(`workers/kube/emulator.py`) on loopback through the official `kubernetes` client. Driver and emulator run
+(`tests/kube_emulator.py`) on loopback through the official `kubernetes` client. Driver and emulator run
 in one process (one GIL), so wall time is what a single core does for both; CPU time is measured per thread.
 
 | pass | API calls | writes | wall s | driver CPU s | emulator CPU s | errors |

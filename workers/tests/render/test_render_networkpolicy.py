@@ -1,6 +1,6 @@
-from scheduling.render import ClusterProfile
-from scheduling.render.meta import TENANT
-from scheduling.render.networkpolicy import render_network_policies
+from workers.render import ClusterProfile
+from workers.render.meta import TENANT
+from workers.render.networkpolicy import render_network_policies
 
 
 def test_it_admits_only_its_own_namespace_and_non_tenant_namespaces(make_tenant):

@@ -1,13 +1,13 @@
-from scheduling.render import ClusterProfile, render_shared
-from scheduling.render.kueue import (
+from workers.render import ClusterProfile, render_shared
+from workers.render.kueue import (
     flavor_name,
     render_cluster_queue,
     render_local_queue,
     render_resource_flavor,
     render_topology,
 )
-from scheduling.render.meta import SHARED, TENANT
-from scheduling.tests.conftest import MIG, quota
+from workers.render.meta import SHARED, TENANT
+from workers.tests.render.conftest import MIG, quota
 
 
 def test_a_flavor_per_gpu_class_pins_its_nodes(make_tenant):

@@ -1,5 +1,5 @@
-from scheduling.render import ClusterProfile, render_shared, render_tenant
-from scheduling.render.kai import render_leaf_queue, render_parent_queue
+from workers.render import ClusterProfile, render_shared, render_tenant
+from workers.render.kai import render_leaf_queue, render_parent_queue
 
 
 def test_the_leaf_queue_guarantees_whole_gpus_under_its_tier(make_tenant):

@@ -1,0 +1,169 @@
+"""Budgets: a monthly amount per tenant; each threshold the month's spend crosses raises one alert (audit row,
+webhook, e-mail) and, where enforced, 100 % suspends the tenant.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import urllib.request
+from datetime import datetime
+from decimal import ROUND_HALF_UP, Decimal
+from typing import Any
+
+from django.conf import settings
+from django.core.mail import send_mail
+from django.db import transaction
+from django.db.models import Sum
+from django.utils import timezone
+
+from billing.models import (
+    Budget,
+    BudgetAlert,
+    InvoiceLine,
+    UsageHour,
+)
+from billing.services.invoicing import month_bounds, rate
+from billing.services.rates import CENT, decimal_of
+from gpucloud.errors import ValidationFailed
+from tenants import audit
+from tenants.audit import Actor
+from tenants.models import Tenant
+from tenants.services import require, suspend_tenant
+
+log = logging.getLogger(__name__)
+THRESHOLDS = (50, 80, 100)
+
+
+@transaction.atomic
+def set_budget(
+    *,
+    actor: Actor,
+    tenant: Tenant,
+    monthly_amount: Any,
+    currency: str = "USD",
+    webhook_url: str = "",
+    email: str = "",
+    enforce: bool = False,
+) -> Budget:
+    """Set the tenant's monthly budget. Owners and admins of the tenant, or platform administrators."""
+    require(actor, tenant, "budget.manage", "setting a budget")
+    amount = decimal_of(monthly_amount, "monthly_amount").quantize(CENT, ROUND_HALF_UP)
+    if amount == 0:
+        raise ValidationFailed.on("monthly_amount", "a budget must be more than 0")
+    before = Budget.objects.filter(tenant=tenant).values("monthly_amount", "enforce").first()
+    budget, _ = Budget.objects.update_or_create(
+        tenant=tenant,
+        defaults={
+            "monthly_amount": amount,
+            "currency": currency.upper(),
+            "webhook_url": webhook_url,
+            "email": email,
+            "enforce": enforce,
+        },
+    )
+    audit.record(
+        actor,
+        "budget.set",
+        object_type="budget",
+        object_id=tenant.public_id,
+        tenant=tenant,
+        before={k: str(v) for k, v in before.items()} if before else None,
+        after={"monthly_amount": str(amount), "currency": budget.currency, "enforce": enforce},
+    )
+    return budget
+
+
+def spent_this_month(tenant: Tenant, now: datetime) -> Decimal:
+    """What the tenant's usage of the current month costs so far, at the rate cards in force."""
+    start, end = month_bounds(now.year, now.month)
+    rows = (
+        UsageHour.objects.filter(tenant=tenant, hour__gte=start, hour__lt=end)
+        .values("gpu_class", "hour")
+        .annotate(gpu_us=Sum("gpu_us"))
+        .order_by("gpu_class", "hour")
+    )
+    sums = [(r["gpu_class"], r["hour"], r["gpu_us"]) for r in rows]
+    return sum((line.amount for line in rate(tenant, sums, InvoiceLine.Kind.USAGE)), Decimal(0))
+
+
+def check_budget(budget: Budget, now: datetime) -> list[BudgetAlert]:
+    """Raise each threshold the month's spend has crossed, once per month: audit, webhook, e-mail, hold."""
+    tenant = budget.tenant
+    spent = spent_this_month(tenant, now)
+    start, _ = month_bounds(now.year, now.month)
+    alerts = []
+    with transaction.atomic():
+        for threshold in THRESHOLDS:
+            if spent * 100 < budget.monthly_amount * threshold:
+                break
+            alert, created = BudgetAlert.objects.get_or_create(
+                budget=budget, period_start=start, threshold=threshold, defaults={"spent": spent}
+            )
+            if created:
+                alerts.append(alert)
+                _raise_alert(budget, alert)
+    return alerts
+
+
+def _raise_alert(budget: Budget, alert: BudgetAlert) -> None:
+    tenant = budget.tenant
+    payload = {
+        "tenant": tenant.slug,
+        "threshold_percent": alert.threshold,
+        "spent": str(alert.spent),
+        "budget": str(budget.monthly_amount),
+        "currency": budget.currency,
+        "month": f"{alert.period_start:%Y-%m}",
+    }
+    audit.record(
+        Actor.system("budgets"),
+        "budget.threshold_crossed",
+        object_type="budget",
+        object_id=tenant.public_id,
+        tenant=tenant,
+        after=payload,
+    )
+    if budget.webhook_url:
+        url = budget.webhook_url
+        transaction.on_commit(lambda: _post_webhook(url, payload))
+    if budget.email and settings.BILLING_ALERT_EMAIL_FROM:
+        address = budget.email
+        transaction.on_commit(lambda: _send_email(address, payload))
+    if alert.threshold == 100 and budget.enforce and tenant.state == Tenant.State.READY:
+        _hold_queues(tenant)
+
+
+def _hold_queues(tenant: Tenant) -> None:
+    """Enforcement: the tenant is suspended, which holds its queues (Kueue stopPolicy Hold)."""
+    suspend_tenant(actor=Actor.console("budget-enforcement"), tenant=tenant)
+
+
+def _post_webhook(url: str, payload: dict[str, Any]) -> None:
+    request = urllib.request.Request(
+        url, data=json.dumps(payload).encode(), headers={"Content-Type": "application/json"}, method="POST"
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=settings.BILLING_WEBHOOK_TIMEOUT):
+            pass
+    except OSError as exc:  # the alert stands in the audit log; a dead webhook must not stop metering
+        log.warning("budget webhook failed", extra={"url": url, "error": str(exc)})
+
+
+def _send_email(address: str, payload: dict[str, Any]) -> None:
+    subject = f"gpucloud: {payload['tenant']} reached {payload['threshold_percent']} % of its budget"
+    body = (
+        f"Tenant {payload['tenant']} has spent {payload['spent']} {payload['currency']} of its "
+        f"{payload['budget']} {payload['currency']} budget for {payload['month']}."
+    )
+    try:
+        send_mail(subject, body, settings.BILLING_ALERT_EMAIL_FROM, [address])
+    except OSError as exc:
+        log.warning("budget e-mail failed", extra={"to": address, "error": str(exc)})
+
+
+def check_budgets(now: datetime | None = None) -> int:
+    """Check every budget; returns how many alerts were raised."""
+    now = now or timezone.now()
+    budgets = Budget.objects.select_related("tenant").exclude(tenant__state=Tenant.State.DELETED)
+    return sum(len(check_budget(b, now)) for b in budgets)

@@ -1,0 +1,387 @@
+"""Ingest: parse (`billing.dcgm`) → attribute pods to tenants by host namespace → integrate with the persisted
+per-node device state (`billing.metering`) → append ledger rows, the scrape record and the new state in one
+transaction. The scrape record is unique per (host cluster, node, time), so the same scrape ingested twice
+adds nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from billing import dcgm, metering
+from billing.metrics import METER_ANOMALIES, METER_SCRAPES
+from billing.models import (
+    MICRO,
+    MeterState,
+    ScrapeRecord,
+    UnknownNode,
+    UsageEntry,
+    UsageHour,
+)
+from scheduling import catalog
+from scheduling.models import HostCluster, Node
+from tenants.models import TenantCluster
+
+log = logging.getLogger(__name__)
+_parsers: dict[int, dcgm.Parser] = {}  # label sets rarely change between rounds: keep them per cluster
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A node that could not be collected this round (timeout, refused, HTTP error): why."""
+
+    reason: str
+
+
+@dataclass
+class ClusterFacts:
+    """What the cluster says about pods, beside DCGM: exact start/finish, known shares, known classes."""
+
+    lifecycle: Mapping[metering.PodRef, metering.PodLifecycle] = field(default_factory=dict)
+    fractions: Mapping[metering.PodRef, float] = field(default_factory=dict)
+    classes: Mapping[metering.PodRef, str] = field(default_factory=dict)
+
+
+def ingest_scrape(
+    host_cluster: HostCluster,
+    node: str,
+    at: datetime,
+    text: str | bytes,
+    *,
+    source: str = ScrapeRecord.Source.FILE,
+    facts: ClusterFacts | None = None,
+) -> ScrapeRecord:
+    """Ingest one node's exposition as scraped at `at`. Ingesting the same (node, at) again adds nothing."""
+    return ingest_round(host_cluster, at, {node: text}, source=source, facts=facts)[node]
+
+
+def ingest_round(
+    host_cluster: HostCluster,
+    at: datetime,
+    payloads: Mapping[str, str | bytes | Failure],
+    *,
+    source: str = ScrapeRecord.Source.EXPORTER,
+    facts: ClusterFacts | None = None,
+) -> dict[str, ScrapeRecord]:
+    """Ingest one collection round of many nodes in one transaction; returns each node's scrape record."""
+    records = ingest_rounds(host_cluster, [(at, payloads)], source=source, facts=facts)
+    return {node: record for (node, _), record in records.items()}
+
+
+def ingest_rounds(
+    host_cluster: HostCluster,
+    rounds: Sequence[tuple[datetime, Mapping[str, str | bytes | Failure]]],
+    *,
+    source: str = ScrapeRecord.Source.EXPORTER,
+    facts: ClusterFacts | None = None,
+) -> dict[tuple[str, datetime], ScrapeRecord]:
+    """Ingest rounds in time order in one transaction (collection, replay, backfill).
+
+    Returns the scrape record of each (node, time); those already ingested are returned as they were and add
+    nothing. Within one call the ledger cells of a node are summed and point at its last scrape.
+    """
+    facts = facts or ClusterFacts()
+    nodes = sorted({node for _, payloads in rounds for node in payloads})
+    with transaction.atomic():
+        existing = {
+            (r.node, r.at): r
+            for r in ScrapeRecord.objects.filter(
+                host_cluster=host_cluster, at__in=[at for at, _ in rounds], node__in=nodes
+            )
+        }
+        writer = _RoundWriter(host_cluster, source, facts, _lock_states(host_cluster, nodes))
+        for at, payloads in rounds:
+            for node, body in payloads.items():
+                if (node, at) not in existing:
+                    writer.ingest(node, at, body)
+        records = writer.write()
+        _report_unknown_nodes(host_cluster, records)
+    transaction.on_commit(lambda: _count(host_cluster.name, source, records.values()))
+    return {**existing, **records}
+
+
+def _lock_states(host_cluster: HostCluster, nodes: Iterable[str]) -> dict[str, MeterState]:
+    """The nodes' device states, locked: two collectors of one cluster never integrate the same interval."""
+    nodes = list(nodes)
+    MeterState.objects.bulk_create(
+        [MeterState(host_cluster=host_cluster, node=n, state={}) for n in nodes], ignore_conflicts=True
+    )
+    rows = MeterState.objects.select_for_update().filter(host_cluster=host_cluster, node__in=nodes)
+    return {row.node: row for row in rows}
+
+
+class _RoundWriter:
+    """Integrates each node's scrapes and collects the rows to write."""
+
+    def __init__(
+        self, host_cluster: HostCluster, source: str, facts: ClusterFacts, states: dict[str, MeterState]
+    ) -> None:
+        self.host_cluster, self.source, self.facts, self.states = host_cluster, source, facts, states
+        self.parser = _parsers.setdefault(host_cluster.pk, dcgm.Parser())
+        self.tenants = dict(
+            TenantCluster.objects.filter(host_cluster=host_cluster).values_list("namespace", "tenant_id")
+        )
+        self.integrators: dict[str, metering.Integrator] = {}
+        self.records: dict[tuple[str, datetime], ScrapeRecord] = {}
+        self.last: dict[str, ScrapeRecord] = {}
+        self.cells: dict[str, dict[tuple[metering.LedgerKey, str], metering.Usage]] = defaultdict(dict)
+        self.now = timezone.now()
+
+    def _integrator(self, node: str) -> metering.Integrator:
+        if node not in self.integrators:
+            state, lifecycle, max_gap = self.states[node].state, self.facts.lifecycle, settings.METER_MAX_GAP
+            self.integrators[node] = (
+                metering.Integrator.from_state(state, max_gap=max_gap, lifecycle=lifecycle)
+                if state
+                else metering.Integrator(max_gap=max_gap, lifecycle=lifecycle)
+            )
+        return self.integrators[node]
+
+    def ingest(self, node: str, at: datetime, body: str | bytes | Failure) -> None:
+        record = ScrapeRecord(host_cluster=self.host_cluster, node=node, at=at, source=self.source)
+        self.records[(node, at)] = record
+        if isinstance(body, Failure):
+            record.status, record.reason = ScrapeRecord.Status.FAILED, body.reason
+            return
+        self.last[node] = record
+        result = self.parser.parse(body, default_hostname=node)
+        samples = metering.samples_from_exposition(result, at.timestamp(), fractions=self.facts.fractions)
+        integrator = self._integrator(node)
+        shared = _shared_pods(integrator, samples, self.facts.classes)
+        integrator.ingest_round(samples)
+        out = integrator.drain()
+        _describe(record, result, samples, out)
+        cells = self.cells[node]
+        for key, usage in out.ledger.items():
+            cell_key = (key, class_name(key.gpu_class, (key.namespace, key.pod) in shared))
+            cell = cells.get(cell_key)
+            if cell is None:
+                cells[cell_key] = metering.Usage(usage.gpu_seconds, usage.util_gpu_seconds, usage.joules)
+            else:
+                cell.gpu_seconds += usage.gpu_seconds
+                cell.util_gpu_seconds += usage.util_gpu_seconds
+                cell.joules += usage.joules
+
+    def _row(
+        self, node: str, key: metering.LedgerKey, gpu_class: str, usage: metering.Usage
+    ) -> tuple[Any, ...]:
+        """One ledger row as a tuple laid out as LEDGER_COLUMNS (no model instance: 14,000 per round)."""
+        gi = key.device.gpu_instance
+        return (
+            self.last[node].pk,
+            self.host_cluster.pk,
+            self.tenants.get(key.namespace) if key.namespace else None,
+            gpu_class,
+            node,
+            key.device.uuid if gi is None else f"{key.device.uuid}/{gi}",
+            key.namespace,
+            key.pod,
+            datetime.fromtimestamp(key.hour, UTC),
+            round(usage.gpu_seconds * MICRO),
+            round(usage.util_gpu_seconds * MICRO),
+            round(usage.joules * 1000),
+            self.now,
+        )
+
+    def write(self) -> dict[tuple[str, datetime], ScrapeRecord]:
+        ScrapeRecord.objects.bulk_create(self.records.values(), batch_size=2000)
+        rows = [
+            self._row(node, key, gpu_class, usage)
+            for node, cells in self.cells.items()
+            for (key, gpu_class), usage in cells.items()
+        ]
+        _append_ledger(rows)
+        _add_to_hours([r.pk for r in self.last.values()], rows)
+        for node, integrator in self.integrators.items():
+            self.states[node].state = integrator.state()
+        _save_states([self.states[node] for node in self.integrators])
+        return self.records
+
+
+LEDGER_COLUMNS = (
+    "scrape_id", "host_cluster_id", "tenant_id", "gpu_class", "node", "device", "namespace", "pod", "hour",
+    "gpu_us", "util_gpu_us", "millijoules", "recorded_at",
+)  # fmt: skip
+
+
+def _append_ledger(rows: list[tuple[Any, ...]]) -> None:
+    """Append ledger rows laid out as LEDGER_COLUMNS. On PostgreSQL with COPY: Django's model instances and
+    per-field preparation in bulk_create cost more than parsing the round."""
+    if connection.vendor != "postgresql":
+        UsageEntry.objects.bulk_create(
+            [UsageEntry(**dict(zip(LEDGER_COLUMNS, row, strict=True))) for row in rows], batch_size=5000
+        )
+        return
+    columns = ", ".join(LEDGER_COLUMNS)
+    with (
+        connection.cursor() as cursor,
+        cursor.cursor.copy(f"COPY {UsageEntry._meta.db_table} ({columns}) FROM STDIN") as copy,
+    ):
+        for row in rows:
+            copy.write_row(row)
+
+
+HOUR_KEY = ("host_cluster_id", "node", "device", "namespace", "pod", "gpu_class", "hour")
+HOUR_SUMS = ("gpu_us", "util_gpu_us", "millijoules")
+
+
+def _add_to_hours(scrape_ids: list[int], rows: list[tuple[Any, ...]]) -> None:
+    """Add this call's ledger rows to the hourly sums: on PostgreSQL one INSERT … ON CONFLICT DO UPDATE."""
+    if not rows:
+        return
+    if connection.vendor != "postgresql":
+        _add_to_hours_slowly(rows)
+        return
+    key, sums = ", ".join(HOUR_KEY), ", ".join(HOUR_SUMS)
+    added = ", ".join(f"{c} = h.{c} + EXCLUDED.{c}" for c in HOUR_SUMS)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {UsageHour._meta.db_table} AS h ({key}, tenant_id, {sums}) "
+            f"SELECT {key}, max(tenant_id), {', '.join(f'sum({c})' for c in HOUR_SUMS)} "
+            f"FROM {UsageEntry._meta.db_table} WHERE scrape_id = ANY(%s) GROUP BY {key} "
+            f"ON CONFLICT ({key}) DO UPDATE SET {added}",
+            [scrape_ids],
+        )
+
+
+def _add_to_hours_slowly(rows: list[tuple[Any, ...]]) -> None:
+    """The same for SQLite (the embedded default, small fleets): one upsert per cell."""
+    position = {c: i for i, c in enumerate(LEDGER_COLUMNS)}
+    for row in rows:
+        key = {c: row[position[c]] for c in HOUR_KEY}
+        values = {c: row[position[c]] for c in HOUR_SUMS}
+        updated = UsageHour.objects.filter(**key).update(**{c: F(c) + v for c, v in values.items()})
+        if not updated:
+            UsageHour.objects.create(tenant_id=row[position["tenant_id"]], **key, **values)
+
+
+def _save_states(states: list[MeterState]) -> None:
+    """Write the nodes' new states. On PostgreSQL one UPDATE … FROM (VALUES …) per thousand nodes: Django's
+    bulk_update builds a CASE per row and took most of a 10,000-GPU round."""
+    if connection.vendor != "postgresql":
+        MeterState.objects.bulk_update(states, ["state"], batch_size=500)
+        return
+    table = MeterState._meta.db_table
+    with connection.cursor() as cursor:
+        for i in range(0, len(states), 1000):
+            batch = states[i : i + 1000]
+            values = ", ".join(["(%s, %s::jsonb)"] * len(batch))
+            params: list[Any] = []
+            for row in batch:
+                params += [row.pk, json.dumps(row.state)]
+            cursor.execute(
+                f"UPDATE {table} AS m SET state = v.state, updated_at = now() "
+                f"FROM (VALUES {values}) AS v(id, state) WHERE m.id = v.id",
+                params,
+            )
+
+
+def _shared_pods(
+    integrator: metering.Integrator,
+    samples: list[tuple[dcgm.DeviceKey, metering.Sample]],
+    classes: Mapping[metering.PodRef, str],
+) -> set[metering.PodRef]:
+    """Pods holding a share of a whole GPU, before or at this round: billed as the model's `.shared` class.
+
+    The cluster's word wins; otherwise a pod is shared when it holds a known fraction below 1 or sits on a
+    GPU beside other pods.
+    """
+    shared = set()
+    for key, sample in [*samples, *integrator.last.items()]:
+        if key.gpu_instance is not None:
+            continue
+        for h in sample.holders:
+            ref = (h.namespace, h.pod)
+            known = classes.get(ref)
+            if known is not None:
+                if known.endswith(".shared"):
+                    shared.add(ref)
+            elif len(sample.holders) > 1 or (h.fraction is not None and h.fraction < 1):
+                shared.add(ref)
+    return shared
+
+
+def class_name(gpu_class: metering.GpuClassInput, shared: bool = False) -> str:
+    """The catalog GPU class of a (modelName, MIG profile): `h100-80gb`, `h100-80gb.mig-1g.10gb`, …."""
+    model_name, profile = gpu_class
+    model = catalog.model_for_dcgm_name(model_name)
+    if model is None:
+        return f"unknown:{model_name}"[:80]
+    if profile:
+        return f"{model.slug}.mig-{profile}"
+    return f"{model.slug}.shared" if shared else model.slug
+
+
+def _describe(
+    record: ScrapeRecord,
+    result: dcgm.ParseResult,
+    samples: list[tuple[dcgm.DeviceKey, metering.Sample]],
+    out: metering.Contributions,
+) -> None:
+    """Fill the scrape record: counts, status and a reason a person can act on."""
+    record.devices, record.samples = len(samples), result.samples
+    record.garbled, record.late = len(result.bad_lines), len(out.late)
+    record.duplicates, record.gaps = out.duplicates, len(out.gaps)
+    reasons = [f"line {b.lineno}: {b.reason}" for b in result.bad_lines[:5]]
+    if len(result.bad_lines) > 5:
+        reasons.append(f"… and {len(result.bad_lines) - 5} more garbled lines")
+    if out.late:
+        reasons.append(f"{len(out.late)} late samples (device already integrated until a later time)")
+    if out.gaps:
+        reasons.append(f"{len(out.gaps)} gaps longer than METER_MAX_GAP not billed")
+    if not samples:
+        record.status = ScrapeRecord.Status.FAILED
+        reasons.insert(0, "no DCGM device samples in the exposition")
+    elif result.bad_lines:
+        record.status = ScrapeRecord.Status.PARTIAL
+    else:
+        record.status = ScrapeRecord.Status.OK
+    record.reason = "; ".join(reasons)
+
+
+def _report_unknown_nodes(host_cluster: HostCluster, seen: Iterable[tuple[str, datetime]]) -> None:
+    """Nodes the fleet does not know are billed all the same, and reported here."""
+    times: dict[str, list[datetime]] = defaultdict(list)
+    for node, at in seen:
+        times[node].append(at)
+    known = set(Node.objects.filter(host_cluster=host_cluster, name__in=times).values_list("name", flat=True))
+    unknown = sorted(set(times) - known)
+    if not unknown:
+        return
+    reports = {r.name: r for r in UnknownNode.objects.filter(host_cluster=host_cluster, name__in=unknown)}
+    new = []
+    for name in unknown:
+        first, last, count = min(times[name]), max(times[name]), len(times[name])
+        report = reports.get(name)
+        if report is None:
+            new.append(
+                UnknownNode(
+                    host_cluster=host_cluster, name=name, first_seen=first, last_seen=last, scrapes=count
+                )
+            )
+            continue
+        report.first_seen, report.last_seen = min(report.first_seen, first), max(report.last_seen, last)
+        report.scrapes += count
+    UnknownNode.objects.bulk_create(new, batch_size=1000)
+    UnknownNode.objects.bulk_update(reports.values(), ["first_seen", "last_seen", "scrapes"], batch_size=1000)
+    if new:
+        log.warning("samples from nodes the fleet does not know", extra={"nodes": [n.name for n in new][:20]})
+
+
+def _count(cluster: str, source: str, records: Iterable[ScrapeRecord]) -> None:
+    for r in records:
+        METER_SCRAPES.labels(cluster, source, r.status).inc()
+        for kind in ("garbled", "late", "duplicates", "gaps"):
+            if getattr(r, kind):
+                METER_ANOMALIES.labels(cluster, kind).inc(getattr(r, kind))

@@ -1,0 +1,55 @@
+"""The layers of docs/architecture.md hold, and the check enforcing them (import-linter) catches a break."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("gpucloud", "tenants", "scheduling", "billing", "workers", "portal", "tests", "benchmarks")
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+
+
+def lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--no-cache"],
+        cwd=root,
+        env={"PYTHONPATH": str(root)},
+        capture_output=True,
+        text=True,
+    )
+
+
+def copy_of_the_tree(tmp_path: Path) -> Path:
+    ignore = shutil.ignore_patterns("node_modules", "__pycache__", "*.csv", "*.prom", "*.json")
+    for package in PACKAGES:
+        shutil.copytree(ROOT / package, tmp_path / package, ignore=ignore)
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    return tmp_path
+
+
+def test_the_tree_keeps_every_import_contract():
+    run = lint_imports(ROOT)
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_the_base_layer_importing_a_domain_app_breaks_the_layers(tmp_path):
+    tree = copy_of_the_tree(tmp_path)
+    with (tree / "gpucloud" / "ids.py").open("a") as f:
+        f.write("\nfrom tenants.models import Tenant  # noqa: E402, F401\n")
+    run = lint_imports(tree)
+    assert run.returncode == 1
+    assert "Apps depend one way: a lower layer never imports a higher one BROKEN" in run.stdout
+    assert "gpucloud.ids -> tenants.models" in run.stdout
+
+
+def test_product_code_importing_a_test_tool_breaks_the_product_contract(tmp_path):
+    tree = copy_of_the_tree(tmp_path)
+    with (tree / "workers" / "kube" / "api.py").open("a") as f:
+        f.write("\nfrom tests.kube_emulator import start_emulator  # noqa: E402, F401\n")
+    run = lint_imports(tree)
+    assert run.returncode == 1
+    assert "Product code imports no test tool, benchmark or dev-only library BROKEN" in run.stdout
+    assert "workers.kube.api -> tests.kube_emulator" in run.stdout
