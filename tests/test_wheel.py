@@ -67,6 +67,12 @@ def test_the_wheel_holds_the_product_packages_and_no_tests_or_benchmarks(wheel):
     assert not [n for n in names if "/tests/" in n or "bench" in n or "emulator" in n]
 
 
+def test_the_wheel_carries_the_portal_templates_and_static_files(wheel):
+    names = set(zipfile.ZipFile(wheel).namelist())
+    shipped = {str(p.relative_to(ROOT)) for p in (ROOT / "portal").glob("*/portal/*") if p.is_file()}
+    assert shipped and shipped <= names
+
+
 def test_no_dev_only_library_comes_with_the_package(python, tmp_path):
     check = f"import importlib.util; print([m for m in {DEV_ONLY!r} if importlib.util.find_spec(m)])"
     assert run(python, "-c", check, cwd=tmp_path, env=clean_env()).strip() == "[]"
