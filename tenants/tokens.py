@@ -109,7 +109,17 @@ def create_token(
     _validate(name, scope, expires_at)
     if actor.user is not None and actor.user != user and not actor.is_platform_admin:
         raise PermissionDenied("only a platform administrator can make a token for someone else")
+    if is_service_account(user):
+        raise PermissionDenied(
+            "a tenant service token cannot make personal tokens; its tenant's owners and admins make more "
+            "service tokens at /tenants/{slug}/tokens/"
+        )
     return _issue(user=user, tenant=None, actor=actor, name=name, scope=scope, expires_at=expires_at)
+
+
+def is_service_account(user: User) -> bool:
+    """Whether `user` is the account of a tenant service token (it has tokens bound to a tenant)."""
+    return ApiToken.objects.filter(user=user, tenant__isnull=False).exists()
 
 
 @transaction.atomic
