@@ -20,7 +20,7 @@ PERMISSIONS: dict[str, frozenset[str]] = {
     # people and their roles
     "member.view": TEAM,
     "member.manage": MANAGERS,
-    "member.grant_owner": frozenset({OWNER}),
+    "member.manage_owners": frozenset({OWNER}),  # make an owner, change an owner's role, remove an owner
     # quotas are read by the team and set by platform administrators only
     "quota.view": frozenset(ROLES),
     "quota.manage": frozenset(),
