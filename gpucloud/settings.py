@@ -63,8 +63,10 @@ ENCRYPTION_KEYS = _encryption_keys()
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
+# No django.contrib.admin: people sign in only through the portal's sign-in (throttled, audited), and every
+# change goes through the services, which audit it. Platform administrators are named at the console
+# (`manage.py platform_admin`) or by OIDC_ADMIN_GROUPS.
 INSTALLED_APPS = [
-    "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -155,6 +157,7 @@ AUTHENTICATION_BACKENDS = (["django.contrib.auth.backends.ModelBackend"] if LOCA
 )
 LOGIN_ATTEMPTS = env_int("GPUCLOUD_LOGIN_ATTEMPTS", 10, minimum=1)
 LOGIN_ATTEMPTS_WINDOW = env_int("GPUCLOUD_LOGIN_ATTEMPTS_WINDOW", 300, minimum=1)
+LOGIN_ATTEMPTS_PER_ADDRESS = env_int("GPUCLOUD_LOGIN_ATTEMPTS_PER_ADDRESS", 100, minimum=1)
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -178,7 +181,7 @@ SECURE_HSTS_INCLUDE_SUBDOMAINS = SECURE_HSTS_PRELOAD = SECURE_HSTS_SECONDS > 0
 if env_bool("GPUCLOUD_BEHIND_TLS_PROXY", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 X_FRAME_OPTIONS = "DENY"
-# No inline script or style anywhere: the portal, the admin and the API docs load their own static files.
+# No inline script or style anywhere: the portal and the API docs load their own static files.
 _FORM_TARGETS = ["'self'"] + ([OIDC_ISSUER] if OIDC_ISSUER else [])
 CONTENT_SECURITY_POLICY = {
     "DIRECTIVES": {

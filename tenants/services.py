@@ -399,6 +399,31 @@ def remove_quota(*, actor: Actor, quota: Quota) -> None:
     _reconcile_on_commit(tenant)
 
 
+@transaction.atomic
+def set_platform_admin(*, actor: Actor, user: Any, admin: bool) -> bool:
+    """Make `user` a platform administrator, or stop them being one; returns whether anything changed.
+
+    Platform administrators may do everything in every tenant, so this is audited like any other write. A
+    person must be a platform administrator to do it; a process (the console, single sign-on) is trusted.
+    """
+    if actor.user is not None and not actor.is_platform_admin:
+        raise PermissionDenied("naming platform administrators needs a platform administrator")
+    user = User.objects.select_for_update().get(pk=user.pk)
+    if user.is_staff == admin:
+        return False
+    user.is_staff = admin
+    user.save(update_fields=["is_staff"])
+    audit.record(
+        actor,
+        "user.platform_admin",
+        object_type="user",
+        object_id=user.get_username(),
+        before={"platform_admin": not admin},
+        after={"platform_admin": admin},
+    )
+    return True
+
+
 def _sso_audit(actor: Actor, action: str, tenant: Tenant, before: Any, after: Any, username: str) -> None:
     audit.record(
         actor,

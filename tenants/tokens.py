@@ -173,6 +173,35 @@ def revoke_token(*, actor: Actor, token: ApiToken) -> ApiToken:
     return token
 
 
+@transaction.atomic
+def revoke_personal_tokens(*, actor: Actor, user: User) -> int:
+    """Revoke every live personal token of `user` (someone who lost all access); returns how many.
+
+    A person may revoke their own; a platform administrator or a process (single sign-on) anyone's.
+    """
+    if actor.user is not None and actor.user != user and not actor.is_platform_admin:
+        raise PermissionDenied("only the tokens' owner or a platform administrator can revoke them")
+    live = (
+        ApiToken.objects.select_for_update()
+        .select_related("user")
+        .filter(user=user, tenant=None, revoked_at=None)
+    )
+    now = timezone.now()
+    for token in live:
+        before = token_snapshot(token)
+        token.revoked_at = now
+        token.save(update_fields=["revoked_at"])
+        audit.record(
+            actor,
+            "token.revoke",
+            object_type="api_token",
+            object_id=token.public_id,
+            before=before,
+            after=token_snapshot(token),
+        )
+    return len(live)
+
+
 def check(token: str) -> tuple[ApiToken | None, str]:
     """The live token row `token` names, or None and the reason it is refused."""
     if not token.startswith(KIND) or len(token) != len(KIND) + PREFIX_LENGTH + SECRET_LENGTH:
