@@ -11,7 +11,7 @@ from pathlib import Path
 
 import dj_database_url
 
-from gpucloud.env import ConfigError, env_bool, env_float, env_int, env_list, env_str
+from gpucloud.env import ConfigError, env_bool, env_float, env_int, env_list, env_networks, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("GPUCLOUD_VAR_DIR", str(BASE_DIR / "var")))
@@ -274,6 +274,9 @@ METER_INTERVAL = env_float("METER_INTERVAL", 30.0, minimum=1.0)
 METER_MAX_GAP = env_float("METER_MAX_GAP", 2 * METER_INTERVAL, minimum=1.0)
 METER_SCRAPE_TIMEOUT = env_float("METER_SCRAPE_TIMEOUT", 5.0, minimum=0.1)
 BILLING_WEBHOOK_TIMEOUT = env_float("BILLING_WEBHOOK_TIMEOUT", 5.0, minimum=0.1)
+# Budget webhooks go to public https addresses only (billing/webhooks.py), unless the operator says otherwise.
+WEBHOOK_ALLOW_HTTP = env_bool("GPUCLOUD_WEBHOOK_ALLOW_HTTP", False)
+WEBHOOK_ALLOWED_NETWORKS = env_networks("GPUCLOUD_WEBHOOK_ALLOWED_NETWORKS")
 BILLING_ALERT_EMAIL_FROM = env_str("BILLING_ALERT_EMAIL_FROM", "")
 EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
 EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)
