@@ -11,7 +11,7 @@ from pathlib import Path
 
 import dj_database_url
 
-from gpucloud.env import ConfigError, env_bool, env_float, env_int, env_list, env_str
+from gpucloud.env import ConfigError, env_bool, env_float, env_int, env_list, env_networks, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("GPUCLOUD_VAR_DIR", str(BASE_DIR / "var")))
@@ -63,8 +63,10 @@ ENCRYPTION_KEYS = _encryption_keys()
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
+# No django.contrib.admin: people sign in only through the portal's sign-in (throttled, audited), and every
+# change goes through the services, which audit it. Platform administrators are named at the console
+# (`manage.py platform_admin`) or by OIDC_ADMIN_GROUPS.
 INSTALLED_APPS = [
-    "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -158,6 +160,7 @@ AUTHENTICATION_BACKENDS = (["django.contrib.auth.backends.ModelBackend"] if LOCA
 )
 LOGIN_ATTEMPTS = env_int("GPUCLOUD_LOGIN_ATTEMPTS", 10, minimum=1)
 LOGIN_ATTEMPTS_WINDOW = env_int("GPUCLOUD_LOGIN_ATTEMPTS_WINDOW", 300, minimum=1)
+LOGIN_ATTEMPTS_PER_ADDRESS = env_int("GPUCLOUD_LOGIN_ATTEMPTS_PER_ADDRESS", 100, minimum=1)
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -181,7 +184,7 @@ SECURE_HSTS_INCLUDE_SUBDOMAINS = SECURE_HSTS_PRELOAD = SECURE_HSTS_SECONDS > 0
 if env_bool("GPUCLOUD_BEHIND_TLS_PROXY", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 X_FRAME_OPTIONS = "DENY"
-# No inline script or style anywhere: the portal, the admin and the API docs load their own static files.
+# No inline script or style anywhere: the portal and the API docs load their own static files.
 _FORM_TARGETS = ["'self'"] + ([OIDC_ISSUER] if OIDC_ISSUER else [])
 CONTENT_SECURITY_POLICY = {
     "DIRECTIVES": {
@@ -274,6 +277,9 @@ METER_INTERVAL = env_float("METER_INTERVAL", 30.0, minimum=1.0)
 METER_MAX_GAP = env_float("METER_MAX_GAP", 2 * METER_INTERVAL, minimum=1.0)
 METER_SCRAPE_TIMEOUT = env_float("METER_SCRAPE_TIMEOUT", 5.0, minimum=0.1)
 BILLING_WEBHOOK_TIMEOUT = env_float("BILLING_WEBHOOK_TIMEOUT", 5.0, minimum=0.1)
+# Budget webhooks go to public https addresses only (billing/webhooks.py), unless the operator says otherwise.
+WEBHOOK_ALLOW_HTTP = env_bool("GPUCLOUD_WEBHOOK_ALLOW_HTTP", False)
+WEBHOOK_ALLOWED_NETWORKS = env_networks("GPUCLOUD_WEBHOOK_ALLOWED_NETWORKS")
 BILLING_ALERT_EMAIL_FROM = env_str("BILLING_ALERT_EMAIL_FROM", "")
 EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
 EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)

@@ -13,7 +13,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from gpucloud.celery import enqueue_tenant_reconcile
-from gpucloud.errors import Conflict, PermissionDenied, ValidationFailed
+from gpucloud.errors import Conflict, NotFound, PermissionDenied, ValidationFailed
 from scheduling.models import GpuClass, HostCluster
 from tenants import audit, tiers
 from tenants.audit import Actor
@@ -207,9 +207,27 @@ def membership_snapshot(membership: Membership) -> dict[str, Any]:
     return {"user": membership.user.get_username(), "role": membership.role, "source": membership.source}
 
 
+def _lock_memberships(tenant: Tenant) -> None:
+    # Membership changes of one tenant are serialised on its row, so two owners demoting (or removing)
+    # each other at once cannot both pass the last-owner check and leave the tenant with none.
+    Tenant.objects.select_for_update().filter(pk=tenant.pk).first()
+
+
+def _require_owner_rights(actor: Actor, tenant: Tenant, what: str) -> None:
+    if not can(actor, tenant, "member.manage_owners"):
+        raise PermissionDenied(
+            f"{what} needs an owner of tenant {tenant.slug} or a platform administrator; "
+            "admins manage every other role"
+        )
+
+
 @transaction.atomic
 def add_member(*, actor: Actor, tenant: Tenant, username: str, role: str) -> Membership:
-    """Give a user a role in the tenant, or change the role they have."""
+    """Give a user a role in the tenant, or change the role they have.
+
+    Only owners (and platform administrators) make someone an owner or change an owner's role; the last
+    owner keeps the role.
+    """
     require(actor, tenant, "member.manage", "managing members")
     _require_live(tenant, "changing members")
     if role not in Membership.Role.values:
@@ -218,9 +236,12 @@ def add_member(*, actor: Actor, tenant: Tenant, username: str, role: str) -> Mem
     user = User.objects.filter(username=username).first()
     if user is None:
         raise ValidationFailed.on("username", f"there is no user called {username!r}")
-    if role == Membership.Role.OWNER and not can(actor, tenant, "member.grant_owner"):
-        raise PermissionDenied("only an owner or a platform administrator can make someone an owner")
+    _lock_memberships(tenant)
     existing = Membership.objects.select_for_update().filter(tenant=tenant, user=user).first()
+    if role == Membership.Role.OWNER:
+        _require_owner_rights(actor, tenant, "making someone an owner")
+    elif existing and existing.role == Membership.Role.OWNER:
+        _require_owner_rights(actor, tenant, f"changing the role of {username}, an owner,")
     before = membership_snapshot(existing) if existing else None
     if existing and existing.role == role and existing.source == Membership.Source.MANUAL:
         return existing
@@ -246,18 +267,24 @@ def _refuse_last_owner(tenant: Tenant, membership: Membership) -> None:
     owners = Membership.objects.filter(tenant=tenant, role=Membership.Role.OWNER).count()
     if owners <= 1:
         raise Conflict(
-            f"{membership.user.get_username()} is the last owner of {tenant.slug}; add another first"
+            f"{membership.user.get_username()} is the last owner of {tenant.slug}; make someone else an "
+            "owner first"
         )
 
 
 @transaction.atomic
 def remove_member(*, actor: Actor, tenant: Tenant, membership: Membership) -> None:
-    """Take a user's role in the tenant away (never the last owner's)."""
+    """Take a user's role in the tenant away. Only owners remove an owner, and never the last one."""
     require(actor, tenant, "member.manage", "managing members")
-    if membership.role == Membership.Role.OWNER:
-        _refuse_last_owner(tenant, membership)
-    before = membership_snapshot(membership)
-    membership.delete()
+    _lock_memberships(tenant)
+    current = Membership.objects.select_related("user").filter(pk=membership.pk).first()
+    if current is None:
+        raise NotFound(f"{membership.user.get_username()} has no role in {tenant.slug} any more")
+    if current.role == Membership.Role.OWNER:
+        _require_owner_rights(actor, tenant, f"removing {current.user.get_username()}, an owner,")
+        _refuse_last_owner(tenant, current)
+    before = membership_snapshot(current)
+    current.delete()
     audit.record(
         actor,
         "member.remove",
@@ -354,6 +381,31 @@ def remove_quota(*, actor: Actor, quota: Quota) -> None:
         before=before,
     )
     _reconcile_on_commit(tenant)
+
+
+@transaction.atomic
+def set_platform_admin(*, actor: Actor, user: Any, admin: bool) -> bool:
+    """Make `user` a platform administrator, or stop them being one; returns whether anything changed.
+
+    Platform administrators may do everything in every tenant, so this is audited like any other write. A
+    person must be a platform administrator to do it; a process (the console, single sign-on) is trusted.
+    """
+    if actor.user is not None and not actor.is_platform_admin:
+        raise PermissionDenied("naming platform administrators needs a platform administrator")
+    user = User.objects.select_for_update().get(pk=user.pk)
+    if user.is_staff == admin:
+        return False
+    user.is_staff = admin
+    user.save(update_fields=["is_staff"])
+    audit.record(
+        actor,
+        "user.platform_admin",
+        object_type="user",
+        object_id=user.get_username(),
+        before={"platform_admin": not admin},
+        after={"platform_admin": admin},
+    )
+    return True
 
 
 def _sso_audit(actor: Actor, action: str, tenant: Tenant, before: Any, after: Any, username: str) -> None:

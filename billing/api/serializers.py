@@ -118,6 +118,9 @@ class BudgetAlertSerializer(serializers.ModelSerializer):
 
 class BudgetSerializer(serializers.ModelSerializer):
     tenant = serializers.CharField(source="tenant.slug", read_only=True)
+    webhook_url = serializers.CharField(
+        source="webhook_origin", read_only=True, help_text="scheme and host only; the rest may be a secret"
+    )
     alerts = BudgetAlertSerializer(many=True, read_only=True)
 
     class Meta:

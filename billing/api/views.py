@@ -31,6 +31,7 @@ from billing.services import budgets, invoicing, rates
 from gpucloud.errors import NotFound, PermissionDenied, ValidationFailed
 from tenants.api.viewsets import BaseViewSet
 from tenants.models import Tenant
+from tenants.permissions import is_platform_admin
 
 
 def _when(request: Request, name: str) -> datetime | None:
@@ -77,7 +78,7 @@ class UsageViewSet(mixins.ListModelMixin, BaseViewSet):
                 raise NotFound(f"there is no tenant {slug!r} you can see")
         return selectors.usage(
             tenants=tenants,
-            include_platform=not slug and bool(request.user.is_staff),
+            include_platform=not slug and is_platform_admin(request.user),
             start=_when(request, "start"),
             end=_when(request, "end"),
             group_by=group_by,
@@ -218,7 +219,7 @@ class BudgetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewSe
 class _AdminOnly(BaseViewSet):
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)
-        if not request.user.is_staff:
+        if not is_platform_admin(request.user):
             raise PermissionDenied("metering status is shown to platform administrators only")
 
 

@@ -164,12 +164,23 @@ def draft_invoice(*, actor: Actor, tenant: Tenant, year: int, month: int) -> Inv
     """The tenant's invoice for a month, recomputed from the ledger while it is a draft."""
     require(actor, tenant, "billing.view", "reading invoices")
     start, end = month_bounds(year, month)
-    invoice, _ = Invoice.objects.select_for_update().get_or_create(
+    invoice, created = Invoice.objects.select_for_update().get_or_create(
         tenant=tenant, period_start=start, defaults={"period_end": end, "trust_tier": tenant.trust_tier}
     )
     if invoice.state == Invoice.State.ISSUED:
         return invoice
-    return _fill(invoice, _ledger_head())
+    before = None if created else {"total": str(invoice.total), "currency": invoice.currency}
+    invoice = _fill(invoice, _ledger_head())
+    audit.record(
+        actor,
+        "invoice.draft",
+        object_type="invoice",
+        object_id=invoice.public_id,
+        tenant=tenant,
+        before=before,
+        after={"total": str(invoice.total), "currency": invoice.currency, "period": f"{start:%Y-%m}"},
+    )
+    return invoice
 
 
 @transaction.atomic
