@@ -423,6 +423,10 @@ def _decimal(value: Any, where: str) -> Decimal:
 
 
 def _validate_prices(prices: Mapping[str, Any], tiers: Mapping[str, Any]) -> None:
+    if not prices:
+        raise ValidationFailed.on(
+            "prices", "a rate card needs at least one price: {gpu class: price per GPU-hour}"
+        )
     known = {c.name for c in catalog.all_classes()}
     for name, price in prices.items():
         if name not in known:
@@ -530,7 +534,17 @@ def _card_at(cards: list[RateCard], moment: datetime) -> RateCard | None:
 # --- Invoices --------------------------------------------------------------------------------------------
 
 
+FIRST_MONTH, LAST_MONTH = (2000, 1), (2999, 12)  # the months an invoice can be for
+
+
 def month_bounds(year: int, month: int) -> tuple[datetime, datetime]:
+    """The first moment of the month and of the next one; refuses months outside FIRST_MONTH…LAST_MONTH
+    (Python's dates end in 9999, and no usage was ever metered before 2000)."""
+    if not (FIRST_MONTH <= (year, month) <= LAST_MONTH and 1 <= month <= 12):
+        first, last = (f"{y:04d}-{m:02d}" for y, m in (FIRST_MONTH, LAST_MONTH))
+        raise ValidationFailed.on(
+            "month", f"{year:04d}-{month:02d} is not a month from {first} to {last} (YYYY-MM)"
+        )
     start = datetime(year, month, 1, tzinfo=UTC)
     return start, start + timedelta(days=calendar.monthrange(year, month)[1])
 

@@ -49,3 +49,11 @@ class CapacityExceeded(ServiceError):
     status = 422
     type = "quota-exceeds-capacity"
     title = "Not enough capacity for this guarantee"
+
+
+class IdempotencyKeyReused(ServiceError):
+    """An `Idempotency-Key` sent again with another request: the first answer cannot stand for it."""
+
+    status = 422
+    type = "idempotency-key-reused"
+    title = "This Idempotency-Key was used for another request"

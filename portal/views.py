@@ -43,7 +43,9 @@ class LoginView(auth_views.LoginView):
         if cache.get(self._key(), 0) >= settings.LOGIN_ATTEMPTS:
             log.warning("sign-in attempts from %s are over the limit", request.META.get("REMOTE_ADDR"))
             context = {**self.get_context_data(), "throttled": True}
-            return render(request, "portal/login.html", context, status=429)
+            response = render(request, "portal/login.html", context, status=429)
+            response["Retry-After"] = str(settings.LOGIN_ATTEMPTS_WINDOW)  # at most: the window may be older
+            return response
         return super().post(request, *args, **kwargs)
 
     def form_valid(self, form: Any) -> HttpResponse:
