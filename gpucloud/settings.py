@@ -86,6 +86,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "gpucloud.observability.RequestContextMiddleware",
+    "gpucloud.api.middleware.RefuseNulMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -224,6 +225,12 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "gpucloud.api.schema.AutoSchema",
     "EXCEPTION_HANDLER": "gpucloud.api.problems.exception_handler",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    # JSON with a nesting limit and no NUL (gpucloud/api/parsers.py); forms as DRF has them.
+    "DEFAULT_PARSER_CLASSES": [
+        "gpucloud.api.parsers.JSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
 SPECTACULAR_SETTINGS = {

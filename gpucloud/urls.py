@@ -26,5 +26,6 @@ urlpatterns = [
     path("", include("portal.urls")),
 ]
 
+handler400 = "gpucloud.api.problems.bad_request"
 handler404 = "gpucloud.api.problems.not_found"
 handler500 = "gpucloud.api.problems.server_error"

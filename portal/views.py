@@ -43,7 +43,9 @@ class LoginView(auth_views.LoginView):
         if lockout.locked(*self._who()):
             log.warning("sign-in attempts for %r from %s are over the limit", *self._who())
             context = {**self.get_context_data(), "throttled": True}
-            return render(request, "portal/login.html", context, status=429)
+            response = render(request, "portal/login.html", context, status=429)
+            response["Retry-After"] = str(settings.LOGIN_ATTEMPTS_WINDOW)  # at most: the window may be older
+            return response
         return super().post(request, *args, **kwargs)
 
     def form_valid(self, form: Any) -> HttpResponse:

@@ -14,6 +14,7 @@ from django.db import transaction
 
 from gpucloud.celery import enqueue_tenant_reconcile
 from gpucloud.errors import Conflict, NotFound, PermissionDenied, ValidationFailed
+from gpucloud.limits import integer_range
 from scheduling.models import GpuClass, HostCluster
 from tenants import audit, tiers
 from tenants.audit import Actor
@@ -72,14 +73,26 @@ def _reconcile_on_commit(tenant: Tenant) -> None:
 
 
 def _validate_slug(slug: str) -> None:
-    if not re.match(SLUG_RE, slug or ""):
+    # fullmatch, not match: `$` also matches before a final newline, which let "ab\n" through.
+    if not re.fullmatch(SLUG_RE, slug or ""):
         raise ValidationFailed.on(
             "slug",
             f"{slug!r} is not a valid slug: use 1-40 lowercase letters, digits and hyphens, starting with a "
             "letter and not ending with a hyphen",
         )
     if Tenant.objects.filter(slug=slug).exists():
-        raise ValidationFailed.on("slug", f"the slug {slug!r} is taken (slugs are never reused)")
+        raise Conflict(
+            f"the slug {slug!r} is taken (slugs are never reused)", errors={"slug": ["already taken"]}
+        )
+
+
+def _validate_display_name(display_name: str) -> None:
+    limit = Tenant._meta.get_field("display_name").max_length or 0
+    if len(display_name) > limit:
+        raise ValidationFailed.on(
+            "display_name",
+            f"the display name has {len(display_name)} characters; at most {limit} are allowed",
+        )
 
 
 def _validate_tier(trust_tier: str) -> None:
@@ -101,6 +114,7 @@ def create_tenant(
     if not actor.is_platform_admin:
         raise PermissionDenied("creating a tenant needs a platform administrator")
     _validate_slug(slug)
+    _validate_display_name(display_name)
     _validate_tier(trust_tier)
     tenant = Tenant.objects.create(slug=slug, display_name=display_name or slug, trust_tier=trust_tier)
     TenantCluster.objects.create(
@@ -126,6 +140,7 @@ def update_tenant(
     if display_name is not None:
         if not display_name.strip():
             raise ValidationFailed.on("display_name", "the display name may not be blank")
+        _validate_display_name(display_name.strip())
         tenant.display_name = display_name.strip()
     if trust_tier is not None and trust_tier != tenant.trust_tier:
         if not actor.is_platform_admin:
@@ -308,10 +323,11 @@ def quota_snapshot(quota: Quota) -> dict[str, Any]:
 def _count(field: str, value: Any, *, minimum: int = 0, optional: bool = False) -> int | None:
     if value is None and optional:
         return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValidationFailed.on(field, f"{field} must be a whole number, not {value!r}")
-    if value < minimum:
-        raise ValidationFailed.on(field, f"{field} must be at least {minimum}, not {value}")
+    maximum = integer_range(Quota, field)[1]
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+        raise ValidationFailed.on(
+            field, f"{field} must be a whole number from {minimum} to {maximum}, not {value!r}"
+        )
     return value
 
 

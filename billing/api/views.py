@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+import re
+from datetime import UTC, datetime
 from typing import Any
 
+import django_filters
 from django.db.models import QuerySet
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
@@ -46,7 +48,10 @@ def _when(request: Request, name: str) -> datetime | None:
         ) from None
     if moment.tzinfo is None:
         raise ValidationFailed.on(name, f"{raw!r} has no time zone; add Z or +00:00")
-    return moment
+    try:  # in UTC before it reaches the database: PostgreSQL refuses offsets beyond ±15:59
+        return moment.astimezone(UTC)
+    except OverflowError:
+        raise ValidationFailed.on(name, f"{raw!r} is out of range") from None
 
 
 @extend_schema(
@@ -111,10 +116,27 @@ class RateCardViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseView
 FILE_RESPONSE = {(200, "text/csv"): OpenApiResponse(OpenApiTypes.STR, description="a CSV file")}
 
 
+def parse_month(text: str) -> tuple[int, int]:
+    """`YYYY-MM` as (year, month); the service checks the range."""
+    if not re.fullmatch(r"\d{4}-\d{2}", text):
+        raise ValidationFailed.on("month", f"{text!r} is not a month written YYYY-MM")
+    year, month = text.split("-")
+    return int(year), int(month)
+
+
+class InvoiceFilter(django_filters.FilterSet):
+    tenant = django_filters.CharFilter(field_name="tenant__slug", help_text="tenant slug")
+
+    class Meta:
+        model = Invoice
+        fields = ["tenant", "state"]
+
+
 class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewSet):
     """Monthly invoices per tenant: drafts recomputed from the ledger, issued ones never change."""
 
     serializer_class = InvoiceSerializer
+    filterset_class = InvoiceFilter
     lookup_field = "public_id"
     lookup_url_kwarg = "id"
 
@@ -134,7 +156,7 @@ class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewS
         tenant = get_object_or_404(
             self.visible_tenants("billing.view"), slug=serializer.validated_data["tenant"]
         )
-        year, month = map(int, serializer.validated_data["month"].split("-"))
+        year, month = parse_month(serializer.validated_data["month"])
         invoice = invoicing.draft_invoice(actor=self.actor(), tenant=tenant, year=year, month=month)
         return Response(InvoiceSerializer(self.get_queryset().get(pk=invoice.pk)).data, status=201)
 
@@ -168,11 +190,7 @@ class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewS
         what = request.query_params.get("as", "focus")  # not `format`: DRF reads that for content negotiation
         if what not in ("csv", "focus"):
             raise ValidationFailed.on("as", f"{what!r} is not csv or focus")
-        try:
-            year, number = map(int, month.split("-"))
-            start, _ = invoicing.month_bounds(year, number)
-        except ValueError:
-            raise ValidationFailed.on("month", f"{month!r} is not a month written YYYY-MM") from None
+        start, _ = invoicing.month_bounds(*parse_month(month))
         invoices = list(self.get_queryset().filter(period_start=start))
         return self._download(invoices, what, f"{month}")
 
