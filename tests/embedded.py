@@ -6,6 +6,7 @@ A fresh var/ directory, `manage.py migrate` and `bootstrap` (which prints the ad
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -68,14 +69,16 @@ def manage(env: dict[str, str], *args: str, cwd: Path = ROOT) -> str:
 
 
 @contextmanager
-def embedded_default(var_dir: Path, cwd: Path = ROOT, **extra_env: str) -> Iterator[Embedded]:
+def embedded_default(
+    var_dir: Path, cwd: Path = ROOT, log_path: Path | None = None, **extra_env: str
+) -> Iterator[Embedded]:
     """Run the embedded default until the block ends, then stop it as Ctrl-C in its terminal would."""
     env = embedded_env(var_dir, **extra_env)
     manage(env, "migrate", "--noinput", "-v0", cwd=cwd)
     printed = manage(env, "bootstrap", cwd=cwd)
     token = next(line.split()[-1] for line in printed.splitlines() if "API token" in line)
     port = free_port()
-    log_path = var_dir.parent / f"serve_embedded-{port}.log"
+    log_path = log_path or var_dir.parent / f"serve_embedded-{port}.log"
     with log_path.open("wb") as log:
         server = subprocess.Popen(
             [sys.executable, str(ROOT / "manage.py"), "serve_embedded", "--addr", f"127.0.0.1:{port}"],
@@ -90,13 +93,41 @@ def embedded_default(var_dir: Path, cwd: Path = ROOT, **extra_env: str) -> Itera
         wait_until(lambda: get(running.base + "/healthz")[0] == 200, 60)
         yield running
     finally:
-        if server.poll() is None:
-            os.killpg(server.pid, signal.SIGINT)  # what Ctrl-C in the terminal does
-            try:
-                server.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(server.pid, signal.SIGKILL)
-                server.wait()
+        _stop(server, var_dir)
+
+
+def _stop(server: subprocess.Popen, var_dir: Path) -> None:
+    """Ctrl-C, as in the terminal; then kill what is left of this run, whatever the code under test did."""
+    left = set(children(server.pid).values())
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(server.pid, signal.SIGINT)
+    try:
+        server.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
+    for pid in left:
+        if alive(pid) and ours(pid, var_dir):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def ours(pid: int, var_dir: Path) -> bool:
+    """The process belongs to the embedded default on `var_dir` (a pid of another, reused, is left alone)."""
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return f"GPUCLOUD_VAR_DIR={var_dir}".encode() in environ
+
+
+def alive(pid: int) -> bool:
+    """Running, and not a zombie waiting to be reaped."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def request(method: str, url: str, token: str = "", body: dict | None = None) -> tuple[int, dict]:
