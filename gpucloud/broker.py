@@ -9,6 +9,9 @@ race, and the loser's worker dies of a JSONDecodeError). Two things the stock tr
 - how it uses SQLite: write-ahead logging, so readers do not wait for the writer, and a busy timeout, so a
   process that finds the file locked waits its turn instead of failing with "database is locked".
 
+kombu keeps every delivered message in the table, marked invisible: beat alone sends thousands a day. The
+worker's channel deletes them once a minute, so the file stays small.
+
 It has no fan-out exchanges, so no remote control (`celery inspect`, `celery control`): nothing in gpucloud
 uses it, and `/metrics` reads the workers' counters from PROMETHEUS_MULTIPROC_DIR instead.
 """
@@ -16,6 +19,7 @@ uses it, and `/metrics` reads the workers' counters from PROMETHEUS_MULTIPROC_DI
 from __future__ import annotations
 
 import sqlite3
+import time
 from typing import Any
 
 from kombu.transport import sqlalchemy
@@ -23,6 +27,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
 BUSY_TIMEOUT_MS = 20_000
+SWEEP_EVERY = 60.0
 
 
 def _tune(dbapi_connection: sqlite3.Connection, _record: Any) -> None:
@@ -34,10 +39,25 @@ def _tune(dbapi_connection: sqlite3.Connection, _record: Any) -> None:
 
 
 class Channel(sqlalchemy.Channel):
+    swept_at = 0.0
+
     def _engine_from_config(self) -> Engine:
         engine = super()._engine_from_config()
         event.listen(engine, "connect", _tune)
         return engine
+
+    def _get(self, queue: str, timeout: Any = None) -> Any:
+        if time.monotonic() - self.swept_at >= SWEEP_EVERY:
+            self.sweep()
+        return super()._get(queue)
+
+    def sweep(self) -> int:
+        """Delete the messages already delivered; kombu never reads them again (a restore sends a copy)."""
+        self.swept_at = time.monotonic()
+        delivered = self.session.query(self.message_cls).filter(self.message_cls.visible.is_(False))
+        count = delivered.delete(synchronize_session=False)
+        self.session.commit()
+        return count
 
 
 class Transport(sqlalchemy.Transport):

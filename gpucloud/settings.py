@@ -85,6 +85,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "gpucloud.observability.RequestContextMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Static files are answered here, before sessions and the CSP: they are not documents and need neither.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -163,6 +165,11 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
+STATIC_ROOT.mkdir(exist_ok=True)
+# WhiteNoise serves the static files (the portal's CSS, Swagger UI) in every mode, DEBUG on or off. The
+# embedded default takes them straight from the apps, so `make run` has nothing to collect and nothing goes
+# stale on an upgrade; production serves what `manage.py collectstatic` put into STATIC_ROOT at deploy time.
+WHITENOISE_USE_FINDERS = EMBEDDED or DEBUG
 
 # --- Transport and browser security ----------------------------------------------------------------------
 # Production (DEBUG off, DATABASE_URL set) is served over HTTPS: secure cookies, HSTS, redirects to https.
