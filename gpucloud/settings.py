@@ -1,7 +1,7 @@
 """gpucloud settings, read from the environment (docs/configuration.md lists every variable).
 
-With nothing set, the embedded default works: SQLite and a file-system task broker under `var/`, a generated
-secret key kept in `var/secret_key`, and the demo fleet.
+With nothing set, the embedded default works: SQLite files under `var/` for data and for the task broker, a
+generated secret key kept in `var/secret_key`, and the demo fleet.
 """
 
 from __future__ import annotations
@@ -88,6 +88,8 @@ MIDDLEWARE = [
     "gpucloud.observability.RequestContextMiddleware",
     "gpucloud.api.middleware.RefuseNulMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Static files are answered here, before sessions and the CSP: they are not documents and need neither.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -170,6 +172,11 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
+STATIC_ROOT.mkdir(exist_ok=True)
+# WhiteNoise serves the static files (the portal's CSS, Swagger UI) in every mode, DEBUG on or off. The
+# embedded default takes them straight from the apps, so `make run` has nothing to collect and nothing goes
+# stale on an upgrade; production serves what `manage.py collectstatic` put into STATIC_ROOT at deploy time.
+WHITENOISE_USE_FINDERS = EMBEDDED or DEBUG
 
 # --- Transport and browser security ----------------------------------------------------------------------
 # Production (DEBUG off, DATABASE_URL set) is served over HTTPS: secure cookies, HSTS, redirects to https.
@@ -252,19 +259,15 @@ SPECTACULAR_SETTINGS = {
 }
 
 # --- Workers ---------------------------------------------------------------------------------------------
-BROKER_DIR = VAR_DIR / "broker"
-CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
-if CELERY_BROKER_URL == "filesystem://":
-    BROKER_DIR.mkdir(exist_ok=True)
-    CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {
-        "data_folder_in": str(BROKER_DIR),
-        "data_folder_out": str(BROKER_DIR),
-        "store_processed": False,
-        # The file transport polls; 50 ms keeps a change-to-reconcile round trip well under a second.
-        "polling_interval": 0.05,
-    }
-else:
-    CELERY_BROKER_TRANSPORT_OPTIONS = {}
+# The embedded default's broker: a SQLite file under var/ through gpucloud/broker.py. Production uses Redis.
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", f"sqlite:///{VAR_DIR / 'broker.sqlite3'}")
+if CELERY_BROKER_URL.startswith("filesystem:"):
+    raise ConfigError(
+        "CELERY_BROKER_URL=filesystem:// loses workers to a race between processes; leave it unset for the "
+        "embedded SQLite broker (or sqlite:///path), or use redis://host:6379/0"
+    )
+if CELERY_BROKER_URL.startswith("sqlite:"):
+    CELERY_BROKER_TRANSPORT = "gpucloud.broker:Transport"
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
 RECONCILE_INTERVAL = env_float("GPUCLOUD_RECONCILE_INTERVAL", 30.0, minimum=1.0)
