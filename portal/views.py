@@ -12,7 +12,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 
 from portal import lockout
-from tenants import audit
+from tenants import audit, services
 from tenants.selectors import visible_tenants
 
 log = logging.getLogger(__name__)
@@ -52,6 +52,7 @@ class LoginView(auth_views.LoginView):
         response = super().form_valid(form)
         lockout.forget_failures(*self._who())
         audit.record_sign_in(form.get_user(), "password")
+        services.accept_invitations(user=form.get_user())
         return response
 
     def form_invalid(self, form: Any) -> HttpResponse:

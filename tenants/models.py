@@ -131,6 +131,27 @@ class Membership(models.Model):
         return f"{self.user} is {self.role} of {self.tenant}"
 
 
+class Invitation(models.Model):
+    """A role in a tenant kept for someone who has not signed in yet, by e-mail address.
+
+    At their first sign-in (local password or single sign-on) an account with that e-mail address receives
+    the role as a `manual` membership and the invitation goes (`tenants.services.accept_invitations`).
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="invitations")
+    email = models.EmailField(help_text="kept lowercase; matched case-insensitively at sign-in")
+    role = models.CharField(max_length=10, choices=Membership.Role.choices)
+    invited_by = models.CharField(max_length=150, help_text="who invited: a username or a system process")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["tenant", "email"]
+        constraints = [models.UniqueConstraint(fields=["tenant", "email"], name="invitation_unique_email")]
+
+    def __str__(self) -> str:
+        return f"{self.email} invited as {self.role} of {self.tenant}"
+
+
 class TenantCluster(models.Model):
     """The tenant's Kubernetes API in a host cluster: its host namespace, endpoint and observed state."""
 
