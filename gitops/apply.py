@@ -106,14 +106,18 @@ class _DryRun(Exception):
     """Raised at the end of a dry run to roll everything back (and drop every on_commit callback)."""
 
 
+ORDER = ("role", "guaranteed", "burst", "lendable", "weight")
+
+
 def _keyed(items: list[dict[str, Any]], key: str) -> dict[str, dict[str, Any]]:
-    return {item[key]: {k: v for k, v in item.items() if k != key} for item in items}
+    """{item[key]: the rest of the item}, its fields in one order (JSON columns do not keep theirs)."""
+    return {item[key]: {k: item[k] for k in ORDER if k in item} for item in items}
 
 
 def compare(desired: dict[str, Any], current: dict[str, Any]) -> list[FieldChange]:
     """Field by field, the managed fields (those in `desired`) that differ from `current`."""
     changes: list[FieldChange] = []
-    for name, wanted in desired.items():
+    for name, wanted in sorted(desired.items()):
         have = current.get(name)
         if name in ("members", "quotas"):
             key = "user" if name == "members" else "gpuClass"
@@ -126,7 +130,9 @@ def compare(desired: dict[str, Any], current: dict[str, Any]) -> list[FieldChang
                     changes.append(FieldChange(f"{name}[{item}]", b, a))
         elif name == "budget" and have is not None:
             changes += [
-                FieldChange(f"budget.{k}", have.get(k), v) for k, v in wanted.items() if have.get(k) != v
+                FieldChange(f"budget.{k}", have.get(k), v)
+                for k, v in sorted(wanted.items())
+                if have.get(k) != v
             ]
         elif wanted != have:
             changes.append(FieldChange(name, have, wanted))
@@ -261,6 +267,8 @@ def _index(document: Document, listing: str, key: str, value: str) -> str:
 def _quota_steps(actor: Actor, change: Change) -> list[Step]:
     """Removals and shrinking guarantees first (SHRINK), growing and new ones later (GROW)."""
     assert change.document is not None
+    if "quotas" not in change.desired:
+        return []  # not managed by this manifest
     name, document = change.name, change.document
     wanted = {q["gpuClass"]: q for q in change.desired["quotas"]}
 

@@ -86,12 +86,19 @@ def fetch(name: str, url: str, branch: str, *, username: str = "", password: str
         _git(["init", "--bare", "--quiet", str(directory)])
     env = _environment(username, password)
     refspec = f"+refs/heads/{branch}:{REF}"
-    _git(
-        ["fetch", "--quiet", "--no-tags", "--depth=1", "--", url, refspec],
-        cwd=directory,
-        env=env,
-        timeout=settings.GITOPS_FETCH_TIMEOUT,
-    )
+    try:
+        _git(
+            ["fetch", "--quiet", "--no-tags", "--depth=1", "--", url, refspec],
+            cwd=directory,
+            env=env,
+            timeout=settings.GITOPS_FETCH_TIMEOUT,
+        )
+    except GitError as exc:
+        # git asks for a name and password after a 401; with prompts off, that is how a refusal reads.
+        if "terminal prompts disabled" in str(exc) or "Authentication failed" in str(exc):
+            given = "given" if password else "(none are set: give a username and password or token)"
+            raise GitError(f"the git server refused the credentials {given}: {exc}") from None
+        raise
     return _git(["rev-parse", f"{REF}^{{commit}}"], cwd=directory).decode().strip()
 
 

@@ -166,6 +166,21 @@ def test_a_changed_manifest_changes_only_what_differs_and_a_list_given_is_the_wh
     assert AuditEvent.objects.count() == before + len(actions)  # applying again writes nothing
 
 
+def test_fields_a_manifest_leaves_out_are_left_alone(people, demo_fleet):
+    h200 = GpuClass.objects.get(name="h200-141gb")
+    services.set_quota(actor=CONSOLE, tenant=people["a"], gpu_class=h200, guaranteed=3)
+    text = (
+        "apiVersion: gpucloud.io/v1alpha1\nkind: Tenant\nmetadata: {name: tenant-a}\nspec: {displayName: A}\n"
+    )
+
+    result = apply(docs(text), actor=CONSOLE, source="test")
+
+    assert [str(f) for f in result.changes[0].fields] == ["  ~ displayName: 'tenant-a' → 'A'"]
+    tenant = Tenant.objects.get(slug="tenant-a")
+    assert tenant.display_name == "A" and tenant.quotas.get().guaranteed == 3
+    assert set(tenant.memberships.values_list("user__username", flat=True)) == {"admin", "alice", "bob"}
+
+
 def test_prune_removes_only_what_the_same_source_applied_and_no_longer_declares(alice, demo_fleet):
     speech = VISION.replace("name: vision", "name: speech").replace(
         "    - {user: newcomer@example.com, role: member}\n", ""
