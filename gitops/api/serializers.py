@@ -19,6 +19,42 @@ class ApplySerializer(serializers.Serializer):
     )
 
 
+class FieldChangeSerializer(serializers.Serializer):
+    path = serializers.CharField(help_text="a spec field, or a list item: quotas[h200-141gb], members[alice]")
+    before = serializers.JSONField(allow_null=True)
+    after = serializers.JSONField(allow_null=True)
+
+
+# Declared through type(): a field called `fields` would otherwise shadow the serializer's own attribute.
+ChangeSerializer = type(
+    "ChangeSerializer",
+    (serializers.Serializer,),
+    {
+        "kind": serializers.CharField(),
+        "name": serializers.CharField(),
+        "action": serializers.ChoiceField(choices=["create", "update", "delete", "release"]),
+        "fields": FieldChangeSerializer(many=True),
+    },
+)
+
+
+class ApplyResultSerializer(serializers.Serializer):
+    dryRun = serializers.BooleanField()
+    changed = serializers.BooleanField()
+    changes = ChangeSerializer(many=True)
+
+
+class KindSerializer(serializers.Serializer):
+    kind = serializers.CharField()
+    url = serializers.URLField()
+
+
+class WebhookAnswerSerializer(serializers.Serializer):
+    queued = serializers.BooleanField()
+    reason = serializers.CharField(required=False)
+    pong = serializers.BooleanField(required=False)
+
+
 class GitSourceSerializer(ModelSerializer):
     """A GitOps source. The password and the webhook secret are written, kept encrypted, and never shown."""
 

@@ -6,7 +6,8 @@ import json
 from typing import Any
 
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import mixins, status
 from rest_framework.decorators import action
 from rest_framework.permissions import AllowAny
@@ -14,7 +15,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from gitops import services
-from gitops.api.serializers import ApplySerializer, GitSourceSerializer
+from gitops.api.serializers import (
+    ApplyResultSerializer,
+    ApplySerializer,
+    GitSourceSerializer,
+    KindSerializer,
+    WebhookAnswerSerializer,
+)
 from gitops.apply import apply
 from gitops.manifests import KINDS, SCHEMAS, ManifestInvalid, from_bodies
 from gitops.models import GitSource
@@ -43,10 +50,19 @@ class SchemaViewSet(BaseViewSet):
 
     permission_classes = [AllowAny]
     lookup_url_kwarg = "kind"
+    serializer_class = KindSerializer
 
+    @extend_schema(operation_id="schemas_list")
     def list(self, request: Request) -> Response:
-        return Response({"kinds": [{"kind": k, "url": request.build_absolute_uri(f"{k}/")} for k in KINDS]})
+        kinds = [{"kind": k, "url": request.build_absolute_uri(f"{k}/")} for k in KINDS]
+        return self.get_paginated_response(self.paginate_queryset(kinds))
 
+    @extend_schema(
+        parameters=[OpenApiParameter("kind", str, OpenApiParameter.PATH, description="Tenant, RateCard …")],
+        responses={
+            (200, "application/schema+json"): OpenApiResponse(OpenApiTypes.OBJECT, description="JSON Schema")
+        },
+    )
     def retrieve(self, request: Request, kind: str) -> Response:
         found = {k.lower(): k for k in KINDS}.get(kind.lower())
         if found is None:
@@ -57,7 +73,9 @@ class SchemaViewSet(BaseViewSet):
 class ApplyViewSet(BaseViewSet):
     """Apply manifests, all or nothing, through the same services (and rules) as every other endpoint."""
 
-    @extend_schema(request=ApplySerializer)
+    serializer_class = ApplySerializer
+
+    @extend_schema(request=ApplySerializer, responses={200: ApplyResultSerializer})
     def create(self, request: Request) -> Response:
         serializer = ApplySerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -123,7 +141,15 @@ class GitSourceViewSet(
         services.request_sync(source)
         return Response(GitSourceSerializer(source).data, status=status.HTTP_202_ACCEPTED)
 
-    @extend_schema(request=None, responses={202: None})
+    @extend_schema(
+        request=OpenApiTypes.OBJECT,
+        responses={202: WebhookAnswerSerializer, 200: WebhookAnswerSerializer},
+        parameters=[
+            OpenApiParameter("X-Hub-Signature-256", str, OpenApiParameter.HEADER, description="GitHub"),
+            OpenApiParameter("X-Gitea-Signature", str, OpenApiParameter.HEADER, description="Gitea"),
+            OpenApiParameter("X-Gitlab-Token", str, OpenApiParameter.HEADER, description="GitLab"),
+        ],
+    )
     @action(detail=True, methods=["post"], permission_classes=[AllowAny], authentication_classes=[])
     def webhook(self, request: Request, name: str) -> Response:
         """A push webhook from GitHub, GitLab or Gitea, signed with the source's webhook secret."""
@@ -134,7 +160,7 @@ class GitSourceViewSet(
                 "X-Gitea-Signature or X-Gitlab-Token)"
             )
         if request.headers.get("X-GitHub-Event") == "ping":
-            return Response({"pong": True})
+            return Response({"queued": False, "pong": True})
         try:
             ref = json.loads(request.body or b"{}").get("ref")
         except (ValueError, AttributeError):

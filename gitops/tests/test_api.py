@@ -21,7 +21,7 @@ def tenant(slug: str, **spec: Any) -> dict[str, Any]:
 
 def test_each_kind_has_a_json_schema_anyone_may_read(client):
     listing = client.get("/api/v1/schemas/").json()
-    assert [k["kind"] for k in listing["kinds"]] == ["HostCluster", "RateCard", "Tenant"]
+    assert [k["kind"] for k in listing["results"]] == ["HostCluster", "RateCard", "Tenant"]
 
     schema = client.get("/api/v1/schemas/tenant/")
 
