@@ -225,3 +225,19 @@ def test_a_refused_stranger_is_audited_by_subject(sso_on, live_server, make_tena
     assert page.status_code == 403 and not User.objects.filter(username="eve").exists()
     failed = AuditEvent.objects.get(action="user.sign_in_failed")
     assert failed.object_id == "eve" and "no group that gives access" in failed.after["reason"]
+
+
+def test_an_invitation_by_e_mail_becomes_a_membership_at_the_first_single_sign_on(
+    sso_on, live_server, make_tenant
+):
+    vision = make_tenant("vision")
+    make_tenant("speech")
+    console = Actor.console("test")
+    services.invite_member(actor=console, tenant=vision, email="Grace@Corp.Example", role="member")
+    sso_on.person("grace", ["gpucloud:speech:viewer"])
+
+    _, page = sign_in(live_server.url, "grace")
+
+    assert page.status_code == 200
+    assert roles("grace") == {("vision", "member", "manual"), ("speech", "viewer", "sso")}
+    assert not vision.invitations.exists()
