@@ -210,7 +210,22 @@ class Document:
         return f"{self.kind} {self.name}"
 
 
-def _walk(node: yaml.Node, path: str, lines: dict[str, int], problems: list[tuple[int, str, str]]) -> None:
+def _walk(
+    node: yaml.Node,
+    path: str,
+    lines: dict[str, int],
+    problems: list[tuple[int, str, str]],
+    seen_nodes: set[int] | None = None,
+) -> None:
+    seen_nodes = set() if seen_nodes is None else seen_nodes
+    if id(node) in seen_nodes:
+        # An alias: manifests need none, and nested aliases make a few lines expand to billions of nodes.
+        problems.append(
+            (node.start_mark.line + 1, path, "YAML anchors and aliases are not allowed in manifests")
+        )
+        return
+    if isinstance(node, yaml.CollectionNode):
+        seen_nodes.add(id(node))
     lines.setdefault(path, node.start_mark.line + 1)
     if isinstance(node, yaml.MappingNode):
         seen: set[str] = set()
@@ -221,10 +236,10 @@ def _walk(node: yaml.Node, path: str, lines: dict[str, int], problems: list[tupl
             seen.add(name)
             child = f"{path}.{name}" if path else name
             lines[child] = key.start_mark.line + 1
-            _walk(value, child, lines, problems)
+            _walk(value, child, lines, problems, seen_nodes)
     elif isinstance(node, yaml.SequenceNode):
         for index, item in enumerate(node.value):
-            _walk(item, f"{path}[{index}]", lines, problems)
+            _walk(item, f"{path}[{index}]", lines, problems, seen_nodes)
 
 
 def parse(text: str, file: str) -> list[Document]:
@@ -240,6 +255,8 @@ def parse(text: str, file: str) -> list[Document]:
             repeated: list[tuple[int, str, str]] = []
             _walk(node, "", lines, repeated)
             problems += [Problem(file, line, path, reason) for line, path, reason in repeated]
+            if repeated:
+                continue  # not constructed: an alias bomb would expand here
             body = loader.construct_document(node)
             if body is None:
                 continue

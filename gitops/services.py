@@ -169,8 +169,13 @@ def sync(source: GitSource) -> GitSource:
     """
     with exclusive(f"gitops-source-{source.pk}"):
         source = GitSource.objects.get(pk=source.pk)
-        password = crypto.decrypt(source.password_ciphertext) if source.password_ciphertext else ""
         revision = ""
+        try:
+            password = crypto.decrypt(source.password_ciphertext) if source.password_ciphertext else ""
+        except crypto.DecryptionFailed as exc:
+            _fail(source, revision, f"the password cannot be read: {exc}; set it again", [])
+            source.refresh_from_db()
+            return source
         try:
             revision = git.fetch(
                 source.name, source.url, source.branch, username=source.username, password=password

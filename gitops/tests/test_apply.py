@@ -402,6 +402,19 @@ def test_parse_keeps_lines_and_refuses_repeated_keys():
     assert str(refusal.value.problems[0]) == "v.yaml:8: spec: the key 'trustTier' appears twice"
 
 
+def test_yaml_aliases_are_refused_before_they_can_expand():
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{chr(98 + i)}: &{chr(98 + i)} [*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}]\n"
+        for i in range(20)
+    )
+
+    with pytest.raises(ManifestInvalid) as refusal:
+        parse(bomb, "bomb.yaml")
+
+    first = refusal.value.problems[0]
+    assert (first.field, first.reason) == ("b[0]", "YAML anchors and aliases are not allowed in manifests")
+
+
 @pytest.mark.parametrize(
     ("change", "field", "reason"),
     [
