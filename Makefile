@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip --disable-pip-version-check -q
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: run test lint install-run install-test
+.PHONY: run test lint install-run install-test screenshots
 
 $(VENV)/bin/python:
 	python3 -m venv $(VENV)
@@ -36,3 +36,7 @@ lint: install-test
 
 test: lint
 	bash scripts/with-services.sh $(VENV)/bin/pytest $(PYTEST_ARGS)
+
+# The portal's browser tests, saving their screenshots where the README shows them.
+screenshots: install-test
+	GPUCLOUD_SCREENSHOTS=$(CURDIR)/docs/screenshots bash scripts/with-services.sh $(VENV)/bin/pytest tests/test_portal_browser.py

@@ -1,11 +1,34 @@
 from django.urls import path
 
-from portal import sso, views
+from portal import sso
+from portal.views import auth, dashboard, members, quotas, tenants, usage
 
 app_name = "portal"
 urlpatterns = [
-    path("", views.tenant_list, name="tenant-list"),
-    path("login/", views.LoginView.as_view(), name="login"),
+    path("", dashboard.dashboard, name="dashboard"),
+    path("login/", auth.LoginView.as_view(), name="login"),
     path("logout/", sso.Logout.as_view(), name="logout"),
-    path("tenants/<slug:slug>/", views.tenant_detail, name="tenant-detail"),
+    # Before <slug>/: "new" is a page, not a tenant.
+    path("tenants/new/", tenants.tenant_create, name="tenant-create"),
+    path("tenants/<slug:slug>/", tenants.tenant_detail, name="tenant-detail"),
+    path("tenants/<slug:slug>/status/", tenants.tenant_status, name="tenant-status"),
+    path("tenants/<slug:slug>/kubeconfig/", tenants.kubeconfig, name="tenant-kubeconfig"),
+    path("tenants/<slug:slug>/suspend/", tenants.tenant_suspend, name="tenant-suspend"),
+    path("tenants/<slug:slug>/resume/", tenants.tenant_resume, name="tenant-resume"),
+    path("tenants/<slug:slug>/delete/", tenants.tenant_delete, name="tenant-delete"),
+    path("tenants/<slug:slug>/quotas/", quotas.quotas, name="tenant-quotas"),
+    path(
+        "tenants/<slug:slug>/quotas/<str:gpu_class>/remove/",
+        quotas.quota_remove,
+        name="tenant-quota-remove",
+    ),
+    path("tenants/<slug:slug>/members/", members.members, name="tenant-members"),
+    path("tenants/<slug:slug>/members/<str:username>/role/", members.member_role, name="tenant-member-role"),
+    path(
+        "tenants/<slug:slug>/members/<str:username>/remove/",
+        members.member_remove,
+        name="tenant-member-remove",
+    ),
+    path("tenants/<slug:slug>/usage/", usage.usage, name="tenant-usage"),
+    path("tenants/<slug:slug>/usage/focus/<str:month>/", usage.focus, name="tenant-usage-focus"),
 ]

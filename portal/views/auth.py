@@ -1,4 +1,4 @@
-"""Server-rendered pages. They read through the same scoped selectors as the API and hold no logic."""
+"""Signing in with a password (single sign-on is portal/sso.py)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,11 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import views as auth_views
-from django.contrib.auth.decorators import login_required
 from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import render
 
 from tenants import audit
-from tenants.selectors import visible_tenants
 
 log = logging.getLogger(__name__)
 
@@ -56,26 +54,3 @@ class LoginView(auth_views.LoginView):
         cache.add(key, 0, timeout=settings.LOGIN_ATTEMPTS_WINDOW)
         cache.incr(key)
         return super().form_invalid(form)
-
-
-@login_required
-def tenant_list(request: HttpRequest) -> HttpResponse:
-    tenants = visible_tenants(request.user).select_related("cluster__host_cluster").order_by("slug")
-    return render(request, "portal/tenant_list.html", {"tenants": tenants})
-
-
-@login_required
-def tenant_detail(request: HttpRequest, slug: str) -> HttpResponse:
-    tenant = get_object_or_404(
-        visible_tenants(request.user).select_related("cluster__host_cluster"), slug=slug
-    )
-    context = {
-        "tenant": tenant,
-        "quotas": tenant.quotas.select_related("gpu_class").order_by("gpu_class__name"),
-        "members": (
-            tenant.memberships.select_related("user").order_by("user__username")
-            if visible_tenants(request.user, "member.view").filter(pk=tenant.pk).exists()
-            else None
-        ),
-    }
-    return render(request, "portal/tenant_detail.html", context)

@@ -1,0 +1,101 @@
+"""The portal's forms carry what people type to the services; they check nothing the services check.
+
+Fields are plain text where the API takes numbers, so a wrong value reaches the service and comes back with
+the API's own message ("guaranteed must be a whole number, not 'ten'"), shown by the field.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+
+from scheduling.models import GpuClass, HostCluster
+from tenants.models import Membership, Tenant
+
+# Counts are typed as text: what is not a whole number reaches the service, which says so.
+NUMBER = forms.TextInput({"inputmode": "numeric"})
+
+
+def whole(value: str, default: int | None = 0) -> Any:
+    """A typed count as an int; blank is `default`; anything else goes to the service as typed."""
+    value = (value or "").strip()
+    if not value:
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        return value
+
+
+def _choices_of_host_clusters() -> list[tuple[str, str]]:
+    names = HostCluster.objects.order_by("name").values_list("name", flat=True)
+    return [("", "Automatic: the ready host cluster with the most free GPUs"), *((n, n) for n in names)]
+
+
+def _choices_of_classes(blank: str) -> list[tuple[str, str]]:
+    classes = GpuClass.objects.select_related("gpu_model").order_by("name")
+    return [("", blank), *((c.name, f"{c.name} ({c.kind})") for c in classes)]
+
+
+def _choose(form: forms.Form, name: str, choices: list[tuple[str, str]]) -> None:
+    """Fill a choice field when the form is made: the fleet and the catalog change while the server runs."""
+    field = form.fields[name]
+    assert isinstance(field, forms.ChoiceField)
+    field.choices = choices
+
+
+class TenantForm(forms.Form):
+    slug = forms.CharField(
+        required=False,
+        label="Slug",
+        help_text="Lowercase letters, digits and hyphens; names the cluster and never changes.",
+        widget=forms.TextInput(attrs={"autocomplete": "off", "spellcheck": "false", "autofocus": True}),
+    )
+    display_name = forms.CharField(required=False, label="Display name", help_text="Blank: the slug.")
+    trust_tier = forms.ChoiceField(
+        label="Trust tier",
+        choices=Tenant.TrustTier.choices,
+        initial=Tenant.TrustTier.STANDARD,
+        help_text="Isolated tenants get dedicated GPUs only; see docs/permissions.md.",
+    )
+    host_cluster = forms.ChoiceField(label="Host cluster", required=False)
+    gpu_class = forms.ChoiceField(label="GPU class of the first quota", required=False)
+    guaranteed = forms.CharField(required=False, label="Guaranteed", widget=NUMBER)
+    burst = forms.CharField(required=False, label="Burst", widget=NUMBER)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _choose(self, "host_cluster", _choices_of_host_clusters())
+        _choose(self, "gpu_class", _choices_of_classes("None for now"))
+
+
+class QuotaForm(forms.Form):
+    gpu_class = forms.ChoiceField(label="GPU class")
+    guaranteed = forms.CharField(required=False, label="Guaranteed", widget=NUMBER)
+    burst = forms.CharField(required=False, label="Burst", widget=NUMBER)
+    lendable = forms.CharField(
+        required=False,
+        label="Lendable",
+        help_text="Blank: all of the guarantee may be lent while idle.",
+        widget=NUMBER,
+    )
+    weight = forms.CharField(required=False, label="Fair-share weight", widget=NUMBER)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _choose(self, "gpu_class", _choices_of_classes("Choose a class"))
+
+
+class MemberForm(forms.Form):
+    username = forms.CharField(
+        required=False,
+        label="Username",
+        help_text="Someone who has an account here (they have signed in once, or an administrator made it).",
+        widget=forms.TextInput(attrs={"autocomplete": "off"}),
+    )
+    role = forms.ChoiceField(label="Role", choices=Membership.Role.choices, initial=Membership.Role.MEMBER)
+
+
+class RoleForm(forms.Form):
+    role = forms.ChoiceField(label="Role", choices=Membership.Role.choices)

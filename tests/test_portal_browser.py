@@ -1,0 +1,207 @@
+"""The portal in headless Chromium against a live server on PostgreSQL: each flow a person does, a
+screenshot of each, no request outside the server and no console error on any page (the `browser` fixture)."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import yaml
+
+from billing.services.ingest import ingest_scrape
+from billing.tests.conftest import Row, exposition, gpu_uuid
+from billing.tests.conftest import mini as mini  # the fixture: a small simulated host cluster
+from scheduling.models import GpuClass
+from tenants import services
+from tenants.audit import Actor
+from tenants.models import AuditEvent, Membership, Tenant, TenantCluster
+
+
+def ready(tenant: Tenant) -> None:
+    Tenant.objects.filter(pk=tenant.pk).update(state=Tenant.State.READY)
+    TenantCluster.objects.filter(tenant=tenant).update(
+        state=TenantCluster.State.READY, endpoint=f"https://{tenant.slug}.gpucloud.internal"
+    )
+
+
+def test_a_newcomer_sees_an_empty_dashboard_that_says_what_to_do(browser, admin, demo_fleet, make_user):
+    make_user("dana")
+    browser.sign_in("dana")
+    assert "You are not a member of any tenant" in browser.page.inner_text("main")
+    assert "dana" in browser.page.inner_text("main")
+    browser.shot("dashboard-empty-member")
+
+    browser.page.click("text=Sign out")
+    browser.sign_in("admin")
+    browser.page.wait_for_selector("text=Create a tenant")
+    browser.shot("dashboard-empty-admin", narrow=True)
+
+
+@pytest.mark.worker
+def test_an_admin_creates_a_tenant_and_watches_it_become_ready_without_reloading(
+    browser, admin, demo_fleet, celery_worker, settings
+):
+    settings.SIMULATED_PROVISION_DELAY = 2.0
+    settings.SIMULATED_DELETE_DELAY = 1.0
+    settings.REQUEUE_DELAY = 0.2
+    browser.sign_in("admin")
+    browser.page.click("nav.primary >> text=New tenant")
+
+    # The API's own messages, next to the fields they are about.
+    browser.page.fill("#id_slug", "Vision Team")
+    browser.page.click("main button[type=submit]")
+    assert "is not a valid slug" in browser.page.inner_text("#id_slug-errors")
+    browser.page.fill("#id_slug", "vision")
+    browser.page.select_option("#id_gpu_class", "a100-80gb")
+    browser.page.fill("#id_guaranteed", "41")
+    browser.page.click("main button[type=submit]")
+    assert "at most 40 is available" in browser.page.inner_text("#id_guaranteed-errors")
+    assert "healthy capacity there is 40" in browser.page.inner_text(".form-errors")
+    assert not Tenant.objects.filter(slug="vision").exists()  # a refused quota creates no tenant
+    browser.shot("tenant-create-refused")
+
+    browser.page.fill("#id_display_name", "Vision")
+    browser.page.fill("#id_guaranteed", "8")
+    browser.page.fill("#id_burst", "4")
+    browser.page.click("main button[type=submit]")
+    browser.page.wait_for_url(browser.url + "/tenants/vision/")
+    marker = browser.page.evaluate("window.__notReloaded = true")  # survives only if the page never reloads
+    assert marker is True
+    browser.page.wait_for_selector("#cluster-state:text-matches('pending|provisioning')")
+    browser.shot("tenant-provisioning")
+    browser.page.wait_for_selector("#cluster-state:text-is('ready')", timeout=20_000)
+    assert browser.page.evaluate("window.__notReloaded") is True
+    assert browser.page.is_visible("#kubeconfig")
+    browser.shot("tenant-overview", narrow=True)
+
+    with browser.page.expect_download() as download:
+        browser.page.click("#kubeconfig")
+    kubeconfig = yaml.safe_load(Path(download.value.path()).read_text())
+    endpoint = TenantCluster.objects.get(tenant__slug="vision").endpoint
+    assert kubeconfig["clusters"][0]["cluster"]["server"] == endpoint and "vision" in endpoint
+    assert AuditEvent.objects.filter(action="kubeconfig.download", tenant__slug="vision").exists()
+
+    assert browser.page.inner_text("#tenant-state") == "ready"  # the heading followed too
+    browser.page.once("dialog", lambda dialog: dialog.accept())
+    browser.page.click("#suspend")
+    browser.page.wait_for_selector("#cluster-state:text-is('suspended')", timeout=20_000)
+    browser.page.click("#resume")
+    browser.page.wait_for_selector("#cluster-state:text-is('ready')", timeout=20_000)
+
+    browser.page.fill("#confirm-delete", "visio")
+    browser.page.click("#delete")
+    assert "type vision in the box" in browser.page.inner_text(".messages")
+    browser.page.fill("#confirm-delete", "vision")
+    browser.page.click("#delete")
+    browser.page.wait_for_selector("#cluster-state:text-is('deleted')", timeout=20_000)
+    assert Tenant.objects.get(slug="vision").state == Tenant.State.DELETED
+
+
+def test_an_admin_sets_a_quota_and_sees_it_refused_above_capacity(browser, people):
+    ready(people["a"])
+    browser.sign_in("admin")
+    browser.go("/tenants/tenant-a/quotas/")
+    browser.page.select_option("#id_gpu_class", "h200-141gb")
+    browser.page.fill("#id_guaranteed", "65")
+    browser.page.click("#set-quota button[type=submit]")
+    refusal = browser.page.inner_text(".form-errors")
+    assert "healthy capacity there is 64" in refusal and "at most 64 can be guaranteed" in refusal
+    assert "at most 64 is available" in browser.page.inner_text("#id_guaranteed-errors")
+    browser.shot("quota-refused")
+
+    browser.page.fill("#id_guaranteed", "ten")
+    browser.page.click("#set-quota button[type=submit]")
+    assert "guaranteed must be a whole number, not 'ten'" in browser.page.inner_text("#id_guaranteed-errors")
+
+    browser.page.fill("#id_guaranteed", "16")
+    browser.page.fill("#id_burst", "8")
+    browser.page.click("#set-quota button[type=submit]")
+    browser.page.wait_for_selector("text=Quota of h200-141gb set.")
+    assert people["a"].quotas.get().guaranteed == 16
+    assert browser.page.is_visible("svg.bar[aria-label^='h200-141gb: 0 in use of 16 guaranteed, up to 24']")
+    browser.shot("quotas", narrow=True)
+
+
+def test_an_owner_adds_a_member_who_then_signs_in_and_sees_the_tenant(browser, people, make_user):
+    ready(people["a"])
+    make_user("erin")
+    browser.sign_in("alice")
+    browser.go("/tenants/tenant-a/members/")
+    browser.page.fill("#id_username", "nobody")
+    browser.page.click("#add-member button[type=submit]")
+    assert "there is no user called 'nobody'" in browser.page.inner_text("#id_username-errors")
+    browser.page.fill("#id_username", "erin")
+    browser.page.select_option("#id_role", "member")
+    browser.page.click("#add-member button[type=submit]")
+    browser.page.wait_for_selector("text=erin is now member of tenant-a.")
+    browser.shot("members", narrow=True)
+
+    browser.page.select_option("form[action$='/members/bob/role/'] select", "member")
+    browser.page.click("form[action$='/members/bob/role/'] button")
+    browser.page.wait_for_selector("text=bob is now member.")
+    assert Membership.objects.get(user__username="bob").role == "member"
+
+    browser.page.click("text=Sign out")
+    browser.sign_in("erin")
+    browser.page.click("text=tenant-a")
+    browser.page.wait_for_url(browser.url + "/tenants/tenant-a/")
+    assert Membership.objects.get(user__username="erin").role == "member"
+    assert browser.page.is_visible("#kubeconfig")
+
+
+def test_the_usage_page_draws_the_metered_gpu_hours(browser, people, mini):
+    cluster = people["a"].cluster
+    cluster.host_cluster = mini
+    cluster.save()
+    ready(people["a"])
+    hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(days=1)
+    for day in (2, 1, 0):  # in time order: the ledger takes scrapes forwards
+        for t in (0, 30, 60, 90):  # four scrapes 30 s apart, in three days
+            when = hour - timedelta(days=day) + timedelta(seconds=t)
+            rows = [Row(gpu_uuid("h100-0", 0), pod="tenant-tenant-a/train", util=40 + 20 * day)]
+            ingest_scrape(mini, "h100-0", when, exposition("h100-0", rows))
+    browser.sign_in("alice")
+    browser.go("/tenants/tenant-a/usage/")
+    browser.page.wait_for_selector("#usage-chart .u-over")  # uPlot drew it
+    assert browser.page.locator("#usage-chart .u-legend").inner_text().count("h100-80gb") >= 2
+    totals = browser.page.inner_text("table")
+    assert "h100-80gb" in totals
+    browser.shot("usage", narrow=True)
+
+    with browser.page.expect_download() as download:
+        browser.page.click("#usage-csv")
+    lines = Path(download.value.path()).read_text().splitlines()
+    assert lines[0].startswith("period_start,gpu_class") and len(lines) == 4
+
+    browser.go("/tenants/tenant-a/usage/?start=yesterday")
+    assert "'yesterday' is not a date written YYYY-MM-DD" in browser.page.inner_text("main")
+
+
+def test_a_member_of_one_tenant_gets_404_on_anothers_pages(browser, people):
+    browser.sign_in("charlie")
+    for page in ("", "quotas/", "members/", "usage/", "status/", "kubeconfig/"):
+        assert browser.go(f"/tenants/tenant-a/{page}").status == 404, page
+    browser.shot("not-found")
+    browser.errors.clear()  # Chromium logs every 404 document as a console error; that is the point here
+    browser.go("/")
+    assert "tenant-a" not in browser.page.inner_text("main")
+    assert "tenant-b" in browser.page.inner_text("main")
+
+
+def test_the_dashboard_shows_gpus_spend_and_changes_per_tenant(browser, people):
+    ready(people["a"])
+    services.set_quota(
+        actor=Actor.of(people["admin"]),
+        tenant=people["a"],
+        gpu_class=GpuClass.objects.get(name="h200-141gb"),
+        guaranteed=8,
+        burst=4,
+    )
+    browser.sign_in("alice")
+    card = browser.page.inner_text("section[aria-labelledby='t-tenant-a']")
+    assert "0 in use · 8 guaranteed · 12 with burst" in card
+    assert "spend this month" in card.lower() and "quota.set" in card
+    assert re.search(r"\d{4}", card)
+    browser.shot("dashboard", narrow=True)
