@@ -50,8 +50,8 @@ def guaranteed_by_class(
     host_cluster: HostCluster | None = None, exclude: Quotaholder | None = None
 ) -> dict[tuple[str, str], int]:
     """Units guaranteed per (host cluster name, GPU class name) to tenants that are not deleted, leaving out
-    `exclude`'s quota (the one being replaced). Only that one quota: the tenant's guarantees of the other classes
-    of the model hold GPUs as much as anyone else's do."""
+    `exclude`'s quota (the one being replaced). Only that one quota: the tenant's guarantees of the other
+    classes of the model hold GPUs as much as anyone else's do."""
     quotas = Quota.objects.exclude(tenant__state=Tenant.State.DELETED)
     if host_cluster is not None:
         quotas = quotas.filter(tenant__cluster__host_cluster=host_cluster)
@@ -156,7 +156,8 @@ def lock_admission(host_cluster: HostCluster, gpu_model: GpuModel) -> None:
 
 def admit(tenant: Tenant, gpu_class: GpuClass, guaranteed: int) -> None:
     """Admit a guarantee of the tenant, or refuse it (422) if the tenant's host cluster cannot hold it next to
-    every other guarantee there, the tenant's own of the other classes of the model included. Every path that sets a guarantee comes through here.
+    every other guarantee there, the tenant's own of the other classes of the model included. Every path that
+    sets a guarantee comes through here.
 
     Takes the (host cluster, GPU model) admission lock, held until the caller's transaction ends, so the
     caller's write of the guarantee is seen by the next admission of any class of that model.
