@@ -11,7 +11,7 @@ from typing import Any
 from django import forms
 
 from scheduling.models import GpuClass, HostCluster
-from tenants.models import Membership, Tenant
+from tenants.models import ApiToken, Membership, Tenant
 
 # Counts are typed as text: what is not a whole number reaches the service, which says so.
 NUMBER = forms.TextInput({"inputmode": "numeric"})
@@ -99,3 +99,27 @@ class MemberForm(forms.Form):
 
 class RoleForm(forms.Form):
     role = forms.ChoiceField(label="Role", choices=Membership.Role.choices)
+
+
+class TokenForm(forms.Form):
+    name = forms.CharField(required=False, label="Name", help_text="Where it is used: “laptop”, “terraform”.")
+    scope = forms.ChoiceField(
+        label="Scope",
+        choices=ApiToken.Scope.choices,
+        initial=ApiToken.Scope.READ,
+        help_text="read only reads; write also changes; admin also manages members and tokens.",
+    )
+    expires_at = forms.DateField(
+        required=False,
+        label="Expires",
+        help_text="Blank: never (revoke it when done). It stops working at 00:00 UTC that day.",
+        widget=forms.DateInput(attrs={"type": "date"}),
+        error_messages={"invalid": "write the date as YYYY-MM-DD"},
+    )
+
+
+class AuditFilterForm(forms.Form):
+    actor = forms.CharField(required=False, label="Who")
+    action = forms.CharField(required=False, label="Action", help_text="e.g. quota.set")
+    since = forms.DateField(required=False, label="From", widget=forms.DateInput(attrs={"type": "date"}))
+    until = forms.DateField(required=False, label="To", widget=forms.DateInput(attrs={"type": "date"}))

@@ -1,7 +1,7 @@
 from django.urls import path
 
 from portal import sso
-from portal.views import auth, dashboard, members, quotas, tenants, usage
+from portal.views import audit, auth, dashboard, members, quotas, tenants, tokens, usage
 
 app_name = "portal"
 urlpatterns = [
@@ -31,4 +31,8 @@ urlpatterns = [
     ),
     path("tenants/<slug:slug>/usage/", usage.usage, name="tenant-usage"),
     path("tenants/<slug:slug>/usage/focus/<str:month>/", usage.focus, name="tenant-usage-focus"),
+    path("tenants/<slug:slug>/tokens/", tokens.service_tokens, name="tenant-tokens"),
+    path("tenants/<slug:slug>/audit/", audit.tenant_audit, name="tenant-audit"),
+    path("account/tokens/", tokens.personal_tokens, name="account-tokens"),
+    path("tokens/<str:token_id>/revoke/", tokens.revoke, name="token-revoke"),
 ]
