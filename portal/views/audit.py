@@ -28,7 +28,7 @@ def tenant_audit(request: HttpRequest, slug: str) -> HttpResponse:
         if data["actor"]:
             events = events.filter(actor_label__icontains=data["actor"])
         if data["action"]:
-            events = events.filter(action__startswith=data["action"])
+            events = events.filter(action=data["action"])  # exact, as the API filters it
             query["action"] = data["action"]
         if data["since"]:
             since = datetime.combine(data["since"], time(), UTC)

@@ -51,7 +51,7 @@ def _page(request: HttpRequest, tenant: Tenant | None, rows: Any, template: str)
     context = {
         "tenant": tenant,
         "tab": "tokens",
-        "nav": "tokens",
+        "nav": "tokens" if tenant is None else "",
         "form": form,
         "rows": rows.select_related("user", "created_by").order_by("-created_at"),
         "created": created,
