@@ -13,10 +13,11 @@ import yaml
 from billing.services.ingest import ingest_scrape
 from billing.tests.conftest import Row, exposition, gpu_uuid
 from billing.tests.conftest import mini as mini  # the fixture: a small simulated host cluster
-from scheduling.models import GpuClass
+from scheduling.models import Gpu, GpuClass, Node
 from tenants import services
 from tenants.audit import Actor
 from tenants.models import AuditEvent, Membership, Tenant, TenantCluster
+from workers import simulator
 
 
 def ready(tenant: Tenant) -> None:
@@ -264,4 +265,41 @@ def test_the_tenant_audit_log_filters_and_hides_from_viewers(browser, people):
     assert not browser.page.is_visible("nav.tabs >> text=Audit")
     assert browser.go("/tenants/tenant-a/audit/").status == 403
     assert "admin, owner" in browser.page.inner_text("#reason")
+    browser.errors.clear()  # Chromium logs the 403 document as a console error; that is the point here
+
+
+def test_the_fleet_page_draws_every_gpu_by_state_and_tenant(browser, people, demo_fleet):
+    admin = Actor.of(people["admin"])
+    for tenant, gpu_class, units in (
+        (people["a"], "h200-141gb", 24),
+        (people["b"], "a100-80gb.mig-1g.10gb", 14),
+        (people["b"], "h200-141gb.shared", 8),
+    ):
+        ready(tenant)
+        Tenant.objects.filter(pk=people["b"].pk).update(trust_tier=Tenant.TrustTier.TRUSTED)  # may share GPUs
+        tenant.refresh_from_db()
+        services.set_quota(
+            actor=admin, tenant=tenant, gpu_class=GpuClass.objects.get(name=gpu_class), guaranteed=units
+        )
+    now = datetime.now(UTC)
+    simulator.advance(demo_fleet, start=now - timedelta(hours=2), until=now, seed=7)
+    Gpu.objects.filter(node__name=Node.objects.filter(host_cluster=demo_fleet).first().name, index=7).update(
+        health=Gpu.Health.QUARANTINED
+    )
+    browser.sign_in("admin")
+    browser.page.click("nav.primary >> text=Fleet")
+    legend = browser.page.inner_text(".fleet-legend")
+    assert "quarantined 1" in legend
+    assert browser.page.locator(".gpu.gpu-allocated[title*='tenant-a']").count() > 0
+    assert browser.page.locator(".gpu").count() == 104 + 5  # the fleet's GPUs and the legend's five
+    browser.shot("fleet", narrow=True)
+
+    browser.page.select_option("#state", "quarantined")
+    browser.page.click("main button[type=submit]")
+    assert browser.page.locator(".racks .gpu:not(.dim)").count() == 1
+
+    browser.page.click("text=Sign out")
+    browser.sign_in("alice")
+    assert browser.go("/fleet/").status == 403
+    assert "for platform administrators" in browser.page.inner_text("#reason")
     browser.errors.clear()  # Chromium logs the 403 document as a console error; that is the point here
