@@ -123,3 +123,33 @@ class AuditFilterForm(forms.Form):
     action = forms.CharField(required=False, label="Action", help_text="e.g. quota.set")
     since = forms.DateField(required=False, label="From", widget=forms.DateInput(attrs={"type": "date"}))
     until = forms.DateField(required=False, label="To", widget=forms.DateInput(attrs={"type": "date"}))
+
+
+class WhatIfForm(forms.Form):
+    """A what-if question: a guarantee (`ask=quota`) or a gang (`ask=gang`), for a tenant or a tier."""
+
+    ask = forms.ChoiceField(
+        label="Question", choices=[("quota", "Would this quota fit?"), ("gang", "Would this gang fit?")]
+    )
+    tenant = forms.CharField(
+        required=False, label="Tenant", help_text="Blank: a new tenant of the tier below."
+    )
+    trust_tier = forms.ChoiceField(
+        required=False, label="Trust tier of a new tenant", choices=[("", "—"), *Tenant.TrustTier.choices]
+    )
+    gpu_class = forms.ChoiceField(required=False, label="GPU class")
+    guaranteed = forms.CharField(required=False, label="Guaranteed (quota)", widget=NUMBER)
+    pods = forms.CharField(required=False, label="Pods (gang)", widget=NUMBER)
+    gpus_per_pod = forms.CharField(required=False, label="GPUs per pod (gang)", widget=NUMBER)
+    level = forms.ChoiceField(
+        required=False,
+        label="Keep the gang within one",
+        choices=[(v, v) for v in ("rack", "node", "nvlink", "block", "zone")],
+    )
+    required = forms.BooleanField(required=False, label="Required (not just preferred)")
+    host_cluster = forms.ChoiceField(label="Host cluster", required=False)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _choose(self, "gpu_class", _choices_of_classes("Choose a class"))
+        _choose(self, "host_cluster", _choices_of_host_clusters())

@@ -46,9 +46,10 @@ def form_errors(form: Any, error: ServiceError) -> None:
     """Put a service's refusal on the form: each field's messages next to that field, the rest on top."""
     placed = False
     for field, messages in error.errors.items():
-        if field in form.fields:
+        name = field if field in form.fields else field.rsplit(".", 1)[-1]  # "quotas[0].gpu_class"
+        if name in form.fields:
             for message in messages:
-                form.add_error(field, message)
+                form.add_error(name, message)
             placed = True
     if not placed or all(error.detail not in messages for messages in error.errors.values()):
         form.add_error(None, error.detail)

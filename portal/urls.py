@@ -1,7 +1,7 @@
 from django.urls import path
 
 from portal import sso
-from portal.views import audit, auth, dashboard, fleet, members, quotas, tenants, tokens, usage
+from portal.views import audit, auth, capacity, dashboard, fleet, members, quotas, tenants, tokens, usage
 
 app_name = "portal"
 urlpatterns = [
@@ -36,4 +36,5 @@ urlpatterns = [
     path("account/tokens/", tokens.personal_tokens, name="account-tokens"),
     path("tokens/<str:token_id>/revoke/", tokens.revoke, name="token-revoke"),
     path("fleet/", fleet.fleet, name="fleet"),
+    path("capacity/", capacity.capacity, name="capacity"),
 ]

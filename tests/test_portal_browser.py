@@ -303,3 +303,37 @@ def test_the_fleet_page_draws_every_gpu_by_state_and_tenant(browser, people, dem
     assert browser.go("/fleet/").status == 403
     assert "for platform administrators" in browser.page.inner_text("#reason")
     browser.errors.clear()  # Chromium logs the 403 document as a console error; that is the point here
+
+
+def test_the_capacity_page_charts_guarantees_and_answers_what_if(browser, people):
+    services.set_quota(
+        actor=Actor.of(people["admin"]),
+        tenant=people["a"],
+        gpu_class=GpuClass.objects.get(name="h200-141gb"),
+        guaranteed=16,
+    )
+    browser.sign_in("admin")
+    browser.page.click("nav.primary >> text=Capacity")
+    h200 = browser.page.locator(".bar-row", has_text="h200-141gb on demo").inner_text()
+    assert "16 guaranteed · 64 capacity · 48 can still be guaranteed" in h200
+
+    browser.page.select_option("#id_ask", "quota")
+    browser.page.select_option("#id_gpu_class", "h200-141gb")
+    browser.page.fill("#id_guaranteed", "40")
+    browser.page.click("#what-if button[type=submit]")
+    assert browser.page.inner_text("#what-if-answer").startswith("It fits")
+    browser.shot("capacity", narrow=True)
+
+    browser.page.select_option("#id_ask", "gang")
+    browser.page.fill("#id_tenant", "tenant-zz")
+    browser.page.fill("#id_pods", "2")
+    browser.page.click("#what-if button[type=submit]")
+    assert "no tenant 'tenant-zz'" in browser.page.inner_text(".form-errors")
+    assert "not found" in browser.page.inner_text("#id_tenant-errors")
+
+    browser.page.fill("#id_tenant", "")
+    browser.page.select_option("#id_gpu_class", "h200-141gb")
+    browser.page.fill("#id_pods", "9")
+    browser.page.fill("#id_gpus_per_pod", "8")
+    browser.page.click("#what-if button[type=submit]")
+    assert browser.page.inner_text("#what-if-answer").startswith("It does not fit")
