@@ -132,7 +132,7 @@ class WhatIfForm(forms.Form):
         label="Question", choices=[("quota", "Would this quota fit?"), ("gang", "Would this gang fit?")]
     )
     tenant = forms.CharField(
-        required=False, label="Tenant", help_text="Blank: a new tenant of the tier below."
+        required=False, label="Tenant", help_text="Blank: a new tenant of the trust tier given."
     )
     trust_tier = forms.ChoiceField(
         required=False, label="Trust tier of a new tenant", choices=[("", "—"), *Tenant.TrustTier.choices]

@@ -1,7 +1,19 @@
 from django.urls import path
 
 from portal import sso
-from portal.views import audit, auth, capacity, dashboard, fleet, members, quotas, tenants, tokens, usage
+from portal.views import (
+    audit,
+    auth,
+    capacity,
+    dashboard,
+    fleet,
+    invoices,
+    members,
+    quotas,
+    tenants,
+    tokens,
+    usage,
+)
 
 app_name = "portal"
 urlpatterns = [
@@ -31,6 +43,15 @@ urlpatterns = [
     ),
     path("tenants/<slug:slug>/usage/", usage.usage, name="tenant-usage"),
     path("tenants/<slug:slug>/usage/focus/<str:month>/", usage.focus, name="tenant-usage-focus"),
+    path("tenants/<slug:slug>/invoices/", invoices.invoices, name="tenant-invoices"),
+    path("tenants/<slug:slug>/invoices/draft/", invoices.draft, name="tenant-invoice-draft"),
+    path("tenants/<slug:slug>/invoices/<str:invoice_id>/", invoices.invoice, name="tenant-invoice"),
+    path("tenants/<slug:slug>/invoices/<str:invoice_id>/issue/", invoices.issue, name="tenant-invoice-issue"),
+    path(
+        "tenants/<slug:slug>/invoices/<str:invoice_id>/<str:what>.csv",
+        invoices.download,
+        name="tenant-invoice-download",
+    ),
     path("tenants/<slug:slug>/tokens/", tokens.service_tokens, name="tenant-tokens"),
     path("tenants/<slug:slug>/audit/", audit.tenant_audit, name="tenant-audit"),
     path("account/tokens/", tokens.personal_tokens, name="account-tokens"),

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from billing.services import rates
 from billing.services.ingest import ingest_scrape
 from billing.tests.conftest import Row, exposition, gpu_uuid
 from billing.tests.conftest import mini as mini  # the fixture: a small simulated host cluster
@@ -337,3 +338,34 @@ def test_the_capacity_page_charts_guarantees_and_answers_what_if(browser, people
     browser.page.fill("#id_gpus_per_pod", "8")
     browser.page.click("#what-if button[type=submit]")
     assert browser.page.inner_text("#what-if-answer").startswith("It does not fit")
+
+
+def test_the_invoice_page_shows_the_lines_and_downloads_them(browser, people, mini):
+    cluster = people["a"].cluster
+    cluster.host_cluster = mini
+    cluster.save()
+    ready(people["a"])
+    rates.create_rate_card(
+        actor=Actor.of(people["admin"]),
+        effective_from=datetime(2020, 1, 1, tzinfo=UTC),
+        prices={"h100-80gb": "2.40"},
+    )
+    start = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=1)
+    for t in range(0, 3601, 30):  # an hour of one GPU, scraped every 30 s
+        rows = [Row(gpu_uuid("h100-0", 0), pod="tenant-tenant-a/train")]
+        ingest_scrape(mini, "h100-0", start + timedelta(seconds=t), exposition("h100-0", rows))
+    browser.sign_in("alice")
+    browser.go("/tenants/tenant-a/invoices/")
+    assert "No invoices yet" in browser.page.inner_text("main")
+    browser.page.click("#draft")
+    browser.page.wait_for_selector("#invoice-total")
+    total = browser.page.inner_text("#invoice-total")
+    assert total.endswith("USD") and float(total.split()[0]) > 0
+    assert "h100-80gb" in browser.page.inner_text("table")
+    browser.shot("invoice", narrow=True)
+    with browser.page.expect_download() as download:
+        browser.page.click("#invoice-focus")
+    assert "BilledCost" in Path(download.value.path()).read_text().splitlines()[0]
+    assert AuditEvent.objects.filter(tenant=people["a"], action="billing.export").exists()
+    browser.go("/tenants/tenant-a/invoices/")
+    browser.shot("invoices")
