@@ -13,6 +13,7 @@ from portal.views import (
     tenants,
     tokens,
     usage,
+    workloads,
 )
 
 app_name = "portal"
@@ -43,6 +44,7 @@ urlpatterns = [
     ),
     path("tenants/<slug:slug>/usage/", usage.usage, name="tenant-usage"),
     path("tenants/<slug:slug>/usage/focus/<str:month>/", usage.focus, name="tenant-usage-focus"),
+    path("tenants/<slug:slug>/workloads/", workloads.workloads, name="tenant-workloads"),
     path("tenants/<slug:slug>/invoices/", invoices.invoices, name="tenant-invoices"),
     path("tenants/<slug:slug>/invoices/draft/", invoices.draft, name="tenant-invoice-draft"),
     path("tenants/<slug:slug>/invoices/<str:invoice_id>/", invoices.invoice, name="tenant-invoice"),

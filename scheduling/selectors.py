@@ -64,3 +64,16 @@ def _use(health: str, node_state: str, pods: list[tuple[str, int | None, int, li
         share = sum(milli for _, _, milli, _ in pods) / 10
         return GpuUse("shared", tenants, f"{len(pods)} pods share it ({share:g} % given out)")
     return GpuUse("allocated", tenants)
+
+
+def pods_of(tenant_id: int, *, running: bool | None = None) -> Any:
+    """The tenant's pods on the simulated fleet, newest first; `running` True/False filters by state."""
+    pods = SimulatedPod.objects.filter(tenant_id=tenant_id).select_related("gpu_class", "node")
+    if running is not None:
+        pods = pods.filter(finished_at__isnull=running)
+    return pods.order_by("-started_at", "name")
+
+
+def units_of(pod: SimulatedPod) -> int:
+    """Units of its class the pod holds: GPUs for a whole class, one for a MIG instance or a share."""
+    return len(pod.gpu_uuids) if pod.gpu_class.kind == GpuClass.Kind.WHOLE else 1

@@ -301,6 +301,11 @@ def test_the_fleet_page_draws_every_gpu_by_state_and_tenant(browser, people, dem
 
     browser.page.click("text=Sign out")
     browser.sign_in("alice")
+    browser.go("/tenants/tenant-a/workloads/")
+    running = browser.page.locator("tbody tr", has_text="running")
+    assert running.count() > 0 and "h200-141gb" in running.first.inner_text()
+    assert "tenant-b" not in browser.page.inner_text("tbody")
+    browser.shot("workloads")
     assert browser.go("/fleet/").status == 403
     assert "for platform administrators" in browser.page.inner_text("#reason")
     browser.errors.clear()  # Chromium logs the 403 document as a console error; that is the point here
