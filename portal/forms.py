@@ -90,8 +90,8 @@ class QuotaForm(forms.Form):
 class MemberForm(forms.Form):
     username = forms.CharField(
         required=False,
-        label="Username",
-        help_text="Someone who has an account here (they have signed in once, or an administrator made it).",
+        label="Username or e-mail",
+        help_text="Someone without an account yet gets the role at their first sign-in.",
         widget=forms.TextInput(attrs={"autocomplete": "off"}),
     )
     role = forms.ChoiceField(label="Role", choices=Membership.Role.choices, initial=Membership.Role.MEMBER)

@@ -36,6 +36,11 @@ urlpatterns = [
         name="tenant-quota-remove",
     ),
     path("tenants/<slug:slug>/members/", members.members, name="tenant-members"),
+    path(
+        "tenants/<slug:slug>/invitations/<int:invitation_id>/cancel/",
+        members.invitation_cancel,
+        name="tenant-invitation-cancel",
+    ),
     path("tenants/<slug:slug>/members/<str:username>/role/", members.member_role, name="tenant-member-role"),
     path(
         "tenants/<slug:slug>/members/<str:username>/remove/",

@@ -127,30 +127,40 @@ def test_an_admin_sets_a_quota_and_sees_it_refused_above_capacity(browser, peopl
     browser.shot("quotas", narrow=True)
 
 
-def test_an_owner_adds_a_member_who_then_signs_in_and_sees_the_tenant(browser, people, make_user):
+def test_an_owner_adds_a_member_and_invites_one_who_then_signs_in_and_sees_the_tenant(
+    browser, people, make_user
+):
     ready(people["a"])
     make_user("erin")
     browser.sign_in("alice")
     browser.go("/tenants/tenant-a/members/")
-    browser.page.fill("#id_username", "nobody")
+    browser.page.fill("#id_username", "no body")
     browser.page.click("#add-member button[type=submit]")
-    assert "there is no user called 'nobody'" in browser.page.inner_text("#id_username-errors")
+    assert "neither a username nor an e-mail" in browser.page.inner_text("#id_username-errors")
     browser.page.fill("#id_username", "erin")
     browser.page.select_option("#id_role", "member")
     browser.page.click("#add-member button[type=submit]")
     browser.page.wait_for_selector("text=erin is now member of tenant-a.")
-    browser.shot("members", narrow=True)
 
     browser.page.select_option("form[action$='/members/bob/role/'] select", "member")
     browser.page.click("form[action$='/members/bob/role/'] button")
     browser.page.wait_for_selector("text=bob is now member.")
     assert Membership.objects.get(user__username="bob").role == "member"
 
+    # Someone with no account yet: invited by e-mail, a member at their first sign-in.
+    browser.page.fill("#id_username", "frank@example.com")
+    browser.page.select_option("#id_role", "member")
+    browser.page.click("#add-member button[type=submit]")
+    browser.page.wait_for_selector("text=frank@example.com is invited as member")
+    assert "frank@example.com" in browser.page.inner_text("#invitations")
+    browser.shot("members", narrow=True)
+
+    make_user("frank")  # the account is made afterwards (frank@example.com), by an administrator or SSO
     browser.page.click("text=Sign out")
-    browser.sign_in("erin")
+    browser.sign_in("frank")
     browser.page.click("text=tenant-a")
     browser.page.wait_for_url(browser.url + "/tenants/tenant-a/")
-    assert Membership.objects.get(user__username="erin").role == "member"
+    assert Membership.objects.get(user__username="frank").role == "member"
     assert browser.page.is_visible("#kubeconfig")
 
 

@@ -11,7 +11,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from portal import lockout
-from tenants import audit
+from tenants import audit, invitations
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +50,7 @@ class LoginView(auth_views.LoginView):
         response = super().form_valid(form)
         lockout.forget_failures(*self._who())
         audit.record_sign_in(form.get_user(), "password")
+        invitations.accept(form.get_user())  # roles someone gave this person before their first sign-in
         return response
 
     def form_invalid(self, form: Any) -> HttpResponse:

@@ -12,8 +12,8 @@ from django.views.decorators.http import require_POST
 from gpucloud.errors import ServiceError
 from portal.forms import MemberForm, RoleForm
 from portal.scoping import actor_of, allowed, form_errors, tenant_for
-from tenants import services
-from tenants.models import Membership, Tenant
+from tenants import invitations, services
+from tenants.models import Invitation, Membership, Tenant
 
 PER_PAGE = 50
 
@@ -31,6 +31,7 @@ def members(request: HttpRequest, slug: str) -> HttpResponse:
         "form": form,
         "page": Paginator(people, PER_PAGE).get_page(request.GET.get("page")),
         "roles": Membership.Role.choices,
+        "invited": tenant.invitations.filter(accepted_at=None).select_related("invited_by"),
         "can": allowed(request, tenant, "member.manage"),
     }
     return render(request, "portal/tenant/members.html", context)
@@ -38,17 +39,36 @@ def members(request: HttpRequest, slug: str) -> HttpResponse:
 
 def _add(request: HttpRequest, tenant: Tenant, form: MemberForm) -> bool:
     try:
-        membership = services.add_member(
+        row = invitations.invite(
             actor=actor_of(request),
             tenant=tenant,
-            username=form.cleaned_data["username"].strip(),
+            login=form.cleaned_data["username"],
             role=form.cleaned_data["role"],
         )
     except ServiceError as error:
         form_errors(form, error)
         return False
-    messages.success(request, f"{membership.user.get_username()} is now {membership.role} of {tenant.slug}.")
+    if isinstance(row, Invitation):
+        messages.success(
+            request, f"{row.login} is invited as {row.role}: the role is theirs at their first sign-in."
+        )
+    else:
+        messages.success(request, f"{row.user.get_username()} is now {row.role} of {tenant.slug}.")
     return True
+
+
+@login_required
+@require_POST
+def invitation_cancel(request: HttpRequest, slug: str, invitation_id: int) -> HttpResponse:
+    tenant = tenant_for(request, slug, "member.view")
+    row = get_object_or_404(tenant.invitations.filter(accepted_at=None), pk=invitation_id)
+    try:
+        invitations.cancel(actor=actor_of(request), invitation=row)
+    except ServiceError as error:
+        messages.error(request, error.detail)
+    else:
+        messages.success(request, f"The invitation of {row.login} is withdrawn.")
+    return redirect("portal:tenant-members", tenant.slug)
 
 
 @login_required
