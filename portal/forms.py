@@ -153,3 +153,18 @@ class WhatIfForm(forms.Form):
         super().__init__(*args, **kwargs)
         _choose(self, "gpu_class", _choices_of_classes("Choose a class"))
         _choose(self, "host_cluster", _choices_of_host_clusters())
+
+
+class UserForm(forms.Form):
+    username = forms.CharField(
+        required=False, label="Username", widget=forms.TextInput({"autocomplete": "off"})
+    )
+    email = forms.CharField(
+        required=False, label="E-mail", help_text="Invitations to this address become theirs."
+    )
+    password = forms.CharField(
+        required=False,
+        label="Password",
+        help_text="Blank: one is generated and shown once, for you to pass on.",
+        widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}),
+    )

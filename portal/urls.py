@@ -13,6 +13,7 @@ from portal.views import (
     tenants,
     tokens,
     usage,
+    users,
     workloads,
 )
 
@@ -65,4 +66,6 @@ urlpatterns = [
     path("tokens/<str:token_id>/revoke/", tokens.revoke, name="token-revoke"),
     path("fleet/", fleet.fleet, name="fleet"),
     path("capacity/", capacity.capacity, name="capacity"),
+    path("users/", users.user_list, name="users"),
+    path("users/<int:user_id>/", users.user_action, name="user-action"),
 ]

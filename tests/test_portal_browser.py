@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from django.contrib.auth.models import User
 
 from billing.services import rates
 from billing.services.ingest import ingest_scrape
@@ -384,3 +385,27 @@ def test_the_invoice_page_shows_the_lines_and_downloads_them(browser, people, mi
     assert AuditEvent.objects.filter(tenant=people["a"], action="billing.export").exists()
     browser.go("/tenants/tenant-a/invoices/")
     browser.shot("invoices")
+
+
+def test_an_administrator_makes_a_local_account_and_resets_its_password(browser, people):
+    browser.sign_in("admin")
+    browser.page.click("nav.primary >> text=Users")
+    browser.page.fill("#id_username", "two words")
+    browser.page.click("#new-user button[type=submit]")
+    assert "is not a username" in browser.page.inner_text("#id_username-errors")
+    browser.page.fill("#id_username", "kim")
+    browser.page.fill("#id_email", "kim@example.com")
+    browser.page.click("#new-user button[type=submit]")
+    secret = browser.page.inner_text("#new-password")
+    assert User.objects.get(username="kim").check_password(secret)
+    browser.shot("users", narrow=True)
+
+    browser.page.select_option("#users tr:has-text('kim') select", "reset")
+    browser.page.click("#users tr:has-text('kim') button")
+    new = browser.page.inner_text("#new-password")
+    assert new != secret and User.objects.get(username="kim").check_password(new)
+    browser.go("/users/")
+    browser.page.select_option("#users tr:has-text('bob') select", "deactivate")
+    browser.page.click("#users tr:has-text('bob') button")
+    browser.page.wait_for_selector("text=bob: done (deactivate).")
+    assert not User.objects.get(username="bob").is_active
