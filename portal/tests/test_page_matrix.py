@@ -23,7 +23,7 @@ VALUES = {
 }
 
 
-def tenant_pages() -> list[tuple[str, str]]:
+def tenant_pages() -> list[tuple[str | None, str]]:
     pages = []
     for pattern in urls.urlpatterns:
         assert isinstance(pattern, URLPattern)
