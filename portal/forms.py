@@ -120,6 +120,7 @@ class TokenForm(forms.Form):
 
 class AuditFilterForm(forms.Form):
     actor = forms.CharField(required=False, label="Who")
+    tenant = forms.CharField(required=False, label="Tenant")
     action = forms.CharField(required=False, label="Action", help_text="e.g. quota.set")
     since = forms.DateField(required=False, label="From", widget=forms.DateInput(attrs={"type": "date"}))
     until = forms.DateField(required=False, label="To", widget=forms.DateInput(attrs={"type": "date"}))
@@ -168,3 +169,26 @@ class UserForm(forms.Form):
         help_text="Blank: one is generated and shown once, for you to pass on.",
         widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}),
     )
+
+
+class RateCardForm(forms.Form):
+    effective_from = forms.DateField(
+        label="In force from",
+        help_text="00:00 UTC that day; a card is never edited, a new one replaces it.",
+        widget=forms.DateInput(attrs={"type": "date"}),
+        error_messages={"invalid": "write the date as YYYY-MM-DD", "required": "give the first day"},
+    )
+    currency = forms.CharField(required=False, label="Currency", initial="USD")
+    prices = forms.CharField(
+        required=False,
+        label="Prices per GPU-hour",
+        help_text="One class a line: h200-141gb = 3.10",
+        widget=forms.Textarea(attrs={"rows": 4, "spellcheck": "false"}),
+    )
+    tier_multipliers = forms.CharField(
+        required=False,
+        label="Trust-tier multipliers",
+        help_text="Optional, one a line: isolated = 1.25",
+        widget=forms.Textarea(attrs={"rows": 2, "spellcheck": "false"}),
+    )
+    note = forms.CharField(required=False, label="Note")

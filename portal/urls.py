@@ -2,6 +2,7 @@ from django.urls import path
 
 from portal import sso
 from portal.views import (
+    admin,
     audit,
     auth,
     capacity,
@@ -67,5 +68,8 @@ urlpatterns = [
     path("fleet/", fleet.fleet, name="fleet"),
     path("capacity/", capacity.capacity, name="capacity"),
     path("users/", users.user_list, name="users"),
+    path("rate-cards/", admin.rate_cards, name="rate-cards"),
+    path("audit/", admin.audit_log, name="audit"),
+    path("host-clusters/", admin.host_clusters, name="host-clusters"),
     path("users/<int:user_id>/", users.user_action, name="user-action"),
 ]

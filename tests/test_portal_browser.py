@@ -389,6 +389,7 @@ def test_the_invoice_page_shows_the_lines_and_downloads_them(browser, people, mi
 
 def test_an_administrator_makes_a_local_account_and_resets_its_password(browser, people):
     browser.sign_in("admin")
+    browser.page.click("nav.primary >> text=Platform")
     browser.page.click("nav.primary >> text=Users")
     browser.page.fill("#id_username", "two words")
     browser.page.click("#new-user button[type=submit]")
@@ -409,3 +410,40 @@ def test_an_administrator_makes_a_local_account_and_resets_its_password(browser,
     browser.page.click("#users tr:has-text('bob') button")
     browser.page.wait_for_selector("text=bob: done (deactivate).")
     assert not User.objects.get(username="bob").is_active
+
+
+def test_an_administrator_adds_a_rate_card_reads_every_event_and_the_host_clusters(browser, people):
+    browser.sign_in("admin")
+    browser.page.click("nav.primary >> text=Platform")
+    browser.page.click("nav.primary >> text=Rate cards")
+    assert "No rate card yet" in browser.page.inner_text("#rate-cards")
+    browser.page.fill("#id_effective_from", "2026-11-01")
+    browser.page.fill("#id_prices", "h200-141gb 3.10")
+    browser.page.click("#new-card button[type=submit]")
+    assert "is not written name = value" in browser.page.inner_text("#id_prices-errors")
+    browser.page.fill("#id_prices", "h200-141gb = cheap")
+    browser.page.click("#new-card button[type=submit]")
+    assert "cheap" in browser.page.inner_text(".form-errors, #id_prices-errors")
+    browser.page.fill("#id_prices", "h200-141gb = 3.10\na100-80gb = 1.90")
+    browser.page.click("#new-card button[type=submit]")
+    browser.page.wait_for_selector("text=Rate card v1 is in force from 2026-11-01.")
+    assert "3.10 USD" in browser.page.inner_text("#rate-cards")
+    browser.shot("rate-cards")
+
+    browser.go("/audit/?tenant=tenant-b")
+    rows = browser.page.inner_text("tbody")
+    assert "tenant-b" in rows and "tenant-a" not in rows
+    browser.go("/audit/?action=rate_card.create")
+    assert "rate_card.create" in browser.page.inner_text("tbody")
+    browser.shot("audit-all")
+
+    browser.go("/host-clusters/")
+    card = browser.page.inner_text("section[aria-labelledby='hc-demo']")
+    assert "13 nodes, 104 GPUs, 2 tenant clusters" in card
+    browser.shot("host-clusters", narrow=True)
+
+    browser.page.click("text=Sign out")
+    browser.sign_in("alice")
+    for page in ("/rate-cards/", "/audit/", "/host-clusters/", "/users/", "/capacity/"):
+        assert browser.go(page).status == 403, page
+    browser.errors.clear()  # Chromium logs each 403 document as a console error; that is the point here
