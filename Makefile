@@ -1,10 +1,11 @@
 # gpucloud: `make run` serves the embedded default on http://127.0.0.1:8000; `make test` runs every check.
 VENV ?= .venv
+ADDR ?= 127.0.0.1:8000
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip --disable-pip-version-check -q
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: run test lint install-run install-test
+.PHONY: run test lint install-run install-test screenshots
 
 $(VENV)/bin/python:
 	python3 -m venv $(VENV)
@@ -24,8 +25,8 @@ install-test: $(VENV)/.test-installed
 
 run: install-run
 	$(PY) manage.py migrate --noinput -v0
-	$(PY) manage.py bootstrap
-	$(PY) manage.py serve_embedded
+	$(PY) manage.py bootstrap --addr $(ADDR)
+	$(PY) manage.py serve_embedded --addr $(ADDR)
 
 lint: install-test
 	$(VENV)/bin/ruff check .
@@ -36,3 +37,7 @@ lint: install-test
 
 test: lint
 	bash scripts/with-services.sh $(VENV)/bin/pytest $(PYTEST_ARGS)
+
+# The portal's browser tests, saving their screenshots where the README shows them.
+screenshots: install-test
+	GPUCLOUD_SCREENSHOTS=$(CURDIR)/docs/screenshots bash scripts/with-services.sh $(VENV)/bin/pytest tests/test_portal_browser.py

@@ -77,6 +77,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "mozilla_django_oidc",
+    "django_htmx",
     "tenants",
     "scheduling",
     "billing",
@@ -97,6 +98,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+    "portal.middleware.ServiceErrorPage",
 ]
 
 ROOT_URLCONF = "gpucloud.urls"
@@ -136,7 +139,7 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
 LOGIN_URL = "portal:login"
-LOGIN_REDIRECT_URL = "portal:tenant-list"
+LOGIN_REDIRECT_URL = "portal:dashboard"
 LOGOUT_REDIRECT_URL = "portal:login"
 
 # --- Identity (docs/sso.md) ------------------------------------------------------------------------------

@@ -296,3 +296,36 @@ class IdempotencyRecord(models.Model):
 
     def __str__(self) -> str:
         return self.key
+
+
+class Invitation(models.Model):
+    """A role in a tenant waiting for someone who has no account yet, by username or e-mail address.
+
+    It becomes a `manual` membership at that person's first sign-in (password or single sign-on), and is
+    kept, with `accepted_at` and `user`, as the record of it.
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="invitations")
+    login = models.CharField(max_length=254, help_text="the username or e-mail address invited")
+    role = models.CharField(max_length=10, choices=Membership.Role.choices)
+    invited_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    accepted_at = models.DateTimeField(null=True, blank=True)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["tenant", "login"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "login"],
+                condition=models.Q(accepted_at__isnull=True),
+                name="invitation_one_pending_per_login",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.login} invited as {self.role} of {self.tenant}"

@@ -236,6 +236,18 @@ def _require_owner_rights(actor: Actor, tenant: Tenant, what: str) -> None:
         )
 
 
+def require_member_grant(actor: Actor, tenant: Tenant, role: str) -> None:
+    """The checks of `add_member` that do not need the person's account: may `actor` give `role` here?
+    (Invitations of people without an account yet, `tenants.invitations`, make them.)"""
+    require(actor, tenant, "member.manage", "managing members")
+    _require_live(tenant, "changing members")
+    if role not in Membership.Role.values:
+        allowed = ", ".join(Membership.Role.values)
+        raise ValidationFailed.on("role", f"{role!r} is not a role; use one of: {allowed}")
+    if role == Membership.Role.OWNER:
+        _require_owner_rights(actor, tenant, "making someone an owner")
+
+
 @transaction.atomic
 def add_member(*, actor: Actor, tenant: Tenant, username: str, role: str) -> Membership:
     """Give a user a role in the tenant, or change the role they have.
