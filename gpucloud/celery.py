@@ -19,6 +19,7 @@ app = Celery("gpucloud")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 
 RECONCILE_TENANT = "workers.reconcile_tenant"
+RECONCILE_HOST_CLUSTER = "workers.reconcile_host_cluster"
 RECONCILE_ALL = "workers.reconcile_all"
 AUDIT_STUCK = "workers.report_stuck_tenants"
 SIMULATE_WORKLOADS = "workers.simulate_workloads"
@@ -34,6 +35,7 @@ app.conf.update(
     task_default_queue="default",
     task_routes={
         RECONCILE_TENANT: {"queue": "reconcile"},
+        RECONCILE_HOST_CLUSTER: {"queue": "reconcile"},
         RECONCILE_ALL: {"queue": "reconcile"},
         AUDIT_STUCK: {"queue": "default"},
         SIMULATE_WORKLOADS: {"queue": "default"},

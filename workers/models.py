@@ -37,3 +37,18 @@ class SimulatedClock(models.Model):
 
     def __str__(self) -> str:
         return f"{self.host_cluster_id} until {self.until.isoformat()}"
+
+
+class PassRequest(models.Model):
+    """A pass over a host cluster that was asked for and has not started yet (workers/coalesce.py).
+
+    Changes made while one is pending ride on it, so a burst of changes costs one pass per host cluster.
+    """
+
+    host_cluster = models.OneToOneField(
+        HostCluster, on_delete=models.CASCADE, primary_key=True, related_name="+"
+    )
+    requested_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.host_cluster_id} requested {self.requested_at}"

@@ -76,6 +76,7 @@ def tenant_spec(tenant: Tenant) -> TenantSpec:
 class PassOutcome:
     """What one pass did: the driver's result, database writes, and tenants still on their way."""
 
+    host_cluster_id: int
     result: ReconcileResult
     db_writes: int
     transitional: list[int]
@@ -96,7 +97,7 @@ def reconcile_host_cluster(host_cluster: HostCluster, tenant_ids: Sequence[int] 
     RECONCILE_WRITES.labels("cluster").inc(result.writes)
     RECONCILE_WRITES.labels("database").inc(db_writes)
     transitional = [t.pk for t in tenants if t.state in TRANSITIONAL]
-    return PassOutcome(result, db_writes, transitional)
+    return PassOutcome(host_cluster.pk, result, db_writes, transitional)
 
 
 def _drive(
