@@ -7,10 +7,12 @@ ever reaches money. Money is `Decimal`, with its currency beside it.
 from __future__ import annotations
 
 from decimal import Decimal
+from urllib.parse import urlsplit
 
 from django.db import models
 from django.utils import timezone
 
+from gpucloud import crypto
 from gpucloud.ids import PublicIdField
 from scheduling.models import HostCluster
 from tenants.models import Tenant
@@ -293,13 +295,24 @@ class Budget(models.Model):
     tenant = models.OneToOneField(Tenant, on_delete=models.CASCADE, related_name="budget")
     monthly_amount = models.DecimalField(max_digits=18, decimal_places=2)
     currency = models.CharField(max_length=3, default="USD")
-    webhook_url = models.URLField(blank=True)
+    # Encrypted (gpucloud.crypto): a webhook URL often carries a secret. Empty: no webhook.
+    webhook_url_ciphertext = models.TextField(blank=True, default="")
     email = models.EmailField(blank=True)
     enforce = models.BooleanField(default=False, help_text="hold the tenant's queues at 100 %")
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:
         return f"{self.tenant_id}: {self.monthly_amount} {self.currency}"
+
+    @property
+    def webhook_url(self) -> str:
+        return crypto.decrypt(self.webhook_url_ciphertext) if self.webhook_url_ciphertext else ""
+
+    @property
+    def webhook_origin(self) -> str:
+        """The webhook's scheme and host, safe to show: the rest of the URL may be a secret."""
+        parts = urlsplit(self.webhook_url)
+        return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}/…" if parts.netloc else ""
 
 
 class BudgetAlert(models.Model):

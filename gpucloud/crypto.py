@@ -1,4 +1,5 @@
-"""Secrets kept at rest (host-cluster kubeconfigs) are encrypted with Fernet (AES-128-CBC + HMAC-SHA256).
+"""Secrets kept at rest (host-cluster kubeconfigs, budget webhook URLs) are encrypted with Fernet
+(AES-128-CBC + HMAC-SHA256).
 
 `GPUCLOUD_ENCRYPTION_KEYS` holds one or more keys: the first encrypts, all decrypt, so keys can be rotated by
 putting a new one first and re-saving.

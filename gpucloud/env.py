@@ -7,6 +7,7 @@ come from mounted files (Kubernetes secrets, Docker secrets) instead of the envi
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from pathlib import Path
 
@@ -73,6 +74,20 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if raw is None:
         return default
     return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def env_networks(name: str) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+    """A comma-separated list of networks in CIDR notation (`10.0.0.0/8,fd00::/8`); a bare address is a /32
+    (or /128)."""
+    networks = []
+    for item in env_list(name, []):
+        try:
+            networks.append(ipaddress.ip_network(item, strict=False))
+        except ValueError:
+            raise ConfigError(
+                f"{name}: {item!r} is not a network; write it as 10.0.0.0/8 or fd00::/8"
+            ) from None
+    return networks
 
 
 def env_choice(name: str, default: str, choices: set[str]) -> str:

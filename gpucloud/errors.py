@@ -70,3 +70,11 @@ class TierForbidsClass(ServiceError):
     status = 422
     type = "trust-tier-forbids-class"
     title = "The tenant's trust tier does not allow this GPU class"
+
+
+class IdempotencyKeyReused(ServiceError):
+    """An `Idempotency-Key` sent again with another request: the first answer cannot stand for it."""
+
+    status = 422
+    type = "idempotency-key-reused"
+    title = "This Idempotency-Key was used for another request"

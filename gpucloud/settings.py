@@ -1,7 +1,7 @@
 """gpucloud settings, read from the environment (docs/configuration.md lists every variable).
 
-With nothing set, the embedded default works: SQLite and a file-system task broker under `var/`, a generated
-secret key kept in `var/secret_key`, and the demo fleet.
+With nothing set, the embedded default works: SQLite files under `var/` for data and for the task broker, a
+generated secret key kept in `var/secret_key`, and the demo fleet.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import dj_database_url
 
-from gpucloud.env import ConfigError, env_bool, env_float, env_int, env_list, env_str
+from gpucloud.env import ConfigError, env_bool, env_float, env_int, env_list, env_networks, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("GPUCLOUD_VAR_DIR", str(BASE_DIR / "var")))
@@ -63,8 +63,10 @@ ENCRYPTION_KEYS = _encryption_keys()
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
+# No django.contrib.admin: people sign in only through the portal's sign-in (throttled, audited), and every
+# change goes through the services, which audit it. Platform administrators are named at the console
+# (`manage.py platform_admin`) or by OIDC_ADMIN_GROUPS.
 INSTALLED_APPS = [
-    "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -84,7 +86,10 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "gpucloud.observability.RequestContextMiddleware",
+    "gpucloud.api.middleware.RefuseNulMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Static files are answered here, before sessions and the CSP: they are not documents and need neither.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -179,6 +184,7 @@ AUTHENTICATION_BACKENDS = (["django.contrib.auth.backends.ModelBackend"] if LOCA
 )
 LOGIN_ATTEMPTS = env_int("GPUCLOUD_LOGIN_ATTEMPTS", 10, minimum=1)
 LOGIN_ATTEMPTS_WINDOW = env_int("GPUCLOUD_LOGIN_ATTEMPTS_WINDOW", 300, minimum=1)
+LOGIN_ATTEMPTS_PER_ADDRESS = env_int("GPUCLOUD_LOGIN_ATTEMPTS_PER_ADDRESS", 100, minimum=1)
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -187,6 +193,11 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
+STATIC_ROOT.mkdir(exist_ok=True)
+# WhiteNoise serves the static files (the portal's CSS, Swagger UI) in every mode, DEBUG on or off. The
+# embedded default takes them straight from the apps, so `make run` has nothing to collect and nothing goes
+# stale on an upgrade; production serves what `manage.py collectstatic` put into STATIC_ROOT at deploy time.
+WHITENOISE_USE_FINDERS = EMBEDDED or DEBUG
 
 # --- Transport and browser security ----------------------------------------------------------------------
 # Production (DEBUG off, DATABASE_URL set) is served over HTTPS: secure cookies, HSTS, redirects to https.
@@ -202,7 +213,7 @@ SECURE_HSTS_INCLUDE_SUBDOMAINS = SECURE_HSTS_PRELOAD = SECURE_HSTS_SECONDS > 0
 if env_bool("GPUCLOUD_BEHIND_TLS_PROXY", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 X_FRAME_OPTIONS = "DENY"
-# No inline script or style anywhere: the portal, the admin and the API docs load their own static files.
+# No inline script or style anywhere: the portal and the API docs load their own static files.
 _FORM_TARGETS = ["'self'"] + ([OIDC_ISSUER] if OIDC_ISSUER else [])
 CONTENT_SECURITY_POLICY = {
     "DIRECTIVES": {
@@ -242,6 +253,12 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "gpucloud.api.schema.AutoSchema",
     "EXCEPTION_HANDLER": "gpucloud.api.problems.exception_handler",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    # JSON with a nesting limit and no NUL (gpucloud/api/parsers.py); forms as DRF has them.
+    "DEFAULT_PARSER_CLASSES": [
+        "gpucloud.api.parsers.JSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
 SPECTACULAR_SETTINGS = {
@@ -263,19 +280,15 @@ SPECTACULAR_SETTINGS = {
 }
 
 # --- Workers ---------------------------------------------------------------------------------------------
-BROKER_DIR = VAR_DIR / "broker"
-CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
-if CELERY_BROKER_URL == "filesystem://":
-    BROKER_DIR.mkdir(exist_ok=True)
-    CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {
-        "data_folder_in": str(BROKER_DIR),
-        "data_folder_out": str(BROKER_DIR),
-        "store_processed": False,
-        # The file transport polls; 50 ms keeps a change-to-reconcile round trip well under a second.
-        "polling_interval": 0.05,
-    }
-else:
-    CELERY_BROKER_TRANSPORT_OPTIONS = {}
+# The embedded default's broker: a SQLite file under var/ through gpucloud/broker.py. Production uses Redis.
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", f"sqlite:///{VAR_DIR / 'broker.sqlite3'}")
+if CELERY_BROKER_URL.startswith("filesystem:"):
+    raise ConfigError(
+        "CELERY_BROKER_URL=filesystem:// loses workers to a race between processes; leave it unset for the "
+        "embedded SQLite broker (or sqlite:///path), or use redis://host:6379/0"
+    )
+if CELERY_BROKER_URL.startswith("sqlite:"):
+    CELERY_BROKER_TRANSPORT = "gpucloud.broker:Transport"
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # `gpucloud scheduler` runs beat with RedBeat: the schedule lives in Redis and a lock there lets only one of
 # several running schedulers fire it; a standby takes over within the lock timeout of the leader dying.
@@ -305,6 +318,9 @@ METER_INTERVAL = env_float("METER_INTERVAL", 30.0, minimum=1.0)
 METER_MAX_GAP = env_float("METER_MAX_GAP", 2 * METER_INTERVAL, minimum=1.0)
 METER_SCRAPE_TIMEOUT = env_float("METER_SCRAPE_TIMEOUT", 5.0, minimum=0.1)
 BILLING_WEBHOOK_TIMEOUT = env_float("BILLING_WEBHOOK_TIMEOUT", 5.0, minimum=0.1)
+# Budget webhooks go to public https addresses only (billing/webhooks.py), unless the operator says otherwise.
+WEBHOOK_ALLOW_HTTP = env_bool("GPUCLOUD_WEBHOOK_ALLOW_HTTP", False)
+WEBHOOK_ALLOWED_NETWORKS = env_networks("GPUCLOUD_WEBHOOK_ALLOWED_NETWORKS")
 BILLING_ALERT_EMAIL_FROM = env_str("BILLING_ALERT_EMAIL_FROM", "")
 EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
 EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)

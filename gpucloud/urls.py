@@ -1,5 +1,4 @@
 from csp.decorators import csp_update
-from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
@@ -21,12 +20,12 @@ urlpatterns = [
         ),
         name="api-docs",
     ),
-    path("admin/", admin.site.urls),
     # mozilla-django-oidc's names, so its views and settings find them.
     path("oidc/authenticate/", sso.Start.as_view(), name="oidc_authentication_init"),
     path("oidc/callback/", sso.Callback.as_view(), name="oidc_authentication_callback"),
     path("", include("portal.urls")),
 ]
 
+handler400 = "gpucloud.api.problems.bad_request"
 handler404 = "gpucloud.api.problems.not_found"
 handler500 = "gpucloud.api.problems.server_error"

@@ -76,6 +76,9 @@ class Callback(oidc_views.OIDCAuthenticationCallbackView):
             return provider_down(request, exc)
         except SuspiciousOperation as exc:
             log.warning("sso callback refused: %s", exc)
+            audit.record_sign_in_failure(
+                getattr(request, "sso_username", ""), "sso", f"the provider's answer was refused: {exc}"
+            )
             return sign_in_error(
                 request,
                 "This sign-in could not be verified",
@@ -86,12 +89,19 @@ class Callback(oidc_views.OIDCAuthenticationCallbackView):
 
     def login_failure(self) -> HttpResponse:
         request = self.request
+        who = getattr(request, "sso_username", "")
         reason = getattr(request, "sso_refusal", "")
         if reason:
             log.warning("sso sign-in refused: %s", reason)
+            audit.record_sign_in_failure(who, "sso", reason)
             return sign_in_error(request, "You have no access to gpucloud", reason, 403)
         error = request.GET.get("error", "")
         log.warning("sso sign-in failed: %s", error or "the provider's answer was not accepted")
+        audit.record_sign_in_failure(
+            who,
+            "sso",
+            f"the provider answered: {error}" if error else "the provider's answer was not accepted",
+        )
         detail = (
             f"The identity provider answered: {request.GET.get('error_description') or error}."
             if error

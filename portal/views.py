@@ -8,10 +8,10 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
-from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 
+from portal import lockout
 from tenants import audit
 from tenants.selectors import visible_tenants
 
@@ -21,14 +21,14 @@ log = logging.getLogger(__name__)
 class LoginView(auth_views.LoginView):
     """The sign-in page: single sign-on when configured, passwords unless GPUCLOUD_LOCAL_LOGIN=false.
 
-    Failed password attempts are counted per source address in the cache; past GPUCLOUD_LOGIN_ATTEMPTS in
-    GPUCLOUD_LOGIN_ATTEMPTS_WINDOW seconds the form answers 429 until the window passes.
+    Wrong passwords lock the account out from that address for a while (`portal/lockout.py`; the form answers
+    429) and each is written to the audit log as `user.sign_in_failed`.
     """
 
     template_name = "portal/login.html"
 
-    def _key(self) -> str:
-        return "login-failures:" + self.request.META.get("REMOTE_ADDR", "")
+    def _who(self) -> tuple[str, str]:
+        return str(self.request.POST.get("username", "")), self.request.META.get("REMOTE_ADDR", "")
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         return {
@@ -40,21 +40,26 @@ class LoginView(auth_views.LoginView):
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         if not settings.LOCAL_LOGIN:
             return render(request, "portal/login.html", self.get_context_data(), status=403)
-        if cache.get(self._key(), 0) >= settings.LOGIN_ATTEMPTS:
-            log.warning("sign-in attempts from %s are over the limit", request.META.get("REMOTE_ADDR"))
+        if lockout.locked(*self._who()):
+            log.warning("sign-in attempts for %r from %s are over the limit", *self._who())
             context = {**self.get_context_data(), "throttled": True}
-            return render(request, "portal/login.html", context, status=429)
+            response = render(request, "portal/login.html", context, status=429)
+            response["Retry-After"] = str(settings.LOGIN_ATTEMPTS_WINDOW)  # at most: the window may be older
+            return response
         return super().post(request, *args, **kwargs)
 
     def form_valid(self, form: Any) -> HttpResponse:
         response = super().form_valid(form)
+        lockout.forget_failures(*self._who())
         audit.record_sign_in(form.get_user(), "password")
         return response
 
     def form_invalid(self, form: Any) -> HttpResponse:
-        key = self._key()
-        cache.add(key, 0, timeout=settings.LOGIN_ATTEMPTS_WINDOW)
-        cache.incr(key)
+        username, address = self._who()
+        lockout.count_failure(username, address)
+        audit.record_sign_in_failure(
+            username, "password", "the username and password do not match an active account"
+        )
         return super().form_invalid(form)
 
 

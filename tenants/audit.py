@@ -9,6 +9,7 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, User
 
 from gpucloud.observability import current_context
 from tenants.models import AuditEvent, Tenant
+from tenants.permissions import is_platform_admin
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,7 @@ class Actor:
 
     @property
     def is_platform_admin(self) -> bool:
-        return self.operator or bool(self.user is not None and getattr(self.user, "is_staff", False))
+        return self.operator or is_platform_admin(self.user)
 
 
 def record(
@@ -80,4 +81,15 @@ def record_sign_in(user: User | AbstractBaseUser, method: str) -> AuditEvent:
         object_type="user",
         object_id=user.get_username(),
         after={"method": method},
+    )
+
+
+def record_sign_in_failure(username: str, method: str, reason: str) -> AuditEvent:
+    """Record a refused sign-in (`password` or `sso`): the name tried, why, from where and with what."""
+    return record(
+        Actor(user=None, label="anonymous"),
+        "user.sign_in_failed",
+        object_type="user",
+        object_id=username[:120],
+        after={"method": method, "reason": reason[:500]},
     )

@@ -6,6 +6,8 @@ lists the roles that hold it. docs/permissions.md is this table in prose; change
 
 from __future__ import annotations
 
+from typing import Any
+
 OWNER, ADMIN, MEMBER, VIEWER, BILLING = "owner", "admin", "member", "viewer", "billing"
 ROLES = (OWNER, ADMIN, MEMBER, VIEWER, BILLING)
 TEAM = frozenset({OWNER, ADMIN, MEMBER, VIEWER})
@@ -20,7 +22,7 @@ PERMISSIONS: dict[str, frozenset[str]] = {
     # people and their roles
     "member.view": TEAM,
     "member.manage": MANAGERS,
-    "member.grant_owner": frozenset({OWNER}),
+    "member.manage_owners": frozenset({OWNER}),  # make an owner, change an owner's role, remove an owner
     # quotas are read by the team and set by platform administrators only
     "quota.view": frozenset(ROLES),
     "quota.manage": frozenset(),
@@ -37,6 +39,16 @@ PERMISSIONS: dict[str, frozenset[str]] = {
 
 # The role a tenant service token's account holds, by the token's scope.
 SERVICE_TOKEN_ROLE = {"read": VIEWER, "write": MEMBER, "admin": ADMIN}
+
+
+def is_platform_admin(user: Any) -> bool:
+    """Whether `user` is a platform administrator: the one place that says so.
+
+    The flag is Django's `is_staff` (gpucloud has no Django admin site, so it means only this). It is set by
+    `manage.py platform_admin` and, for people who sign in through the identity provider, by OIDC_ADMIN_GROUPS
+    at every sign-in (`tenants.services.set_platform_admin`, audited either way).
+    """
+    return bool(user is not None and user.is_authenticated and user.is_active and user.is_staff)
 
 
 def roles_with(permission: str) -> frozenset[str]:

@@ -7,7 +7,7 @@ from typing import Any
 from django.db.models import QuerySet
 
 from tenants.models import Tenant
-from tenants.permissions import roles_with
+from tenants.permissions import is_platform_admin, roles_with
 
 
 def visible_tenants(user: Any, permission: str = "tenant.view") -> QuerySet[Tenant]:
@@ -18,7 +18,7 @@ def visible_tenants(user: Any, permission: str = "tenant.view") -> QuerySet[Tena
     """
     if not user.is_authenticated or not user.is_active:
         return Tenant.objects.none()
-    if user.is_staff:
+    if is_platform_admin(user):
         return Tenant.objects.all()
     return Tenant.objects.filter(
         memberships__user=user, memberships__role__in=roles_with(permission)

@@ -13,7 +13,8 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from gpucloud.celery import enqueue_tenant_reconcile
-from gpucloud.errors import Conflict, PermissionDenied, ValidationFailed
+from gpucloud.errors import Conflict, NotFound, PermissionDenied, ValidationFailed
+from gpucloud.limits import integer_range
 from scheduling.models import GpuClass, HostCluster
 from tenants import audit, tiers
 from tenants.audit import Actor
@@ -72,14 +73,26 @@ def _reconcile_on_commit(tenant: Tenant) -> None:
 
 
 def _validate_slug(slug: str) -> None:
-    if not re.match(SLUG_RE, slug or ""):
+    # fullmatch, not match: `$` also matches before a final newline, which let "ab\n" through.
+    if not re.fullmatch(SLUG_RE, slug or ""):
         raise ValidationFailed.on(
             "slug",
             f"{slug!r} is not a valid slug: use 1-40 lowercase letters, digits and hyphens, starting with a "
             "letter and not ending with a hyphen",
         )
     if Tenant.objects.filter(slug=slug).exists():
-        raise ValidationFailed.on("slug", f"the slug {slug!r} is taken (slugs are never reused)")
+        raise Conflict(
+            f"the slug {slug!r} is taken (slugs are never reused)", errors={"slug": ["already taken"]}
+        )
+
+
+def _validate_display_name(display_name: str) -> None:
+    limit = Tenant._meta.get_field("display_name").max_length or 0
+    if len(display_name) > limit:
+        raise ValidationFailed.on(
+            "display_name",
+            f"the display name has {len(display_name)} characters; at most {limit} are allowed",
+        )
 
 
 def _validate_tier(trust_tier: str) -> None:
@@ -101,6 +114,7 @@ def create_tenant(
     if not actor.is_platform_admin:
         raise PermissionDenied("creating a tenant needs a platform administrator")
     _validate_slug(slug)
+    _validate_display_name(display_name)
     _validate_tier(trust_tier)
     tenant = Tenant.objects.create(slug=slug, display_name=display_name or slug, trust_tier=trust_tier)
     TenantCluster.objects.create(
@@ -126,6 +140,7 @@ def update_tenant(
     if display_name is not None:
         if not display_name.strip():
             raise ValidationFailed.on("display_name", "the display name may not be blank")
+        _validate_display_name(display_name.strip())
         tenant.display_name = display_name.strip()
     if trust_tier is not None and trust_tier != tenant.trust_tier:
         if not actor.is_platform_admin:
@@ -207,9 +222,27 @@ def membership_snapshot(membership: Membership) -> dict[str, Any]:
     return {"user": membership.user.get_username(), "role": membership.role, "source": membership.source}
 
 
+def _lock_memberships(tenant: Tenant) -> None:
+    # Membership changes of one tenant are serialised on its row, so two owners demoting (or removing)
+    # each other at once cannot both pass the last-owner check and leave the tenant with none.
+    Tenant.objects.select_for_update().filter(pk=tenant.pk).first()
+
+
+def _require_owner_rights(actor: Actor, tenant: Tenant, what: str) -> None:
+    if not can(actor, tenant, "member.manage_owners"):
+        raise PermissionDenied(
+            f"{what} needs an owner of tenant {tenant.slug} or a platform administrator; "
+            "admins manage every other role"
+        )
+
+
 @transaction.atomic
 def add_member(*, actor: Actor, tenant: Tenant, username: str, role: str) -> Membership:
-    """Give a user a role in the tenant, or change the role they have."""
+    """Give a user a role in the tenant, or change the role they have.
+
+    Only owners (and platform administrators) make someone an owner or change an owner's role; the last
+    owner keeps the role.
+    """
     require(actor, tenant, "member.manage", "managing members")
     _require_live(tenant, "changing members")
     if role not in Membership.Role.values:
@@ -218,9 +251,12 @@ def add_member(*, actor: Actor, tenant: Tenant, username: str, role: str) -> Mem
     user = User.objects.filter(username=username).first()
     if user is None:
         raise ValidationFailed.on("username", f"there is no user called {username!r}")
-    if role == Membership.Role.OWNER and not can(actor, tenant, "member.grant_owner"):
-        raise PermissionDenied("only an owner or a platform administrator can make someone an owner")
+    _lock_memberships(tenant)
     existing = Membership.objects.select_for_update().filter(tenant=tenant, user=user).first()
+    if role == Membership.Role.OWNER:
+        _require_owner_rights(actor, tenant, "making someone an owner")
+    elif existing and existing.role == Membership.Role.OWNER:
+        _require_owner_rights(actor, tenant, f"changing the role of {username}, an owner,")
     before = membership_snapshot(existing) if existing else None
     if existing and existing.role == role and existing.source == Membership.Source.MANUAL:
         return existing
@@ -246,18 +282,24 @@ def _refuse_last_owner(tenant: Tenant, membership: Membership) -> None:
     owners = Membership.objects.filter(tenant=tenant, role=Membership.Role.OWNER).count()
     if owners <= 1:
         raise Conflict(
-            f"{membership.user.get_username()} is the last owner of {tenant.slug}; add another first"
+            f"{membership.user.get_username()} is the last owner of {tenant.slug}; make someone else an "
+            "owner first"
         )
 
 
 @transaction.atomic
 def remove_member(*, actor: Actor, tenant: Tenant, membership: Membership) -> None:
-    """Take a user's role in the tenant away (never the last owner's)."""
+    """Take a user's role in the tenant away. Only owners remove an owner, and never the last one."""
     require(actor, tenant, "member.manage", "managing members")
-    if membership.role == Membership.Role.OWNER:
-        _refuse_last_owner(tenant, membership)
-    before = membership_snapshot(membership)
-    membership.delete()
+    _lock_memberships(tenant)
+    current = Membership.objects.select_related("user").filter(pk=membership.pk).first()
+    if current is None:
+        raise NotFound(f"{membership.user.get_username()} has no role in {tenant.slug} any more")
+    if current.role == Membership.Role.OWNER:
+        _require_owner_rights(actor, tenant, f"removing {current.user.get_username()}, an owner,")
+        _refuse_last_owner(tenant, current)
+    before = membership_snapshot(current)
+    current.delete()
     audit.record(
         actor,
         "member.remove",
@@ -281,10 +323,11 @@ def quota_snapshot(quota: Quota) -> dict[str, Any]:
 def _count(field: str, value: Any, *, minimum: int = 0, optional: bool = False) -> int | None:
     if value is None and optional:
         return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValidationFailed.on(field, f"{field} must be a whole number, not {value!r}")
-    if value < minimum:
-        raise ValidationFailed.on(field, f"{field} must be at least {minimum}, not {value}")
+    maximum = integer_range(Quota, field)[1]
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+        raise ValidationFailed.on(
+            field, f"{field} must be a whole number from {minimum} to {maximum}, not {value!r}"
+        )
     return value
 
 
@@ -354,6 +397,31 @@ def remove_quota(*, actor: Actor, quota: Quota) -> None:
         before=before,
     )
     _reconcile_on_commit(tenant)
+
+
+@transaction.atomic
+def set_platform_admin(*, actor: Actor, user: Any, admin: bool) -> bool:
+    """Make `user` a platform administrator, or stop them being one; returns whether anything changed.
+
+    Platform administrators may do everything in every tenant, so this is audited like any other write. A
+    person must be a platform administrator to do it; a process (the console, single sign-on) is trusted.
+    """
+    if actor.user is not None and not actor.is_platform_admin:
+        raise PermissionDenied("naming platform administrators needs a platform administrator")
+    user = User.objects.select_for_update().get(pk=user.pk)
+    if user.is_staff == admin:
+        return False
+    user.is_staff = admin
+    user.save(update_fields=["is_staff"])
+    audit.record(
+        actor,
+        "user.platform_admin",
+        object_type="user",
+        object_id=user.get_username(),
+        before={"platform_admin": not admin},
+        after={"platform_admin": admin},
+    )
+    return True
 
 
 def _sso_audit(actor: Actor, action: str, tenant: Tenant, before: Any, after: Any, username: str) -> None:

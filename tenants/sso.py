@@ -26,7 +26,7 @@ from django.utils import timezone
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 from mozilla_django_oidc.utils import absolutify, import_from_settings
 
-from tenants import services
+from tenants import audit, services, tokens
 from tenants.audit import Actor
 from tenants.models import Identity, Membership, Tenant
 
@@ -174,17 +174,30 @@ class Backend(OIDCAuthenticationBackend):
         if not claims.get("sub"):
             self._refuse("the provider sent no subject (sub) for this person")
         grants = grants_from(self._groups(claims))
-        identity = Identity.objects.filter(issuer=settings.OIDC_ISSUER, subject=claims["sub"]).first()
+        identity = (
+            Identity.objects.select_related("user")
+            .filter(issuer=settings.OIDC_ISSUER, subject=claims["sub"])
+            .first()
+        )
+        self._note_who(identity.user.get_username() if identity else str(claims["sub"]))
         hand_granted = identity is not None and (
             identity.user.memberships.filter(source=Membership.Source.MANUAL).exists()
         )
         if not grants.any and not hand_granted:
+            if identity is not None:
+                # Sync, then refuse: the provider took the last group away, so what sign-in gave goes too.
+                deprovision(identity.user)
             self._refuse(
                 "your account at the identity provider is in no group that gives access to gpucloud; "
                 "ask an administrator to add you to a group such as "
                 + settings.OIDC_TENANT_GROUP_PATTERN.format(tenant="<tenant>", role="viewer")
             )
         return True
+
+    def _note_who(self, name: str) -> None:
+        request = getattr(self, "request", None)
+        if request is not None:
+            request.sso_username = name  # for the audit row of a refused sign-in
 
     def _refuse(self, reason: str) -> None:
         # mozilla-django-oidc turns the exception into "no user"; the request carries the reason to the page.
@@ -227,13 +240,38 @@ class Backend(OIDCAuthenticationBackend):
         user.email = claims.get("email", user.email)
         user.first_name = str(claims.get("given_name", user.first_name))[:150]
         user.last_name = str(claims.get("family_name", user.last_name))[:150]
-        user.is_staff = grants.admin
-        user.save(update_fields=["email", "first_name", "last_name", "is_staff"])
+        user.save(update_fields=["email", "first_name", "last_name"])
         Identity.objects.filter(user=user, issuer=settings.OIDC_ISSUER, subject=claims["sub"]).update(
             groups=groups, last_login_at=timezone.now()
         )
+        services.set_platform_admin(actor=Actor.system("sso"), user=user, admin=grants.admin)
         services.sync_sso_memberships(actor=Actor.system("sso"), user=user, grants=grants.tenants)
         return user
+
+
+@transaction.atomic
+def deprovision(user: Any) -> None:
+    """The provider no longer gives `user` any access: take away what sign-in gave, and what they still hold.
+
+    Their `sso` memberships and platform administration go, their personal tokens are revoked, and their
+    portal sessions end (a new unusable-password marker fails every session's auth hash). Memberships
+    granted by hand would have let them in, so there are none left to keep.
+    """
+    actor = Actor.system("sso")
+    services.sync_sso_memberships(actor=actor, user=user, grants={})
+    services.set_platform_admin(actor=actor, user=user, admin=False)
+    revoked = tokens.revoke_personal_tokens(actor=actor, user=user)
+    if not user.has_usable_password():
+        user.set_unusable_password()
+        user.save(update_fields=["password"])
+    audit.record(
+        actor,
+        "user.deprovision",
+        object_type="user",
+        object_id=user.get_username(),
+        after={"tokens_revoked": revoked, "sessions_ended": not user.has_usable_password()},
+    )
+    log.info("sso deprovisioned %s: no group gives access any more", user.get_username())
 
 
 def provider_logout_url(request: HttpRequest) -> str:

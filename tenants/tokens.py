@@ -109,7 +109,17 @@ def create_token(
     _validate(name, scope, expires_at)
     if actor.user is not None and actor.user != user and not actor.is_platform_admin:
         raise PermissionDenied("only a platform administrator can make a token for someone else")
+    if is_service_account(user):
+        raise PermissionDenied(
+            "a tenant service token cannot make personal tokens; its tenant's owners and admins make more "
+            "service tokens at /tenants/{slug}/tokens/"
+        )
     return _issue(user=user, tenant=None, actor=actor, name=name, scope=scope, expires_at=expires_at)
+
+
+def is_service_account(user: User) -> bool:
+    """Whether `user` is the account of a tenant service token (it has tokens bound to a tenant)."""
+    return ApiToken.objects.filter(user=user, tenant__isnull=False).exists()
 
 
 @transaction.atomic
@@ -161,6 +171,35 @@ def revoke_token(*, actor: Actor, token: ApiToken) -> ApiToken:
         after=token_snapshot(token),
     )
     return token
+
+
+@transaction.atomic
+def revoke_personal_tokens(*, actor: Actor, user: User) -> int:
+    """Revoke every live personal token of `user` (someone who lost all access); returns how many.
+
+    A person may revoke their own; a platform administrator or a process (single sign-on) anyone's.
+    """
+    if actor.user is not None and actor.user != user and not actor.is_platform_admin:
+        raise PermissionDenied("only the tokens' owner or a platform administrator can revoke them")
+    live = (
+        ApiToken.objects.select_for_update()
+        .select_related("user")
+        .filter(user=user, tenant=None, revoked_at=None)
+    )
+    now = timezone.now()
+    for token in live:
+        before = token_snapshot(token)
+        token.revoked_at = now
+        token.save(update_fields=["revoked_at"])
+        audit.record(
+            actor,
+            "token.revoke",
+            object_type="api_token",
+            object_id=token.public_id,
+            before=before,
+            after=token_snapshot(token),
+        )
+    return len(live)
 
 
 def check(token: str) -> tuple[ApiToken | None, str]:

@@ -1,4 +1,5 @@
-"""The database holds no token secret and no kubeconfig in clear text: every column of every table is read."""
+"""The database holds no token secret, no kubeconfig and no webhook URL in clear text: every column of every
+table is read."""
 
 from __future__ import annotations
 
@@ -80,3 +81,20 @@ def test_no_kubeconfig_column_holds_a_kubeconfig_in_clear_text(registered_host_c
     assert not any(
         KUBECONFIG_SIGNS.search(v) and "client-key-data" in v for column in values.values() for v in column
     ), "a kubeconfig with a client key is stored in clear text somewhere"
+
+
+def test_no_column_holds_a_budget_webhook_url_in_clear_text(api, people):
+    url = "https://93.184.215.14/services/T0001/B0002/webhook-secret-7f3a9c"
+    answer = api(people["alice"]).post(
+        "/api/v1/budgets/",
+        {"tenant": "tenant-a", "monthly_amount": "100", "webhook_url": url},
+        format="json",
+        HTTP_IDEMPOTENCY_KEY="budget-1",  # the stored answer must not hold the URL either
+    )
+    assert answer.status_code == 201, answer.json()
+
+    values = every_value()
+    text = "\n".join(v for column in values.values() for v in column)
+    assert "webhook-secret-7f3a9c" not in text and "T0001/B0002" not in text
+    webhook_columns = [v for key, v in values.items() if "webhook" in key[1].lower()]
+    assert any(webhook_columns), "the scan found no stored webhook to check"

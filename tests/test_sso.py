@@ -9,7 +9,7 @@ import requests
 from django.contrib.auth.models import User
 from django.contrib.sessions.models import Session
 
-from tenants import services, sso
+from tenants import services, sso, tokens
 from tenants.audit import Actor
 from tenants.models import AuditEvent, Identity, Membership
 from tests.sso import ADMIN_GROUP, CLIENT_SECRET, follow_to_callback, sign_in
@@ -189,3 +189,39 @@ def test_the_discovery_document_is_read_at_start_up(sso_on, caplog):
 
     assert f"discovery document of {sso_on.issuer} read" in caplog.text
     assert sso.setting("OIDC_OP_TOKEN_ENDPOINT").startswith(sso_on.issuer)
+
+
+def test_someone_whose_last_group_is_removed_loses_roles_tokens_and_sessions(
+    sso_on, live_server, make_tenant
+):
+    make_tenant("vision")
+    sso_on.person("ada", ["gpucloud:vision:member", ADMIN_GROUP])
+    earlier_browser, page = sign_in(live_server.url, "ada")
+    assert page.status_code == 200
+    ada = User.objects.get(username="ada")
+    _, token = tokens.create_token(actor=Actor.of(ada), user=ada, name="laptop", scope="read")
+    bearer = {"Authorization": f"Bearer {token}"}
+    assert requests.get(f"{live_server.url}/api/v1/tenants/vision/", headers=bearer).status_code == 200
+
+    sso_on.person("ada", [])  # the provider's administrator removed ada's last gpucloud group
+    _, refused = sign_in(live_server.url, "ada")
+
+    assert refused.status_code == 403 and "You have no access to gpucloud" in refused.text
+    assert roles("ada") == set() and not User.objects.get(username="ada").is_staff
+    answer = requests.get(f"{live_server.url}/api/v1/tenants/", headers=bearer)
+    assert answer.status_code == 401 and "revoked" in answer.json()["detail"]
+    assert earlier_browser.get(f"{live_server.url}/", allow_redirects=False).status_code == 302  # signed out
+    by_sso = set(AuditEvent.objects.filter(actor_label="system:sso").values_list("action", flat=True))
+    assert {"member.remove", "user.platform_admin", "token.revoke", "user.deprovision"} <= by_sso
+    failed = AuditEvent.objects.get(action="user.sign_in_failed")
+    assert failed.object_id == "ada" and failed.after["method"] == "sso"
+
+
+def test_a_refused_stranger_is_audited_by_subject(sso_on, live_server, make_tenant):
+    sso_on.person("eve", ["staff"])
+
+    _, page = sign_in(live_server.url, "eve")
+
+    assert page.status_code == 403 and not User.objects.filter(username="eve").exists()
+    failed = AuditEvent.objects.get(action="user.sign_in_failed")
+    assert failed.object_id == "eve" and "no group that gives access" in failed.after["reason"]

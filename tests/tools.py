@@ -4,9 +4,23 @@ from __future__ import annotations
 
 import os
 import socket
+from pathlib import Path
 from typing import NoReturn
 
 import pytest
+
+# Debian's Chromium, driven by PyPI playwright (never `playwright install`: nothing is downloaded).
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+]
 
 
 def unavailable(reason: str) -> NoReturn:

@@ -16,7 +16,7 @@ from django.utils import timezone
 from kubernetes import client
 
 from gpucloud import crypto
-from gpucloud.errors import PermissionDenied, ServiceError, ValidationFailed
+from gpucloud.errors import Conflict, PermissionDenied, ServiceError, ValidationFailed
 from scheduling import catalog
 from scheduling.models import Gpu, GpuModel, HostCluster, Node
 from tenants import audit
@@ -62,12 +62,12 @@ def _parse_kubeconfig(text: str) -> client.ApiClient:
 
 
 def _validate(name: str, scheduler: str, vcluster_mode: str) -> None:
-    if not NAME_RE.match(name):
+    if not NAME_RE.fullmatch(name):  # fullmatch: `$` alone would let a final newline through
         raise ValidationFailed.on(
             "name", f"{name!r} is not a DNS-safe name (lowercase letters, digits, hyphens)"
         )
     if HostCluster.objects.filter(name=name).exists():
-        raise ValidationFailed.on("name", f"a host cluster called {name!r} exists already")
+        raise Conflict(f"a host cluster called {name!r} exists already", errors={"name": ["already taken"]})
     if scheduler not in HostCluster.Scheduler.values:
         raise ValidationFailed.on("scheduler", f"{scheduler!r} is not a scheduler; use kueue or kai")
     if vcluster_mode not in VCLUSTER_MODES:

@@ -15,6 +15,7 @@ from billing.models import (
     RateCard,
     ScrapeRecord,
 )
+from gpucloud.api.serializers import ModelSerializer, model_field
 
 
 def _micro(value: int | None, per: int = MICRO) -> str:
@@ -43,7 +44,7 @@ class UsageSerializer(serializers.Serializer):
         return _micro(row["millijoules"], 1000)
 
 
-class RateCardSerializer(serializers.ModelSerializer):
+class RateCardSerializer(ModelSerializer):
     id = serializers.CharField(source="public_id", read_only=True)
     prices = serializers.DictField(child=serializers.DecimalField(max_digits=14, decimal_places=6))
     tier_multipliers = serializers.DictField(
@@ -65,7 +66,7 @@ class RateCardSerializer(serializers.ModelSerializer):
         read_only_fields = ["version", "created_at"]
 
 
-class InvoiceLineSerializer(serializers.ModelSerializer):
+class InvoiceLineSerializer(ModelSerializer):
     class Meta:
         model = InvoiceLine
         fields = [
@@ -84,7 +85,7 @@ class InvoiceLineSerializer(serializers.ModelSerializer):
         ]
 
 
-class InvoiceSerializer(serializers.ModelSerializer):
+class InvoiceSerializer(ModelSerializer):
     id = serializers.CharField(source="public_id", read_only=True)
     tenant = serializers.CharField(source="tenant.slug", read_only=True)
     lines = InvoiceLineSerializer(many=True, read_only=True)
@@ -110,14 +111,17 @@ class InvoiceDraftSerializer(serializers.Serializer):
     month = serializers.RegexField(r"^\d{4}-(0[1-9]|1[0-2])$", help_text="YYYY-MM")
 
 
-class BudgetAlertSerializer(serializers.ModelSerializer):
+class BudgetAlertSerializer(ModelSerializer):
     class Meta:
         model = BudgetAlert
         fields = ["period_start", "threshold", "spent", "created_at"]
 
 
-class BudgetSerializer(serializers.ModelSerializer):
+class BudgetSerializer(ModelSerializer):
     tenant = serializers.CharField(source="tenant.slug", read_only=True)
+    webhook_url = serializers.CharField(
+        source="webhook_origin", read_only=True, help_text="scheme and host only; the rest may be a secret"
+    )
     alerts = BudgetAlertSerializer(many=True, read_only=True)
 
     class Meta:
@@ -137,13 +141,14 @@ class BudgetSerializer(serializers.ModelSerializer):
 class BudgetWriteSerializer(serializers.Serializer):
     tenant = serializers.SlugField()
     monthly_amount = serializers.DecimalField(max_digits=18, decimal_places=2)
-    currency = serializers.CharField(max_length=3, default="USD")
-    webhook_url = serializers.URLField(required=False, allow_blank=True)
-    email = serializers.EmailField(required=False, allow_blank=True)
+    currency = model_field(Budget, "currency", default="USD")
+    # Stored encrypted in a text column; the bound keeps a URL a URL.
+    webhook_url = serializers.URLField(required=False, allow_blank=True, max_length=2000)
+    email = model_field(Budget, "email", required=False)
     enforce = serializers.BooleanField(default=False)
 
 
-class CollectionSourceSerializer(serializers.ModelSerializer):
+class CollectionSourceSerializer(ModelSerializer):
     host_cluster = serializers.CharField(source="host_cluster.name", read_only=True)
 
     class Meta:
@@ -151,7 +156,7 @@ class CollectionSourceSerializer(serializers.ModelSerializer):
         fields = ["host_cluster", "kind", "url", "last_collected_at", "last_status", "last_message"]
 
 
-class ScrapeRecordSerializer(serializers.ModelSerializer):
+class ScrapeRecordSerializer(ModelSerializer):
     host_cluster = serializers.CharField(source="host_cluster.name", read_only=True)
 
     class Meta:

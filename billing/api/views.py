@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+import re
+from datetime import UTC, datetime
 from typing import Any
 
+import django_filters
 from django.db.models import QuerySet
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
@@ -31,6 +33,7 @@ from billing.services import budgets, invoicing, rates
 from gpucloud.errors import NotFound, PermissionDenied, ValidationFailed
 from tenants.api.viewsets import BaseViewSet
 from tenants.models import Tenant
+from tenants.permissions import is_platform_admin
 
 
 def _when(request: Request, name: str) -> datetime | None:
@@ -45,7 +48,10 @@ def _when(request: Request, name: str) -> datetime | None:
         ) from None
     if moment.tzinfo is None:
         raise ValidationFailed.on(name, f"{raw!r} has no time zone; add Z or +00:00")
-    return moment
+    try:  # in UTC before it reaches the database: PostgreSQL refuses offsets beyond ±15:59
+        return moment.astimezone(UTC)
+    except OverflowError:
+        raise ValidationFailed.on(name, f"{raw!r} is out of range") from None
 
 
 @extend_schema(
@@ -77,7 +83,7 @@ class UsageViewSet(mixins.ListModelMixin, BaseViewSet):
                 raise NotFound(f"there is no tenant {slug!r} you can see")
         return selectors.usage(
             tenants=tenants,
-            include_platform=not slug and bool(request.user.is_staff),
+            include_platform=not slug and is_platform_admin(request.user),
             start=_when(request, "start"),
             end=_when(request, "end"),
             group_by=group_by,
@@ -110,10 +116,27 @@ class RateCardViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseView
 FILE_RESPONSE = {(200, "text/csv"): OpenApiResponse(OpenApiTypes.STR, description="a CSV file")}
 
 
+def parse_month(text: str) -> tuple[int, int]:
+    """`YYYY-MM` as (year, month); the service checks the range."""
+    if not re.fullmatch(r"\d{4}-\d{2}", text):
+        raise ValidationFailed.on("month", f"{text!r} is not a month written YYYY-MM")
+    year, month = text.split("-")
+    return int(year), int(month)
+
+
+class InvoiceFilter(django_filters.FilterSet):
+    tenant = django_filters.CharFilter(field_name="tenant__slug", help_text="tenant slug")
+
+    class Meta:
+        model = Invoice
+        fields = ["tenant", "state"]
+
+
 class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewSet):
     """Monthly invoices per tenant: drafts recomputed from the ledger, issued ones never change."""
 
     serializer_class = InvoiceSerializer
+    filterset_class = InvoiceFilter
     lookup_field = "public_id"
     lookup_url_kwarg = "id"
 
@@ -133,7 +156,7 @@ class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewS
         tenant = get_object_or_404(
             self.visible_tenants("billing.view"), slug=serializer.validated_data["tenant"]
         )
-        year, month = map(int, serializer.validated_data["month"].split("-"))
+        year, month = parse_month(serializer.validated_data["month"])
         invoice = invoicing.draft_invoice(actor=self.actor(), tenant=tenant, year=year, month=month)
         return Response(InvoiceSerializer(self.get_queryset().get(pk=invoice.pk)).data, status=201)
 
@@ -167,11 +190,7 @@ class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewS
         what = request.query_params.get("as", "focus")  # not `format`: DRF reads that for content negotiation
         if what not in ("csv", "focus"):
             raise ValidationFailed.on("as", f"{what!r} is not csv or focus")
-        try:
-            year, number = map(int, month.split("-"))
-            start, _ = invoicing.month_bounds(year, number)
-        except ValueError:
-            raise ValidationFailed.on("month", f"{month!r} is not a month written YYYY-MM") from None
+        start, _ = invoicing.month_bounds(*parse_month(month))
         invoices = list(self.get_queryset().filter(period_start=start))
         return self._download(invoices, what, f"{month}")
 
@@ -218,7 +237,7 @@ class BudgetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewSe
 class _AdminOnly(BaseViewSet):
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)
-        if not request.user.is_staff:
+        if not is_platform_admin(request.user):
             raise PermissionDenied("metering status is shown to platform administrators only")
 
 

@@ -4,9 +4,7 @@ webhook, e-mail) and, where enforced, 100 % suspends the tenant.
 
 from __future__ import annotations
 
-import json
 import logging
-import urllib.request
 from datetime import datetime
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
@@ -17,6 +15,7 @@ from django.db import transaction
 from django.db.models import Sum
 from django.utils import timezone
 
+from billing import webhooks
 from billing.models import (
     Budget,
     BudgetAlert,
@@ -57,7 +56,7 @@ def set_budget(
         defaults={
             "monthly_amount": amount,
             "currency": currency.upper(),
-            "webhook_url": webhook_url,
+            "webhook_url_ciphertext": webhooks.seal(webhook_url),
             "email": email,
             "enforce": enforce,
         },
@@ -69,7 +68,12 @@ def set_budget(
         object_id=tenant.public_id,
         tenant=tenant,
         before={k: str(v) for k, v in before.items()} if before else None,
-        after={"monthly_amount": str(amount), "currency": budget.currency, "enforce": enforce},
+        after={
+            "monthly_amount": str(amount),
+            "currency": budget.currency,
+            "enforce": enforce,
+            "webhook": budget.webhook_origin,  # never the whole URL: it may hold a secret
+        },
     )
     return budget
 
@@ -126,7 +130,7 @@ def _raise_alert(budget: Budget, alert: BudgetAlert) -> None:
     )
     if budget.webhook_url:
         url = budget.webhook_url
-        transaction.on_commit(lambda: _post_webhook(url, payload))
+        transaction.on_commit(lambda: webhooks.send(url, payload))
     if budget.email and settings.BILLING_ALERT_EMAIL_FROM:
         address = budget.email
         transaction.on_commit(lambda: _send_email(address, payload))
@@ -137,17 +141,6 @@ def _raise_alert(budget: Budget, alert: BudgetAlert) -> None:
 def _hold_queues(tenant: Tenant) -> None:
     """Enforcement: the tenant is suspended, which holds its queues (Kueue stopPolicy Hold)."""
     suspend_tenant(actor=Actor.console("budget-enforcement"), tenant=tenant)
-
-
-def _post_webhook(url: str, payload: dict[str, Any]) -> None:
-    request = urllib.request.Request(
-        url, data=json.dumps(payload).encode(), headers={"Content-Type": "application/json"}, method="POST"
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=settings.BILLING_WEBHOOK_TIMEOUT):
-            pass
-    except OSError as exc:  # the alert stands in the audit log; a dead webhook must not stop metering
-        log.warning("budget webhook failed", extra={"url": url, "error": str(exc)})
 
 
 def _send_email(address: str, payload: dict[str, Any]) -> None:

@@ -23,7 +23,7 @@ from billing.models import (
     UsageEntry,
 )
 from billing.services.rates import CENT, card_at, cards_in_force, multiplier_of, price_of
-from gpucloud.errors import Conflict, PermissionDenied
+from gpucloud.errors import Conflict, PermissionDenied, ValidationFailed
 from tenants import audit
 from tenants.audit import Actor
 from tenants.models import Tenant
@@ -32,7 +32,17 @@ from tenants.services import require
 HOUR = Decimal(3600)
 
 
+FIRST_MONTH, LAST_MONTH = (2000, 1), (2999, 12)  # the months an invoice can be for
+
+
 def month_bounds(year: int, month: int) -> tuple[datetime, datetime]:
+    """The first moment of the month and of the next one; refuses months outside FIRST_MONTH…LAST_MONTH
+    (Python's dates end in 9999, and no usage was ever metered before 2000)."""
+    if not (FIRST_MONTH <= (year, month) <= LAST_MONTH and 1 <= month <= 12):
+        first, last = (f"{y:04d}-{m:02d}" for y, m in (FIRST_MONTH, LAST_MONTH))
+        raise ValidationFailed.on(
+            "month", f"{year:04d}-{month:02d} is not a month from {first} to {last} (YYYY-MM)"
+        )
     start = datetime(year, month, 1, tzinfo=UTC)
     return start, start + timedelta(days=calendar.monthrange(year, month)[1])
 
@@ -164,12 +174,23 @@ def draft_invoice(*, actor: Actor, tenant: Tenant, year: int, month: int) -> Inv
     """The tenant's invoice for a month, recomputed from the ledger while it is a draft."""
     require(actor, tenant, "billing.view", "reading invoices")
     start, end = month_bounds(year, month)
-    invoice, _ = Invoice.objects.select_for_update().get_or_create(
+    invoice, created = Invoice.objects.select_for_update().get_or_create(
         tenant=tenant, period_start=start, defaults={"period_end": end, "trust_tier": tenant.trust_tier}
     )
     if invoice.state == Invoice.State.ISSUED:
         return invoice
-    return _fill(invoice, _ledger_head())
+    before = None if created else {"total": str(invoice.total), "currency": invoice.currency}
+    invoice = _fill(invoice, _ledger_head())
+    audit.record(
+        actor,
+        "invoice.draft",
+        object_type="invoice",
+        object_id=invoice.public_id,
+        tenant=tenant,
+        before=before,
+        after={"total": str(invoice.total), "currency": invoice.currency, "period": f"{start:%Y-%m}"},
+    )
+    return invoice
 
 
 @transaction.atomic

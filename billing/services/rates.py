@@ -34,6 +34,10 @@ def decimal_of(value: Any, where: str) -> Decimal:
 
 
 def _validate_prices(prices: Mapping[str, Any], tiers: Mapping[str, Any]) -> None:
+    if not prices:
+        raise ValidationFailed.on(
+            "prices", "a rate card needs at least one price: {gpu class: price per GPU-hour}"
+        )
     known = {c.name for c in catalog.all_classes()}
     for name, price in prices.items():
         if name not in known:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import json
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -138,3 +141,47 @@ def make_pod(mini: HostCluster) -> Callable[..., Any]:
         )
 
     return make
+
+
+class Receiver:
+    """A local HTTP server that records what reaches it and answers `status` (with `location`)."""
+
+    def __init__(self, status: int = 204, location: str = "") -> None:
+        self.requests: list[tuple[str, Any]] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", 0))
+                outer.requests.append(("POST", json.loads(self.rfile.read(length))))
+                self.answer()
+
+            def do_GET(self) -> None:
+                outer.requests.append(("GET", None))
+                self.answer()
+
+            def answer(self) -> None:
+                self.send_response(status)
+                if location:
+                    self.send_header("Location", location)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                return
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def receivers() -> Iterator[list[Receiver]]:
+    made: list[Receiver] = []
+    yield made
+    for receiver in made:
+        receiver.stop()

@@ -6,6 +6,7 @@ import json
 import threading
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, HTTPServer
+from ipaddress import ip_network
 
 import pytest
 from django.core import mail
@@ -14,7 +15,7 @@ from billing.models import BudgetAlert
 from billing.services.budgets import check_budget, check_budgets, set_budget
 from billing.services.ingest import ingest_scrape
 from billing.services.rates import create_rate_card
-from billing.tests.conftest import Row, exposition, gpu_uuid
+from billing.tests.conftest import Receiver, Row, exposition, gpu_uuid
 from gpucloud.errors import PermissionDenied
 from tenants.audit import Actor
 from tenants.models import AuditEvent, Tenant
@@ -64,6 +65,7 @@ def test_an_alert_posts_the_webhook_and_sends_the_email_when_configured(
     mini, acme, settings, django_capture_on_commit_callbacks
 ):
     settings.BILLING_ALERT_EMAIL_FROM = "billing@gpucloud.example"
+    settings.WEBHOOK_ALLOW_HTTP, settings.WEBHOOK_ALLOWED_NETWORKS = True, [ip_network("127.0.0.1/32")]
     settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
     received = []
 
@@ -142,3 +144,35 @@ def test_the_periodic_check_looks_at_every_budget(mini, acme):
     use_gpu_hours(mini, 6)
     assert check_budgets(now=NOW) == 1
     assert list(budget.alerts.values_list("threshold", flat=True)) == [50]
+
+
+def test_a_webhook_destination_is_checked_again_when_the_alert_is_sent(
+    mini, acme, settings, receivers, django_capture_on_commit_callbacks
+):
+    settings.WEBHOOK_ALLOW_HTTP, settings.WEBHOOK_ALLOWED_NETWORKS = True, [ip_network("127.0.0.1/32")]
+    receiver = Receiver()
+    receivers.append(receiver)
+    budget = set_budget(actor=ADMIN, tenant=acme, monthly_amount="40", webhook_url=f"{receiver.url}/hook")
+    settings.WEBHOOK_ALLOWED_NETWORKS = []  # the operator no longer allows loopback
+    use_gpu_hours(mini, 2)  # 20.00 = 50 %
+
+    with django_capture_on_commit_callbacks(execute=True):
+        assert [a.threshold for a in check_budget(budget, NOW)] == [50]  # the alert stands…
+
+    assert receiver.requests == []  # …but nothing reaches loopback
+
+
+def test_a_webhook_redirect_is_not_followed(
+    mini, acme, settings, receivers, django_capture_on_commit_callbacks
+):
+    settings.WEBHOOK_ALLOW_HTTP, settings.WEBHOOK_ALLOWED_NETWORKS = True, [ip_network("127.0.0.1/32")]
+    inside = Receiver()
+    bouncer = Receiver(status=302, location=f"{inside.url}/internal")
+    receivers.extend([inside, bouncer])
+    budget = set_budget(actor=ADMIN, tenant=acme, monthly_amount="40", webhook_url=f"{bouncer.url}/hook")
+    use_gpu_hours(mini, 2)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        check_budget(budget, NOW)
+
+    assert [method for method, _ in bouncer.requests] == ["POST"] and inside.requests == []

@@ -192,3 +192,18 @@ def test_the_rate_card_api_is_written_by_admins_and_read_by_everyone(api, people
     assert created.json()["version"] == 1 and created.json()["id"].startswith("rc_")
     listed = api(people["alice"]).get("/api/v1/rate-cards/").json()
     assert listed["results"][0]["prices"] == {"h100-80gb": "2.100000"}
+
+
+def test_drafting_an_invoice_is_audited_each_time_it_is_computed(api, people):
+    create_rate_card(actor=ADMIN, effective_from=when(1, 1, 0), prices={"h100-80gb": "2.00"})
+    alice = api(people["alice"])
+
+    first = alice.post("/api/v1/invoices/", {"tenant": "tenant-a", "month": "2026-05"}, format="json").json()
+    alice.post("/api/v1/invoices/", {"tenant": "tenant-a", "month": "2026-05"}, format="json")
+
+    drafts = AuditEvent.objects.filter(action="invoice.draft", object_id=first["id"]).order_by("id")
+    assert [(d.actor_label, d.tenant_id, d.before is None) for d in drafts] == [
+        ("alice (token test)", people["a"].pk, True),
+        ("alice (token test)", people["a"].pk, False),
+    ]
+    assert Decimal(drafts[0].after["total"]) == 0 and drafts[0].after["period"] == "2026-05"

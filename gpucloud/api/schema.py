@@ -28,7 +28,7 @@ class AutoSchema(openapi.AutoSchema):
         responses: dict[str, Any] = super()._get_response_bodies(direction)
         codes = ["400", "401", "403", "404", "429"]
         if self.method not in ("GET", "HEAD", "OPTIONS"):
-            codes += ["409", "422"]
+            codes += ["409", "413", "422"]
         for code in codes:
             if code not in responses:
                 responses[code] = self._get_response_for_code(

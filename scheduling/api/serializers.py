@@ -2,11 +2,12 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from gpucloud.api.serializers import ModelSerializer
 from scheduling.models import GpuClass
 from tenants.models import Tenant
 
 
-class GpuClassSerializer(serializers.ModelSerializer):
+class GpuClassSerializer(ModelSerializer):
     gpu_model = serializers.CharField(source="gpu_model.slug")
     gpu_fraction = serializers.SerializerMethodField(help_text="share of one physical GPU, e.g. '1/7'")
     units_per_gpu = serializers.IntegerField(help_text="most units of this class one GPU gives")

@@ -26,7 +26,7 @@ class TokenScope(permissions.BasePermission):
         token = request.auth
         if not isinstance(token, ApiToken) or request.method in SAFE:
             return True
-        needed = getattr(view, "write_scope", ApiToken.Scope.WRITE)
+        needed = str(getattr(view, "write_scope", ApiToken.Scope.WRITE))  # the value, not the enum's name
         if RANK[token.scope] >= RANK[needed]:
             return True
         self.message = (

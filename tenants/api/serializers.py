@@ -2,10 +2,12 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from gpucloud.api.serializers import ModelSerializer, model_field
+from scheduling.models import GpuClass
 from tenants.models import ApiToken, AuditEvent, Membership, Quota, Tenant, TenantCluster
 
 
-class TenantClusterSerializer(serializers.ModelSerializer):
+class TenantClusterSerializer(ModelSerializer):
     host_cluster = serializers.CharField(source="host_cluster.name")
 
     class Meta:
@@ -13,7 +15,7 @@ class TenantClusterSerializer(serializers.ModelSerializer):
         fields = ["host_cluster", "namespace", "state", "endpoint", "message", "observed_at"]
 
 
-class TenantSerializer(serializers.ModelSerializer):
+class TenantSerializer(ModelSerializer):
     id = serializers.CharField(source="public_id", read_only=True)
     cluster = TenantClusterSerializer(read_only=True)
     host_cluster = serializers.CharField(
@@ -37,19 +39,22 @@ class TenantSerializer(serializers.ModelSerializer):
         ]
         read_only_fields = ["state", "state_reason", "created_at", "updated_at", "deleted_at"]
         extra_kwargs = {
-            # Validation of the slug (form, uniqueness) is the service's; the serializer only carries it.
-            "slug": {"validators": []},
+            # Validation of the slug (form, uniqueness) is the service's; the serializer only carries it,
+            # untrimmed: "ab\n" is refused, never quietly created as "ab".
+            "slug": {"validators": [], "trim_whitespace": False},
             "display_name": {"required": False},
             "trust_tier": {"required": False},
         }
 
 
 class TenantUpdateSerializer(serializers.Serializer):
-    display_name = serializers.CharField(required=False, allow_blank=True)
-    trust_tier = serializers.CharField(required=False)
+    display_name = model_field(Tenant, "display_name", required=False, allow_blank=True)
+    trust_tier = serializers.CharField(
+        required=False, max_length=Tenant._meta.get_field("trust_tier").max_length
+    )
 
 
-class MemberSerializer(serializers.ModelSerializer):
+class MemberSerializer(ModelSerializer):
     username = serializers.CharField(source="user.username")
     role = serializers.CharField()
 
@@ -63,17 +68,23 @@ class MemberRoleSerializer(serializers.Serializer):
     role = serializers.CharField()
 
 
-class QuotaSerializer(serializers.ModelSerializer):
-    gpu_class = serializers.CharField(source="gpu_class.name")
-    guaranteed = serializers.IntegerField()
-    burst = serializers.IntegerField(required=False, default=0)
-    lendable = serializers.IntegerField(required=False, allow_null=True, default=None)
-    weight = serializers.IntegerField(required=False, default=1)
+class QuotaSerializer(ModelSerializer):
+    """The numbers and their ranges come from the model (tenants.models.Quota)."""
+
+    gpu_class = serializers.CharField(
+        source="gpu_class.name", max_length=GpuClass._meta.get_field("name").max_length
+    )
 
     class Meta:
         model = Quota
         fields = ["gpu_class", "guaranteed", "burst", "lendable", "weight", "updated_at"]
         read_only_fields = ["updated_at"]
+        extra_kwargs = {
+            "guaranteed": {"required": True},
+            "burst": {"default": 0},
+            "lendable": {"default": None},
+            "weight": {"default": 1, "min_value": 1},
+        }
 
 
 class QuotaValuesSerializer(QuotaSerializer):
@@ -83,7 +94,7 @@ class QuotaValuesSerializer(QuotaSerializer):
         fields = ["guaranteed", "burst", "lendable", "weight", "updated_at"]
 
 
-class AuditEventSerializer(serializers.ModelSerializer):
+class AuditEventSerializer(ModelSerializer):
     id = serializers.CharField(source="public_id")
     actor = serializers.CharField(source="actor_label")
     tenant: serializers.SlugRelatedField[Tenant] = serializers.SlugRelatedField(
@@ -108,7 +119,7 @@ class AuditEventSerializer(serializers.ModelSerializer):
         ]
 
 
-class TokenSerializer(serializers.ModelSerializer):
+class TokenSerializer(ModelSerializer):
     """A token as listed: never its secret."""
 
     id = serializers.CharField(source="public_id", read_only=True)

@@ -39,7 +39,7 @@ from tenants.api.serializers import (
 )
 from tenants.api.viewsets import BaseViewSet
 from tenants.models import ApiToken, AuditEvent, Membership, Quota, Tenant
-from tenants.permissions import roles_with
+from tenants.permissions import is_platform_admin, roles_with
 from tenants.selectors import visible_tenants
 
 
@@ -331,7 +331,7 @@ class AuditEventViewSet(mixins.ListModelMixin, BaseViewSet):
 
     def get_queryset(self) -> QuerySet[AuditEvent]:
         events = AuditEvent.objects.select_related("tenant").order_by("-created_at", "-id")
-        if self.request.user.is_staff:
+        if is_platform_admin(self.request.user):
             return events
         return events.filter(tenant__in=visible_tenants(self.request.user, "audit.view"))
 

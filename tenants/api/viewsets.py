@@ -12,7 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from gpucloud.api.problems import Replay
-from gpucloud.errors import Conflict, ServiceError
+from gpucloud.errors import Conflict, IdempotencyKeyReused, ServiceError
 from tenants.audit import Actor
 from tenants.models import ApiToken, IdempotencyRecord, Tenant
 from tenants.selectors import visible_tenants
@@ -56,7 +56,7 @@ class IdempotencyMixin:
 
     def _replay(self, record: IdempotencyRecord, fingerprint: str) -> None:
         if record.fingerprint != fingerprint:
-            raise ServiceError(
+            raise IdempotencyKeyReused(
                 "this Idempotency-Key was already used for a different request; use a new key",
                 errors={self.HEADER: ["reused with a different request"]},
             )

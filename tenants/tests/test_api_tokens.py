@@ -107,3 +107,18 @@ def test_token_endpoints_are_rate_limited(api, people, settings):
     client = api(people["bob"])
     answers = [client.get("/api/v1/tokens/").status_code for _ in range(4)]
     assert answers == [200, 200, 200, 429]
+
+
+def test_a_service_token_cannot_make_personal_tokens_whatever_its_scope(api, people):
+    created = api(people["alice"]).post(
+        "/api/v1/tenants/tenant-a/tokens/", {"name": "gitops", "scope": "admin"}, format="json"
+    )
+    service = bearer(api(None), created.json()["token"])
+
+    refused = service.post("/api/v1/tokens/", {"name": "escape", "scope": "admin"}, format="json")
+
+    assert refused.status_code == 403, refused.json()
+    assert refused.json()["type"].endswith("forbidden")
+    assert "service token cannot make personal tokens" in refused.json()["detail"]
+    account = ApiToken.objects.get(public_id=created.json()["id"]).user
+    assert ApiToken.objects.filter(user=account).count() == 1  # only the service token itself

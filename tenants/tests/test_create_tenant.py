@@ -1,6 +1,6 @@
 import pytest
 
-from gpucloud.errors import PermissionDenied, ValidationFailed
+from gpucloud.errors import Conflict, PermissionDenied, ValidationFailed
 from tenants import services
 from tenants.audit import Actor
 from tenants.models import AuditEvent, Membership, Tenant, TenantCluster
@@ -31,7 +31,7 @@ def test_it_refuses_a_duplicate_slug_even_of_a_deleted_tenant(admin, make_tenant
     tenant = make_tenant("vision")
     Tenant.objects.filter(pk=tenant.pk).update(state=Tenant.State.DELETED)
 
-    with pytest.raises(ValidationFailed, match="taken"):
+    with pytest.raises(Conflict, match="taken"):
         services.create_tenant(actor=Actor.of(admin), slug="vision")
 
 

@@ -1,8 +1,12 @@
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
+import requests
 from django.contrib.auth.models import User
 
 from gpucloud.errors import Conflict, PermissionDenied, ValidationFailed
-from tenants import services
+from tenants import services, tokens
 from tenants.audit import Actor
 from tenants.models import AuditEvent, Membership
 
@@ -64,3 +68,78 @@ def test_a_role_given_by_hand_replaces_one_from_groups_and_sign_in_keeps_it(peop
     services.sync_sso_memberships(actor=Actor.system("sso"), user=bob, grants={})
 
     assert Membership.objects.get(user=bob, tenant=people["a"]).source == "manual"
+
+
+def test_only_owners_change_owners_through_every_door(api, people, make_user):
+    alice, tenant = Actor.of(people["alice"]), people["a"]
+    make_user("dave")
+    services.add_member(actor=alice, tenant=tenant, username="dave", role="admin")
+    dave = api(User.objects.get(username="dave"))
+
+    demoted = dave.patch("/api/v1/tenants/tenant-a/members/alice/", {"role": "viewer"}, format="json")
+    removed = dave.delete("/api/v1/tenants/tenant-a/members/alice/")
+    promoted = dave.post(
+        "/api/v1/tenants/tenant-a/members/", {"username": "bob", "role": "owner"}, format="json"
+    )
+
+    for answer in (demoted, removed, promoted):
+        assert answer.status_code == 403 and answer["Content-Type"] == "application/problem+json"
+        assert "needs an owner of tenant tenant-a" in answer.json()["detail"]
+    assert Membership.objects.get(tenant=tenant, user=people["alice"]).role == "owner"
+    assert Membership.objects.get(tenant=tenant, user=people["bob"]).role == "viewer"
+    # an admin still manages every other role
+    assert (
+        dave.patch("/api/v1/tenants/tenant-a/members/bob/", {"role": "member"}, format="json").status_code
+        == 200
+    )
+
+
+def test_an_owner_changes_another_owner_but_not_the_last_one(api, people, admin):
+    alice = api(people["alice"])
+    # the platform administrator who created tenant A is its other owner
+    assert (
+        alice.patch(
+            f"/api/v1/tenants/tenant-a/members/{admin.username}/", {"role": "viewer"}, format="json"
+        ).status_code
+        == 200
+    )
+
+    last = alice.patch("/api/v1/tenants/tenant-a/members/alice/", {"role": "admin"}, format="json")
+    gone = alice.delete("/api/v1/tenants/tenant-a/members/alice/")
+
+    for answer in (last, gone):
+        assert answer.status_code == 409 and answer["Content-Type"] == "application/problem+json"
+        assert "alice is the last owner of tenant-a" in answer.json()["detail"]
+
+
+def test_owners_removing_each_other_at_once_always_leave_one(live_server, transactional_db, people, admin):
+    tenant = people["a"]
+    owners = ["alice"] + [f"owner{i}" for i in range(4)]
+    for name in owners[1:]:
+        User.objects.create_user(name, password="x")
+        services.add_member(actor=Actor.of(admin), tenant=tenant, username=name, role="owner")
+    services.remove_member(
+        actor=Actor.of(admin), tenant=tenant, membership=Membership.objects.get(tenant=tenant, user=admin)
+    )
+    bearer = {
+        name: tokens.create_token(actor=Actor.of(admin), user=User.objects.get(username=name), name="t")[1]
+        for name in owners
+    }
+    # 20 requests: every owner removes or demotes every other owner, all at once
+    plan = [(a, b) for a in owners for b in owners if a != b]
+    start = threading.Barrier(len(plan))
+
+    def act(step: int) -> int:
+        actor, target = plan[step]
+        url = f"{live_server.url}/api/v1/tenants/tenant-a/members/{target}/"
+        headers = {"Authorization": f"Bearer {bearer[actor]}"}
+        start.wait()
+        if step % 2:
+            return requests.delete(url, headers=headers, timeout=30).status_code
+        return requests.patch(url, json={"role": "viewer"}, headers=headers, timeout=30).status_code
+
+    with ThreadPoolExecutor(len(plan)) as pool:
+        answers = list(pool.map(act, range(len(plan))))
+
+    assert len(plan) == 20 and set(answers) <= {200, 204, 403, 404, 409}, answers
+    assert Membership.objects.filter(tenant=tenant, role="owner").count() >= 1

@@ -2,10 +2,11 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from gpucloud.api.serializers import ModelSerializer, model_field
 from scheduling.models import HostCluster
 
 
-class HostClusterSerializer(serializers.ModelSerializer):
+class HostClusterSerializer(ModelSerializer):
     id = serializers.CharField(source="public_id", read_only=True)
     nodes = serializers.IntegerField(source="node_count", read_only=True)
     gpus = serializers.IntegerField(source="gpu_count", read_only=True)
@@ -29,16 +30,19 @@ class HostClusterSerializer(serializers.ModelSerializer):
         ]
 
 
+ENDPOINT_BASE_LENGTH = HostCluster._meta.get_field("endpoint_base").max_length
+
+
 class HostClusterRegistrationSerializer(serializers.Serializer):
     """Registering a Kubernetes host cluster. The kubeconfig is stored encrypted and never returned."""
 
-    name = serializers.CharField(max_length=63)
+    name = serializers.CharField(max_length=63, trim_whitespace=False)
     driver = serializers.ChoiceField(choices=["kubernetes"], default="kubernetes")
     kubeconfig = serializers.CharField(
         write_only=True, trim_whitespace=False, help_text="the kubeconfig file's text"
     )
     scheduler = serializers.ChoiceField(choices=HostCluster.Scheduler.choices)
-    region = serializers.CharField(required=False, allow_blank=True, default="")
-    endpoint_base = serializers.URLField(required=False, allow_blank=True, default="")
+    region = model_field(HostCluster, "region", default="")
+    endpoint_base = serializers.URLField(allow_blank=True, default="", max_length=ENDPOINT_BASE_LENGTH)
     vcluster_mode = serializers.ChoiceField(choices=["helmrelease", "platform"], default="helmrelease")
     topology_levels = serializers.ListField(child=serializers.CharField(), required=False, default=list)

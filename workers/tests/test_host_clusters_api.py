@@ -285,3 +285,9 @@ def test_changing_a_quota_through_the_api_rewrites_only_the_objects_it_affects(
     assert outcome.result.writes == kube_emulator.writes - writes == 2
     queue = kube_emulator.get_object(KUEUE, "ClusterQueue", "tenant-vision")
     assert queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] == "6"
+
+
+def test_registering_a_taken_host_cluster_name_is_a_409(api, admin, demo_fleet):
+    body = {"name": "demo", "kubeconfig": "apiVersion: v1", "scheduler": "kueue"}
+    response = api(admin).post("/api/v1/host-clusters/", body, format="json")
+    assert response.status_code == 409 and response.json()["errors"] == {"name": ["already taken"]}

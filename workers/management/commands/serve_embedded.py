@@ -1,18 +1,20 @@
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import sys
-import time
 from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
+from workers.supervisor import Supervisor
+
 
 class Command(BaseCommand):
-    help = "Run web, a Celery worker and beat together (the embedded default); Ctrl-C stops all three."
+    help = (
+        "Run web, a Celery worker and beat together (the embedded default), restarting any that dies; "
+        "Ctrl-C or SIGTERM stops all three."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--addr", default="127.0.0.1:8000")
@@ -22,16 +24,14 @@ class Command(BaseCommand):
         metrics_dir.mkdir(exist_ok=True)
         for stale in metrics_dir.glob("*.db"):
             stale.unlink()
-        env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)}
-        python = sys.executable
+        # The children find gpucloud from any working directory, and write nothing relative to it.
+        path = os.pathsep.join(p for p in (str(settings.BASE_DIR), os.environ.get("PYTHONPATH", "")) if p)
+        env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir), "PYTHONPATH": path}
+        celery = [sys.executable, "-m", "celery", "-A", "gpucloud"]
         commands = {
-            "web": [python, "manage.py", "runserver", addr, "--noreload"],
+            "web": [sys.executable, str(settings.BASE_DIR / "manage.py"), "runserver", addr, "--noreload"],
             "worker": [
-                python,
-                "-m",
-                "celery",
-                "-A",
-                "gpucloud",
+                *celery,
                 "worker",
                 "-Q",
                 "reconcile,default",
@@ -43,11 +43,7 @@ class Command(BaseCommand):
                 "INFO",
             ],
             "beat": [
-                python,
-                "-m",
-                "celery",
-                "-A",
-                "gpucloud",
+                *celery,
                 "beat",
                 "--loglevel",
                 "INFO",
@@ -55,21 +51,8 @@ class Command(BaseCommand):
                 settings.CELERY_BEAT_SCHEDULE_FILENAME,
             ],
         }
-        processes = {name: subprocess.Popen(cmd, env=env) for name, cmd in commands.items()}
-        self.stdout.write(f"gpucloud is running on http://{addr}/ (web, worker, beat); Ctrl-C stops it")
-        try:
-            while all(p.poll() is None for p in processes.values()):
-                time.sleep(0.5)
-            dead = [name for name, p in processes.items() if p.poll() is not None]
-            self.stderr.write(f"{', '.join(dead)} stopped; stopping the rest")
-        except KeyboardInterrupt:
-            pass
-        finally:
-            for process in processes.values():
-                if process.poll() is None:
-                    process.send_signal(signal.SIGTERM)
-            for process in processes.values():
-                try:
-                    process.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    process.kill()
+        Supervisor(commands, env).run(
+            on_started=lambda: self.stdout.write(
+                f"gpucloud is running on http://{addr}/ (web, worker, beat); Ctrl-C stops it", ending="\n"
+            )
+        )

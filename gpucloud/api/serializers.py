@@ -1,0 +1,50 @@
+"""Serializer bases: the limits a model declares (lengths, integer ranges) hold in the API, stated once.
+
+An integer column is bounded to what the column holds on any database (gpucloud.limits), with the allowed
+range in the message. Serializers that are not model serializers take a model's field with `model_field()`,
+so a length is never written twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import MutableMapping
+from typing import Any
+
+from django.db import models
+from rest_framework import serializers
+
+from gpucloud.limits import INTEGER_RANGES
+
+
+class ModelSerializer(serializers.ModelSerializer):
+    """DRF's model serializer with every integer bounded to its column's range, named in the refusal."""
+
+    def build_standard_field(self, field_name: str, model_field: models.Field) -> tuple[type, dict[str, Any]]:
+        field_class, kwargs = super().build_standard_field(field_name, model_field)
+        column = INTEGER_RANGES.get(model_field.get_internal_type())
+        if column is not None and issubclass(field_class, serializers.IntegerField):
+            kwargs["min_value"] = max(kwargs.get("min_value", column[0]), column[0])
+            kwargs["max_value"] = min(kwargs.get("max_value", column[1]), column[1])
+        return field_class, kwargs
+
+    def include_extra_kwargs(
+        self, kwargs: MutableMapping[str, Any], extra_kwargs: MutableMapping[str, Any]
+    ) -> MutableMapping[str, Any]:
+        # After Meta.extra_kwargs (a tighter `min_value`, say), so the message names the range that holds.
+        kwargs = super().include_extra_kwargs(kwargs, extra_kwargs)
+        low, high = kwargs.get("min_value"), kwargs.get("max_value")
+        if isinstance(low, int) and isinstance(high, int):
+            kwargs["error_messages"] = {**range_messages(low, high), **kwargs.get("error_messages", {})}
+        return kwargs
+
+
+def range_messages(low: int, high: int) -> dict[str, str]:
+    message = f"must be a whole number from {low} to {high}"
+    return {"min_value": message, "max_value": message, "max_string_length": message}
+
+
+def model_field(model: type[models.Model], name: str, **kwargs: Any) -> serializers.Field:
+    """The serializer field a ModelSerializer would build for `model.name`, with `kwargs` on top."""
+    meta = type("Meta", (), {"model": model, "fields": [name], "extra_kwargs": {name: kwargs}})
+    serializer = type(f"{model.__name__}Field", (ModelSerializer,), {"Meta": meta})()
+    return serializer.fields[name]
