@@ -154,7 +154,8 @@ def test_two_schedulers_started_at_once_fire_each_schedule_once_and_the_standby_
 
 
 def test_the_scheduler_refuses_to_start_without_redis(tmp_path):
-    env = process_env(CELERY_BROKER_URL="filesystem://", GPUCLOUD_VAR_DIR=str(tmp_path / "var"))
+    env = process_env(GPUCLOUD_VAR_DIR=str(tmp_path / "var"))
+    env.pop("CELERY_BROKER_URL")  # the embedded default's SQLite broker
     done = subprocess.run(
         [sys.executable, "-m", "gpucloud.cli", "scheduler"], cwd=ROOT, env=env, capture_output=True, text=True
     )
