@@ -60,11 +60,13 @@ def worker(args: argparse.Namespace) -> None:
     metrics_port = env_int("GPUCLOUD_METRICS_PORT", 9808, minimum=0)
     _become("worker", connections=concurrency if pool == "threads" else 1)
     from django.conf import settings
-    from prometheus_client import start_http_server
+    from prometheus_client import REGISTRY, start_http_server
 
     from gpucloud.celery import app
+    from gpucloud.observability import QueueDepth
 
     if metrics_port:  # a worker serves no HTTP of its own: its reconcile and task metrics are scraped here
+        REGISTRY.register(QueueDepth(app, queues.split(",")))
         start_http_server(metrics_port)
     app.worker_main(
         [

@@ -11,7 +11,7 @@ import os
 from typing import Any
 
 from gunicorn.glogging import Logger
-from prometheus_client import multiprocess
+from prometheus_client import CollectorRegistry, multiprocess, start_http_server
 from pythonjsonlogger.json import JsonFormatter
 
 from gpucloud.env import env_int, env_str
@@ -68,3 +68,16 @@ def child_exit(server: Any, worker: Any) -> None:
     """A worker's live gauges leave /metrics with it (its counters stay summed in)."""
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         multiprocess.mark_process_dead(worker.pid)
+
+
+def when_ready(server: Any) -> None:
+    """The master serves every worker's metrics on GPUCLOUD_METRICS_PORT, for Prometheus to scrape.
+
+    A port of its own, not /metrics on the web port: a scraper asks by pod address, which ALLOWED_HOSTS
+    rightly refuses, and metrics need not go through the Ingress.
+    """
+    port = env_int("GPUCLOUD_METRICS_PORT", 9808, minimum=0)
+    if port and os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+        start_http_server(port, registry=registry)
