@@ -25,6 +25,7 @@ AUDIT_STUCK = "workers.report_stuck_tenants"
 SIMULATE_WORKLOADS = "workers.simulate_workloads"
 COLLECT_USAGE = "billing.collect_usage"
 CHECK_BUDGETS = "billing.check_budgets"
+MAINTAIN_LEDGER = "billing.maintain_ledger"
 
 app.conf.update(
     task_acks_late=True,
@@ -41,6 +42,7 @@ app.conf.update(
         SIMULATE_WORKLOADS: {"queue": "default"},
         COLLECT_USAGE: {"queue": "default"},
         CHECK_BUDGETS: {"queue": "default"},
+        MAINTAIN_LEDGER: {"queue": "default"},
     },
     broker_connection_retry_on_startup=True,
 )

@@ -325,12 +325,16 @@ BILLING_ALERT_EMAIL_FROM = env_str("BILLING_ALERT_EMAIL_FROM", "")
 EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
 EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)
 BUDGET_CHECK_INTERVAL = env_float("BUDGET_CHECK_INTERVAL", 300.0, minimum=1.0)
+# The per-round usage ledger on PostgreSQL: monthly partitions created ahead, months older than this dropped
+# once wholly invoiced (billing/partitions.py); 0 keeps every month. The hourly sums are kept regardless.
+LEDGER_RETENTION_DAYS = env_int("GPUCLOUD_LEDGER_RETENTION_DAYS", 400, minimum=0)
 
 CELERY_BEAT_SCHEDULE = {
     "reconcile-all": {"task": "workers.reconcile_all", "schedule": RECONCILE_INTERVAL},
     "report-stuck-tenants": {"task": "workers.report_stuck_tenants", "schedule": 60.0},
     "collect-usage": {"task": "billing.collect_usage", "schedule": METER_INTERVAL},
     "check-budgets": {"task": "billing.check_budgets", "schedule": BUDGET_CHECK_INTERVAL},
+    "maintain-ledger": {"task": "billing.maintain_ledger", "schedule": 6 * 3600.0},
 }
 if SIM_WORKLOADS:
     CELERY_BEAT_SCHEDULE["simulate-workloads"] = {
