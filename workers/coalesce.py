@@ -1,9 +1,11 @@
-"""Coalesced reconciles: a burst of changes on one host cluster becomes one pass over it.
+"""Coalesced reconciles: a burst of changes on one host cluster becomes one pass over it, over what changed.
 
-Each change asks for a pass (`request_pass`); only the first ask while none is pending enqueues one, the rest
-ride on it. The pass clears the request before it reads any state (`begin_pass`), so a change committed after
-that asks for a pass of its own and is never missed. A request older than STALE whose pass never started
-(the broker lost the message, the worker died before it ran) is taken over by the next ask.
+Each change records the tenant (`note_change`) and asks for a pass (`request_pass`); only the first ask while
+none is pending enqueues one, the rest ride on it. The pass clears the request and takes the changed tenants
+before it reads any state (`begin_pass`), so a change committed after that asks for a pass of its own and is
+never missed; a pass that fails gives its tenants back (`give_back`) for its retry. A request older than STALE
+whose pass never started (the broker lost the message, the worker died before it ran) is taken over by the
+next ask. The periodic pass over every tenant (`workers.reconcile_all`) remains the level-triggered backstop.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from datetime import timedelta
 from django.db import connection
 from django.utils import timezone
 
-from workers.models import PassRequest
+from workers.models import PassRequest, TenantChange
 
 STALE = timedelta(minutes=1)
 
@@ -35,6 +37,23 @@ def request_pass(host_cluster_id: int) -> bool:
         return cursor.fetchone() is not None
 
 
-def begin_pass(host_cluster_id: int) -> None:
-    """The pass starts: changes from now on need a pass of their own."""
+def note_change(host_cluster_id: int, tenant_ids: list[int]) -> None:
+    """These tenants changed: the next pass over the host cluster looks at them."""
+    TenantChange.objects.bulk_create(
+        [TenantChange(tenant_id=t, host_cluster_id=host_cluster_id) for t in tenant_ids],
+        ignore_conflicts=True,
+    )
+
+
+def begin_pass(host_cluster_id: int) -> list[int]:
+    """The pass starts: it takes the changed tenants; changes from now on need a pass of their own."""
     PassRequest.objects.filter(host_cluster_id=host_cluster_id).update(requested_at=None)
+    changes = TenantChange.objects.filter(host_cluster_id=host_cluster_id)
+    tenant_ids = list(changes.values_list("tenant_id", flat=True))
+    changes.filter(tenant_id__in=tenant_ids).delete()
+    return tenant_ids
+
+
+def give_back(host_cluster_id: int, tenant_ids: list[int]) -> None:
+    """A pass that failed returns what it took, so its retry (or the next pass) looks at them again."""
+    note_change(host_cluster_id, tenant_ids)

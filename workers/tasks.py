@@ -36,22 +36,29 @@ def reconcile_tenant(tenant_id: int) -> None:
         .first()
     )
     if host_cluster_id is not None:
-        _ask_for_pass(host_cluster_id)
+        _ask_for_pass(host_cluster_id, [tenant_id])
 
 
 @task(names.RECONCILE_HOST_CLUSTER)
 def reconcile_host_cluster(host_cluster_id: int) -> None:
-    """One pass over a host cluster for every change asked so far; again shortly while any is in transit."""
+    """One pass over the changed tenants of a host cluster; again shortly for those still in transit."""
     host_cluster = HostCluster.objects.filter(pk=host_cluster_id).first()
     if host_cluster is None:
         return
-    coalesce.begin_pass(host_cluster_id)
-    outcome = reconcile.reconcile_host_cluster(host_cluster)  # LockBusy: another pass runs; retried later
+    tenant_ids = coalesce.begin_pass(host_cluster_id)
+    if not tenant_ids:
+        return
+    try:
+        outcome = reconcile.reconcile_host_cluster(host_cluster, tenant_ids)
+    except Exception:  # LockBusy (another pass runs), the cluster away: the retry looks at them again
+        coalesce.give_back(host_cluster_id, tenant_ids)
+        raise
     if outcome.transitional:
-        _ask_for_pass(host_cluster_id, countdown=settings.REQUEUE_DELAY)
+        _ask_for_pass(host_cluster_id, outcome.transitional, countdown=settings.REQUEUE_DELAY)
 
 
-def _ask_for_pass(host_cluster_id: int, countdown: float | None = None) -> None:
+def _ask_for_pass(host_cluster_id: int, tenant_ids: list[int], countdown: float | None = None) -> None:
+    coalesce.note_change(host_cluster_id, tenant_ids)
     if coalesce.request_pass(host_cluster_id):
         enqueue(names.RECONCILE_HOST_CLUSTER, host_cluster_id, countdown=countdown)
 
@@ -61,7 +68,7 @@ def reconcile_all() -> None:
     """The periodic, level-triggered pass over every host cluster."""
     for outcome in reconcile.reconcile_all().values():
         if outcome.transitional:
-            _ask_for_pass(outcome.host_cluster_id, countdown=settings.REQUEUE_DELAY)
+            _ask_for_pass(outcome.host_cluster_id, outcome.transitional, countdown=settings.REQUEUE_DELAY)
 
 
 @task(names.AUDIT_STUCK, max_retries=0)

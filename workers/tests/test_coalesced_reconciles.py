@@ -10,6 +10,7 @@ from gpucloud import celery as names
 from gpucloud.observability import RECONCILE_RUNS
 from tenants.models import Tenant
 from workers import coalesce, tasks
+from workers.locks import LockBusy
 
 
 @pytest.fixture
@@ -63,6 +64,39 @@ def test_a_pass_asked_for_long_ago_that_never_ran_is_asked_for_again(make_tenant
     coalesce.PassRequest.objects.update(requested_at=coalesce.timezone.now() - coalesce.STALE * 2)
     tasks.reconcile_tenant(tenant.pk)  # the broker lost the first: this one enqueues again
     assert enqueued == [(names.RECONCILE_HOST_CLUSTER, demo_fleet.pk)] * 2
+
+
+def test_a_pass_looks_only_at_the_tenants_that_changed(
+    make_tenant, demo_fleet, enqueued, instant, monkeypatch
+):
+    tenants = [make_tenant(f"calm-{i}") for i in range(5)]
+    for tenant in tenants:
+        tasks.reconcile_tenant(tenant.pk)
+    tasks.reconcile_host_cluster(demo_fleet.pk)
+    seen = []
+    real = tasks.reconcile.reconcile_host_cluster
+    monkeypatch.setattr(
+        tasks.reconcile, "reconcile_host_cluster", lambda hc, ids=None: seen.append(ids) or real(hc, ids)
+    )
+    tasks.reconcile_tenant(tenants[2].pk)
+    tasks.reconcile_host_cluster(demo_fleet.pk)
+    assert seen == [[tenants[2].pk]]
+
+
+def test_a_pass_that_finds_the_lock_taken_gives_its_tenants_back_for_the_retry(
+    make_tenant, demo_fleet, enqueued
+):
+    tenant = make_tenant("waiting")
+    tasks.reconcile_tenant(tenant.pk)
+
+    def busy(host_cluster, ids=None):
+        raise LockBusy("another pass runs")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tasks.reconcile, "reconcile_host_cluster", busy)
+        with pytest.raises(LockBusy):
+            tasks.reconcile_host_cluster(demo_fleet.pk)
+    assert coalesce.begin_pass(demo_fleet.pk) == [tenant.pk]
 
 
 @pytest.mark.worker
