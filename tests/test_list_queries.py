@@ -63,9 +63,10 @@ def queries_of_every_list_route(client) -> dict[str, int]:
     values = {"*": {"tenant_slug": "seed"}}
     counts = {}
     for route, pattern in api_routes():
-        if not (pattern.name or "").endswith("-list") or "GET" not in methods(pattern):
+        name = pattern.name or ""
+        if not name.endswith("-list") or "GET" not in methods(pattern):
             continue
-        url = url_of(route, pattern.name, values) + PAGE
+        url = url_of(route, name, values) + PAGE
         with CaptureQueriesContext(connection) as queries:
             response = client.get(url)
         assert response.status_code == 200, (url, response.status_code)
