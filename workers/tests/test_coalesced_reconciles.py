@@ -75,9 +75,12 @@ def test_a_pass_looks_only_at_the_tenants_that_changed(
     tasks.reconcile_host_cluster(demo_fleet.pk)
     seen = []
     real = tasks.reconcile.reconcile_host_cluster
-    monkeypatch.setattr(
-        tasks.reconcile, "reconcile_host_cluster", lambda hc, ids=None: seen.append(ids) or real(hc, ids)
-    )
+
+    def spy(host_cluster, tenant_ids=None):
+        seen.append(tenant_ids)
+        return real(host_cluster, tenant_ids)
+
+    monkeypatch.setattr(tasks.reconcile, "reconcile_host_cluster", spy)
     tasks.reconcile_tenant(tenants[2].pk)
     tasks.reconcile_host_cluster(demo_fleet.pk)
     assert seen == [[tenants[2].pk]]
