@@ -1,11 +1,12 @@
-# gpucloud: `make run` serves the embedded default on http://127.0.0.1:8000; `make test` runs every check.
+# gpucloud: `make run` serves the embedded default on http://127.0.0.1:8000; `make serve` runs the production
+# processes on PostgreSQL and Redis (DATABASE_URL, CELERY_BROKER_URL); `make test` runs every check.
 VENV ?= .venv
 ADDR ?= 127.0.0.1:8000
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip --disable-pip-version-check -q
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: run test lint install-run install-test screenshots
+.PHONY: run serve test lint install-run install-test screenshots
 
 $(VENV)/bin/python:
 	python3 -m venv $(VENV)
@@ -27,6 +28,9 @@ run: install-run
 	$(PY) manage.py migrate --noinput -v0
 	$(PY) manage.py bootstrap --addr $(ADDR)
 	$(PY) manage.py serve_embedded --addr $(ADDR)
+
+serve: install-run
+	GPUCLOUD=$(VENV)/bin/gpucloud bash scripts/serve.sh
 
 lint: install-test
 	$(VENV)/bin/ruff check .

@@ -19,11 +19,13 @@ app = Celery("gpucloud")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 
 RECONCILE_TENANT = "workers.reconcile_tenant"
+RECONCILE_HOST_CLUSTER = "workers.reconcile_host_cluster"
 RECONCILE_ALL = "workers.reconcile_all"
 AUDIT_STUCK = "workers.report_stuck_tenants"
 SIMULATE_WORKLOADS = "workers.simulate_workloads"
 COLLECT_USAGE = "billing.collect_usage"
 CHECK_BUDGETS = "billing.check_budgets"
+MAINTAIN_LEDGER = "billing.maintain_ledger"
 
 app.conf.update(
     task_acks_late=True,
@@ -34,11 +36,13 @@ app.conf.update(
     task_default_queue="default",
     task_routes={
         RECONCILE_TENANT: {"queue": "reconcile"},
+        RECONCILE_HOST_CLUSTER: {"queue": "reconcile"},
         RECONCILE_ALL: {"queue": "reconcile"},
         AUDIT_STUCK: {"queue": "default"},
         SIMULATE_WORKLOADS: {"queue": "default"},
         COLLECT_USAGE: {"queue": "default"},
         CHECK_BUDGETS: {"queue": "default"},
+        MAINTAIN_LEDGER: {"queue": "default"},
     },
     broker_connection_retry_on_startup=True,
 )
