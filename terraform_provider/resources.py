@@ -52,7 +52,7 @@ class GpucloudResource(Base, Resource):
     ) -> dict[str, Any]:
         unchanged = current is not None and not ctx.changed_fields
         if not unchanged and self.provider.configured and all(known(planned.get(a)) for a in self.checked):
-            with reported(ctx.diagnostics, f"{self.name} would be refused"):
+            with reported(ctx.diagnostics, f"planning gpucloud_{self.name}"):
                 self.check(planned, current)
         return planned
 

@@ -102,8 +102,8 @@ class DryRunMixin:
         if value is not None and request.method not in ("GET", "HEAD", "OPTIONS"):
             if not self.dry_run_allowed:
                 raise ServiceError(
-                    "this endpoint has no dry run; it is offered by POST/PATCH /tenants/, "
-                    "POST/PATCH /tenants/{slug}/members/ and PUT/POST /tenants/{slug}/quotas/",
+                    "this endpoint has no dry run; it is offered by the writes of /tenants/, "
+                    "/tenants/{slug}/members/ and /tenants/{slug}/quotas/",
                     errors={self.PARAMETER: ["not offered here"]},
                 )
             if value not in ("true", "1"):
