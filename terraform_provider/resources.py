@@ -8,7 +8,7 @@ so `terraform plan` already shows a quota over capacity or an unknown user, in t
 from __future__ import annotations
 
 import time
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
 from tf.iface import (
@@ -491,17 +491,10 @@ class ServiceTokenResource(GpucloudResource):
 # --------------------------------------------------------------------------------------------- rate card
 
 
-def same_decimal(a: Any, b: Any) -> bool:
-    try:
-        return Decimal(str(a)) == Decimal(str(b))
-    except (InvalidOperation, ValueError):
-        return False
-
-
-def keep_spelling(prior: dict[str, str] | None, answer: dict[str, str]) -> dict[str, str]:
-    """The API writes prices as "2.500000"; keep the configuration's "2.5" when it is the same number."""
-    prior = prior or {}
-    return {k: prior[k] if k in prior and same_decimal(prior[k], v) else str(v) for k, v in answer.items()}
+def numbers(prices: dict[str, str]) -> dict[str, float]:
+    """The API writes prices as strings ("4.500000"); Terraform compares them as numbers (4.5), so a card
+    imported or read back equals its configuration however the number was spelled."""
+    return {k: float(Decimal(v)) for k, v in prices.items()}
 
 
 class RateCardResource(GpucloudResource):
@@ -515,13 +508,13 @@ class RateCardResource(GpucloudResource):
         attr("effective_from", doc="ISO 8601 time", required=True, requires_replace=True),
         attr(
             "prices",
-            Map(String()),
+            Map(Number()),
             doc="GPU class → price per GPU-hour",
             required=True,
             requires_replace=True,
         ),
         attr("currency", optional=True, computed=True, default="USD", requires_replace=True),
-        attr("tier_multipliers", Map(String()), optional=True, computed=True, requires_replace=True),
+        attr("tier_multipliers", Map(Number()), optional=True, computed=True, requires_replace=True),
         attr("note", optional=True, computed=True, default="", requires_replace=True),
     ]
 
@@ -533,8 +526,8 @@ class RateCardResource(GpucloudResource):
             {
                 **{f: card[f] for f in ("id", "version", "currency", "note")},
                 "effective_from": effective,
-                "prices": keep_spelling(prior.get("prices"), card["prices"]),
-                "tier_multipliers": keep_spelling(prior.get("tier_multipliers"), card["tier_multipliers"]),
+                "prices": numbers(card["prices"]),
+                "tier_multipliers": numbers(card["tier_multipliers"]),
             }
         )
 

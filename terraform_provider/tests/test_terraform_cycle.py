@@ -26,6 +26,12 @@ resource "gpucloud_quota" "vision_a100" {
   gpu_class  = "a100-80gb"
   guaranteed = 4
 }
+data "gpucloud_tenant" "seen" {
+  slug = gpucloud_tenant.vision.slug
+}
+output "seen" {
+  value = "${data.gpucloud_tenant.seen.state} on ${data.gpucloud_tenant.seen.host_cluster}"
+}
 """
 
 
@@ -83,19 +89,26 @@ def test_the_example_goes_through_the_whole_terraform_cycle(terraform: Terraform
     vision.refresh_from_db()
     assert (quota.guaranteed, vision.display_name) == (4, "Vision")
 
-    # Import: the tenant and the member leave the state and come back; a quota made by hand is adopted.
-    terraform.run("state", "rm", "gpucloud_tenant.vision", "gpucloud_member.member")
+    # Import, each id form: everything but the quota leaves the state and comes back; a quota made by hand
+    # is adopted.
+    token_id = ApiToken.objects.get(tenant=vision, name="ci-2").public_id
+    card_id = RateCard.objects.get(prices__has_key="h200-141gb").public_id
+    everything = ["gpucloud_tenant.vision", "gpucloud_member.member", "gpucloud_service_token.ci"]
+    terraform.run("state", "rm", *everything, "gpucloud_rate_card.standard")
     terraform.run("import", "gpucloud_tenant.vision", "vision")
     terraform.run("import", "gpucloud_member.member", "vision/alice")
+    terraform.run("import", "gpucloud_service_token.ci", f"vision/{token_id}")
+    terraform.run("import", "gpucloud_rate_card.standard", card_id)
     assert api.put(f"{base}/quotas/a100-80gb/", json={"guaranteed": 4}).status_code == 201
     (terraform.workdir / "adopted.tf").write_text(ADOPTED)
     terraform.run("import", "gpucloud_quota.vision_a100", "vision/a100-80gb")
-    imported = " ".join(terraform.plan(expect=2).split())
+    imported = " ".join(terraform.apply().split())
     # Each is imported as configured; only create_timeout, the provider's own setting that gpucloud does
     # not hold, is recorded in place (as other providers' `timeouts` are after an import).
     assert "Plan: 0 to add, 1 to change, 0 to destroy." in imported
     assert '+ create_timeout = "5m" id = "ten_' in imported
     assert "# (8 unchanged attributes hidden)" in imported
+    assert terraform.run("output", "-raw", "seen").stdout == "ready on demo"  # the tenant data source
 
     # Destroy: the tenant is deleted (and waited for), its guarantees return, its token is revoked.
     destroyed = terraform.run("destroy", "-auto-approve").stdout

@@ -77,7 +77,7 @@ resource "gpucloud_service_token" "ci" {
 
 resource "gpucloud_rate_card" "standard" {
   effective_from = "2026-01-01T00:00:00Z"
-  prices         = { "h200-141gb" = "4.5" }
+  prices         = { "h200-141gb" = 4.5 }
 }
 
 data "gpucloud_kubeconfig" "vision" {
