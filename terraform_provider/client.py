@@ -45,7 +45,8 @@ class Client:
         self.session.headers["Authorization"] = f"Bearer {token}"
         self.session.headers["User-Agent"] = "terraform-provider-gpucloud"
 
-    def request(self, method: str, url: str, body: Any = None, params: dict[str, Any] | None = None) -> Any:
+    def send(self, method: str, url: str, body: Any = None, params: dict[str, Any] | None = None) -> Any:
+        """The answer, or ApiError for a 4xx/5xx with the API's problem."""
         response = self.session.request(
             method, self.endpoint + url, json=body, params=params, timeout=TIMEOUT
         )
@@ -57,11 +58,29 @@ class Client:
             raise ApiError(
                 response.status_code, problem if isinstance(problem, dict) else {"detail": problem}
             )
+        return response
+
+    def request(self, method: str, url: str, body: Any = None, params: dict[str, Any] | None = None) -> Any:
+        response = self.send(method, url, body, params)
         if response.status_code == 204 or not response.content:
             return None
         if "json" in response.headers.get("Content-Type", ""):
             return response.json()
         return response.text
+
+    def dry_run(self, method: str, url: str, body: Any) -> None:
+        """Ask whether the API would accept this write (raises ApiError if not); nothing is written."""
+        response = self.send(method, url, body, params={"dry_run": "true"})
+        if response.headers.get("Dry-Run") != "true":
+            # A gpucloud without dry runs ignored the parameter and did it: say so, never hide it.
+            raise ApiError(
+                response.status_code,
+                {
+                    "title": "this gpucloud does not support dry runs",
+                    "detail": f"{method} {url} was carried out while planning (gpucloud answered without "
+                    "`Dry-Run: true`); upgrade gpucloud, and import what the plan created",
+                },
+            )
 
     def get(self, url: str, **params: Any) -> Any:
         return self.request("GET", url, params=params or None)

@@ -110,15 +110,13 @@ class TenantResource(GpucloudResource):
     def check(self, planned: dict[str, Any], current: dict[str, Any] | None) -> None:
         if current is None:
             try:
-                self.client.request("POST", path("tenants"), self.body(planned), params={"dry_run": "true"})
+                self.client.dry_run("POST", path("tenants"), self.body(planned))
             except ApiError as exc:
                 if exc.status == 409 and "slug" in (exc.problem.get("errors") or {}):
                     exc.problem["detail"] += UNTAINT
                 raise
         elif changes := self.changes(current, planned):
-            self.client.request(
-                "PATCH", path("tenants", planned["slug"]), changes, params={"dry_run": "true"}
-            )
+            self.client.dry_run("PATCH", path("tenants", planned["slug"]), changes)
 
     def plan(
         self, ctx: PlanContext, current: dict[str, Any] | None, planned: dict[str, Any]
@@ -276,7 +274,7 @@ class QuotaResource(GpucloudResource):
     def check(self, planned: dict[str, Any], current: dict[str, Any] | None) -> None:
         if self.client.find(path("tenants", planned["tenant"])) is None:
             return  # created in this same apply: the API answers at apply time
-        self.client.request("PUT", self.url(planned), self.body(planned), params={"dry_run": "true"})
+        self.client.dry_run("PUT", self.url(planned), self.body(planned))
 
     def state_of(self, tenant: str, quota: dict[str, Any]) -> dict[str, Any]:
         return self.full(
@@ -352,9 +350,7 @@ class MemberResource(GpucloudResource):
         if self.client.find(path("tenants", planned["tenant"])) is None:
             return
         body = {"username": planned["user"], "role": planned["role"]}
-        self.client.request(
-            "POST", path("tenants", planned["tenant"], "members"), body, params={"dry_run": "true"}
-        )
+        self.client.dry_run("POST", path("tenants", planned["tenant"], "members"), body)
 
     def state_of(self, tenant: str, member: dict[str, Any]) -> dict[str, Any]:
         user = member["username"]
