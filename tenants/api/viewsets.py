@@ -98,19 +98,22 @@ class DryRunMixin:
         return response
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
-        value = request.query_params.get(self.PARAMETER)
-        if value is not None and request.method not in ("GET", "HEAD", "OPTIONS"):
-            if not self.dry_run_allowed:
-                raise ServiceError(
-                    "this endpoint has no dry run; it is offered by the writes of /tenants/, "
-                    "/tenants/{slug}/members/ and /tenants/{slug}/quotas/",
-                    errors={self.PARAMETER: ["not offered here"]},
-                )
-            if value not in ("true", "1"):
-                raise ServiceError(
-                    f"dry_run must be true or 1, not {value!r}", errors={self.PARAMETER: ["true or 1"]}
-                )
+        # Authentication and permissions first: a stranger learns nothing from how dry_run is refused.
+        # (Everything this request writes, an idempotency record included, is rolled back by dispatch.)
         super().initial(request, *args, **kwargs)  # type: ignore[misc]
+        value = request.query_params.get(self.PARAMETER)
+        if value is None or request.method in ("GET", "HEAD", "OPTIONS"):
+            return
+        if not self.dry_run_allowed:
+            raise ServiceError(
+                "this endpoint has no dry run; it is offered by the writes of /tenants/, "
+                "/tenants/{slug}/members/ and /tenants/{slug}/quotas/",
+                errors={self.PARAMETER: ["not offered here"]},
+            )
+        if value not in ("true", "1"):
+            raise ServiceError(
+                f"dry_run must be true or 1, not {value!r}", errors={self.PARAMETER: ["true or 1"]}
+            )
 
 
 class BaseViewSet(DryRunMixin, IdempotencyMixin, viewsets.GenericViewSet):

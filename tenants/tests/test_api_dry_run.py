@@ -66,3 +66,9 @@ def test_a_dry_run_value_that_is_not_true_is_refused(api: Any, admin: Any, make_
     )
     assert refused.status_code == 400 and "dry_run must be true or 1, not 'maybe'" in refused.json()["detail"]
     assert not Quota.objects.exists()
+
+
+def test_a_stranger_asking_for_a_dry_run_is_told_to_sign_in_first(api: Any, make_tenant: Any):
+    make_tenant("vision")
+    refused = api(None).put("/api/v1/tenants/vision/quotas/h200-141gb/?dry_run=maybe", {"guaranteed": 1})
+    assert refused.status_code == 401
