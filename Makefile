@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip --disable-pip-version-check -q
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: run serve test lint install-run install-test screenshots
+.PHONY: run serve test lint install-run install-test screenshots terraform-provider
 
 $(VENV)/bin/python:
 	python3 -m venv $(VENV)
@@ -19,6 +19,10 @@ $(VENV)/.run-installed: pyproject.toml | $(VENV)/bin/python
 $(VENV)/.test-installed: pyproject.toml | $(VENV)/bin/python
 	$(PIP) install -e '.[dev]'
 	bash scripts/install-test-tools.sh
+	touch $@
+
+$(VENV)/.terraform-installed: pyproject.toml | $(VENV)/bin/python
+	$(PIP) install -e '.[terraform]'
 	touch $@
 
 install-run: $(VENV)/.run-installed
@@ -38,6 +42,10 @@ lint: install-test
 	$(VENV)/bin/mypy .
 	$(VENV)/bin/lint-imports --no-cache
 	$(PY) manage.py makemigrations --check --dry-run
+
+# The Terraform provider as a filesystem mirror under var/terraform/; prints the export that makes terraform use it.
+terraform-provider: $(VENV)/.terraform-installed
+	@$(PY) -m terraform_provider.build var/terraform
 
 test: lint
 	bash scripts/with-services.sh $(VENV)/bin/pytest $(PYTEST_ARGS)
