@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 
-from billing import collect
+from django.conf import settings
+from django.utils import timezone
+
+from billing import collect, partitions
 from billing.services import budgets
 from gpucloud import celery as names
 from gpucloud.tasks import task
@@ -26,3 +30,21 @@ def collect_usage() -> None:
 def check_budgets() -> None:
     """Raise the budget alerts the month's spend has crossed; safe to run twice (one alert per threshold)."""
     budgets.check_budgets()
+
+
+@task(names.MAINTAIN_LEDGER, max_retries=2)
+def maintain_ledger() -> None:
+    """Create the ledger's coming monthly partitions; drop months past retention that are wholly invoiced."""
+    now = timezone.now()
+    created = partitions.create_ahead(now)
+    dropped = []
+    if settings.LEDGER_RETENTION_DAYS:
+        dropped = partitions.drop_expired(now, timedelta(days=settings.LEDGER_RETENTION_DAYS))
+    if created or dropped:
+        log.info(
+            "ledger partitions",
+            extra={
+                "months_created": [f"{m:%Y-%m}" for m in created],
+                "months_dropped": [f"{m:%Y-%m}" for m in dropped],
+            },
+        )

@@ -29,7 +29,7 @@ from gitops.models import ManagedObject
 from gpucloud.errors import ServiceError
 from scheduling import services as fleet
 from scheduling.models import GpuClass, HostCluster, host_cluster_named
-from tenants import audit, services
+from tenants import audit, invitations, services
 from tenants.audit import Actor
 from tenants.models import Invitation, Membership, Quota, Tenant
 
@@ -307,17 +307,20 @@ def _member_steps(actor: Actor, change: Change) -> list[Step]:
     name, document = change.name, change.document
 
     def grant(who: str, role: str) -> None:
-        if "@" in who:
-            services.invite_member(actor=actor, tenant=_tenant(name), email=who, role=role)
+        if "@" in who:  # no single account has this address (state.member_key): an invitation
+            tenant = _tenant(name)
+            pending = Invitation.objects.filter(tenant=tenant, login__iexact=who, accepted_at=None)
+            login = pending.values_list("login", flat=True).first() or who  # the portal keeps the case given
+            invitations.invite(actor=actor, tenant=tenant, login=login, role=role)
         else:
             services.add_member(actor=actor, tenant=_tenant(name), username=who, role=role)
 
     def revoke(who: str) -> None:
         tenant = _tenant(name)
         if "@" in who:
-            services.cancel_invitation(
-                actor=actor, invitation=Invitation.objects.get(tenant=tenant, email=who)
-            )
+            pending = Invitation.objects.filter(tenant=tenant, login__iexact=who, accepted_at=None)
+            for invitation in pending.select_related("tenant"):
+                invitations.cancel(actor=actor, invitation=invitation)
         else:
             membership = Membership.objects.get(tenant=tenant, user__username=who)
             services.remove_member(actor=actor, tenant=tenant, membership=membership)

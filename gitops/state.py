@@ -17,6 +17,7 @@ from django.utils.dateparse import parse_datetime
 from billing.models import Budget, RateCard
 from gitops.manifests import API_VERSION, Document
 from scheduling.models import HostCluster
+from tenants import invitations
 from tenants.models import Invitation, Membership, Tenant
 
 User = get_user_model()
@@ -61,11 +62,12 @@ def _budget(budget: dict[str, Any]) -> dict[str, Any]:
 
 def member_key(user: str) -> str:
     """Who a manifest's `user` is: the username of an account (found by username, or by its e-mail address
-    when exactly one account has it), else the e-mail address in lowercase (an invitation)."""
+    when exactly one active account has it: `tenants.invitations.existing_user`, the portal's rule), else the
+    e-mail address in lowercase (an invitation)."""
     if "@" not in user:
         return user
-    found = list(User.objects.filter(email__iexact=user).values_list("username", flat=True)[:2])
-    return found[0] if len(found) == 1 else user.lower()
+    found = invitations.existing_user(user)
+    return found.get_username() if found is not None else user.lower()
 
 
 def _members(members: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -110,7 +112,10 @@ def tenant_spec(tenant: Tenant) -> dict[str, Any]:
     members = [
         {"user": m.user.get_username(), "role": m.role}
         for m in tenant.memberships.select_related("user").filter(source=Membership.Source.MANUAL)
-    ] + [{"user": i.email, "role": i.role} for i in Invitation.objects.filter(tenant=tenant)]
+    ] + [
+        {"user": i.login.lower(), "role": i.role}
+        for i in Invitation.objects.filter(tenant=tenant, accepted_at=None, login__contains="@")
+    ]
     spec: dict[str, Any] = {
         "displayName": tenant.display_name,
         "trustTier": tenant.trust_tier,

@@ -19,6 +19,7 @@ app = Celery("gpucloud")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 
 RECONCILE_TENANT = "workers.reconcile_tenant"
+RECONCILE_HOST_CLUSTER = "workers.reconcile_host_cluster"
 RECONCILE_ALL = "workers.reconcile_all"
 AUDIT_STUCK = "workers.report_stuck_tenants"
 SIMULATE_WORKLOADS = "workers.simulate_workloads"
@@ -26,6 +27,7 @@ COLLECT_USAGE = "billing.collect_usage"
 CHECK_BUDGETS = "billing.check_budgets"
 SYNC_GITOPS_DUE = "gitops.sync_due_sources"
 SYNC_GITOPS_SOURCE = "gitops.sync_source"
+MAINTAIN_LEDGER = "billing.maintain_ledger"
 
 app.conf.update(
     task_acks_late=True,
@@ -36,6 +38,7 @@ app.conf.update(
     task_default_queue="default",
     task_routes={
         RECONCILE_TENANT: {"queue": "reconcile"},
+        RECONCILE_HOST_CLUSTER: {"queue": "reconcile"},
         RECONCILE_ALL: {"queue": "reconcile"},
         AUDIT_STUCK: {"queue": "default"},
         SIMULATE_WORKLOADS: {"queue": "default"},
@@ -43,6 +46,7 @@ app.conf.update(
         CHECK_BUDGETS: {"queue": "default"},
         SYNC_GITOPS_DUE: {"queue": "default"},
         SYNC_GITOPS_SOURCE: {"queue": "default"},
+        MAINTAIN_LEDGER: {"queue": "default"},
     },
     broker_connection_retry_on_startup=True,
 )

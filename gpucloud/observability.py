@@ -6,12 +6,14 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import Any
 
 from django.http import HttpRequest, HttpResponse
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,43 @@ RECONCILE_DURATION = Histogram(
 )
 RECONCILE_WRITES = Counter("gpucloud_reconcile_writes_total", "Writes made by reconcile passes", ["target"])
 TASK_FAILURES = Counter("gpucloud_task_failures_total", "Celery tasks that raised", ["task"])
+# Reconcile lag is now minus this: how long the host cluster has gone without a pass that succeeded.
+RECONCILE_LAST_SUCCESS = Gauge(
+    "gpucloud_reconcile_last_success_timestamp_seconds",
+    "When a reconcile pass over the host cluster last succeeded",
+    ["host_cluster"],
+    multiprocess_mode="max",
+)
+
+
+class QueueDepth:
+    """Messages waiting in each Celery queue, read from the broker when Prometheus scrapes a worker."""
+
+    NAME = "gpucloud_queue_depth"
+
+    def __init__(self, app: Any, queues: list[str]) -> None:
+        self.app, self.queues = app, queues
+
+    def describe(self) -> list[GaugeMetricFamily]:
+        return [GaugeMetricFamily(self.NAME, "Messages waiting in a Celery queue", labels=["queue"])]
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = self.describe()[0]
+        try:
+            with self.app.connection_for_read() as conn:
+                for queue in self.queues:
+                    family.add_metric([queue], self._depth(conn.default_channel, queue))
+        except Exception as exc:  # a scrape must not fail because the broker is away; the gauge goes missing
+            logging.getLogger(__name__).warning("queue depth unavailable: %s", exc)
+            return
+        yield family
+
+    @staticmethod
+    def _depth(channel: Any, queue: str) -> int:
+        try:
+            return int(channel.queue_declare(queue, passive=True).message_count)
+        except Exception:  # kombu's transports say "no such queue" for one that is empty and unused
+            return 0
 
 
 class RequestContextMiddleware:

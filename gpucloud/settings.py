@@ -77,6 +77,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "mozilla_django_oidc",
+    "django_htmx",
     "tenants",
     "scheduling",
     "billing",
@@ -98,6 +99,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+    "portal.middleware.ServiceErrorPage",
 ]
 
 ROOT_URLCONF = "gpucloud.urls"
@@ -130,6 +133,27 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Web, worker and beat share the file: wait for the writer instead of failing with "database is locked".
     DATABASES["default"]["OPTIONS"] = {"timeout": 20, "transaction_mode": "IMMEDIATE"}
     DATABASES["default"]["CONN_MAX_AGE"] = 0
+# Which gpucloud process this is (`gpucloud web|worker|scheduler|migrate` set it); PostgreSQL shows it in
+# pg_stat_activity.application_name, so an operator sees who holds the connections.
+PROCESS = env_str("GPUCLOUD_PROCESS", "manage")
+DB_POOL = env_bool("GPUCLOUD_DB_POOL", True)
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    DATABASES["default"].setdefault("OPTIONS", {})["application_name"] = f"gpucloud-{PROCESS}"
+    if DB_POOL:
+        # One pool per process, shared by its threads; a thread borrows a connection for a request or a task
+        # and gives it back. PostgreSQL then sees at most processes × max_size connections, whatever the load.
+        # `gpucloud web` and `gpucloud worker` size it to their threads unless GPUCLOUD_DB_POOL_MAX_SIZE says.
+        # Pooling replaces persistent connections (Django requires CONN_MAX_AGE 0 with a pool).
+        DATABASES["default"]["CONN_MAX_AGE"] = 0
+        _pool = {
+            "min_size": env_int("GPUCLOUD_DB_POOL_MIN_SIZE", 1, minimum=0),
+            "max_size": env_int("GPUCLOUD_DB_POOL_MAX_SIZE", 10, minimum=1),
+            "timeout": env_float("GPUCLOUD_DB_POOL_TIMEOUT", 10.0, minimum=0.1),
+            "name": f"gpucloud-{PROCESS}",
+        }
+        DATABASES["default"]["OPTIONS"]["pool"] = _pool
+        if _pool["min_size"] > _pool["max_size"]:  # type: ignore[operator]
+            raise ConfigError("GPUCLOUD_DB_POOL_MIN_SIZE is above GPUCLOUD_DB_POOL_MAX_SIZE")
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_PASSWORD_VALIDATORS = [
@@ -137,7 +161,7 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
 LOGIN_URL = "portal:login"
-LOGIN_REDIRECT_URL = "portal:tenant-list"
+LOGIN_REDIRECT_URL = "portal:dashboard"
 LOGOUT_REDIRECT_URL = "portal:login"
 
 # --- Identity (docs/sso.md) ------------------------------------------------------------------------------
@@ -270,6 +294,16 @@ if CELERY_BROKER_URL.startswith("filesystem:"):
 if CELERY_BROKER_URL.startswith("sqlite:"):
     CELERY_BROKER_TRANSPORT = "gpucloud.broker:Transport"
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+# `gpucloud scheduler` runs beat with RedBeat: the schedule lives in Redis and a lock there lets only one of
+# several running schedulers fire it; a standby takes over within the lock timeout of the leader dying.
+CELERY_REDBEAT_REDIS_URL = env_str(
+    "GPUCLOUD_SCHEDULER_REDIS_URL", CELERY_BROKER_URL if CELERY_BROKER_URL.startswith("redis") else ""
+)
+CELERY_REDBEAT_KEY_PREFIX = "gpucloud-redbeat"
+CELERY_BEAT_MAX_LOOP_INTERVAL = 5  # seconds beat sleeps at most; the lock is extended at every wake-up
+CELERY_REDBEAT_LOCK_TIMEOUT = env_int(
+    "GPUCLOUD_SCHEDULER_LOCK_TIMEOUT", 30, minimum=CELERY_BEAT_MAX_LOOP_INTERVAL + 1
+)
 
 RECONCILE_INTERVAL = env_float("GPUCLOUD_RECONCILE_INTERVAL", 30.0, minimum=1.0)
 REQUEUE_DELAY = env_float("GPUCLOUD_REQUEUE_DELAY", 1.0, minimum=0.05)
@@ -295,6 +329,9 @@ BILLING_ALERT_EMAIL_FROM = env_str("BILLING_ALERT_EMAIL_FROM", "")
 EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
 EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)
 BUDGET_CHECK_INTERVAL = env_float("BUDGET_CHECK_INTERVAL", 300.0, minimum=1.0)
+# The per-round usage ledger on PostgreSQL: monthly partitions created ahead, months older than this dropped
+# once wholly invoiced (billing/partitions.py); 0 keeps every month. The hourly sums are kept regardless.
+LEDGER_RETENTION_DAYS = env_int("GPUCLOUD_LEDGER_RETENTION_DAYS", 400, minimum=0)
 
 # GitOps (docs/gitops.md): how often sources are checked for being due, how long a fetch may take, and whether
 # file:// repositories may be registered through the API (the console always may).
@@ -308,6 +345,7 @@ CELERY_BEAT_SCHEDULE = {
     "report-stuck-tenants": {"task": "workers.report_stuck_tenants", "schedule": 60.0},
     "collect-usage": {"task": "billing.collect_usage", "schedule": METER_INTERVAL},
     "check-budgets": {"task": "billing.check_budgets", "schedule": BUDGET_CHECK_INTERVAL},
+    "maintain-ledger": {"task": "billing.maintain_ledger", "schedule": 6 * 3600.0},
 }
 if SIM_WORKLOADS:
     CELERY_BEAT_SCHEDULE["simulate-workloads"] = {

@@ -14,7 +14,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from mozilla_django_oidc import views as oidc_views
 
-from tenants import audit, services, sso
+from tenants import audit, sso
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +112,6 @@ class Callback(oidc_views.OIDCAuthenticationCallbackView):
     def login_success(self) -> HttpResponse:
         response = super().login_success()
         audit.record_sign_in(self.user, "sso")
-        services.accept_invitations(user=self.user)
         return response
 
 

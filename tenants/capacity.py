@@ -21,6 +21,7 @@ from scheduling.models import Gpu, GpuClass, GpuModel, HostCluster, Node
 from tenants.models import AdmissionLock, Quota, Tenant
 
 Key = tuple[str, str]  # (host cluster name, GPU model slug)
+Quotaholder = tuple[Tenant, GpuClass]  # one quota: (tenant, GPU class)
 HEALTHY = Q(health=Gpu.Health.HEALTHY, node__state=Node.State.READY)
 
 
@@ -46,14 +47,16 @@ def gpus_by_host_and_model(host_cluster: HostCluster | None = None) -> dict[Key,
 
 
 def guaranteed_by_class(
-    host_cluster: HostCluster | None = None, exclude_tenant: Tenant | None = None
+    host_cluster: HostCluster | None = None, exclude: Quotaholder | None = None
 ) -> dict[tuple[str, str], int]:
-    """Units guaranteed per (host cluster name, GPU class name) to tenants that are not deleted."""
+    """Units guaranteed per (host cluster name, GPU class name) to tenants that are not deleted, leaving out
+    `exclude`'s quota (the one being replaced). Only that one quota: the tenant's guarantees of the other
+    classes of the model hold GPUs as much as anyone else's do."""
     quotas = Quota.objects.exclude(tenant__state=Tenant.State.DELETED)
     if host_cluster is not None:
         quotas = quotas.filter(tenant__cluster__host_cluster=host_cluster)
-    if exclude_tenant is not None:
-        quotas = quotas.exclude(tenant=exclude_tenant)
+    if exclude is not None:
+        quotas = quotas.exclude(tenant=exclude[0], gpu_class=exclude[1])
     rows = (
         quotas.values("tenant__cluster__host_cluster__name", "gpu_class__name")
         .annotate(total=Sum("guaranteed"))
@@ -75,13 +78,13 @@ def _held(guaranteed: dict[tuple[str, str], int], classes: dict[str, GpuClass]) 
 
 
 def capacity_table(
-    host_cluster: HostCluster | None = None, exclude_tenant: Tenant | None = None
+    host_cluster: HostCluster | None = None, exclude: Quotaholder | None = None
 ) -> list[ClassCapacity]:
     """One row per host cluster and GPU class of a model the host cluster has GPUs of (or guarantees of),
     ordered by host cluster and class; three queries whatever the size of the fleet."""
     classes = list(GpuClass.objects.select_related("gpu_model"))
     gpus = gpus_by_host_and_model(host_cluster)
-    guaranteed = guaranteed_by_class(host_cluster, exclude_tenant)
+    guaranteed = guaranteed_by_class(host_cluster, exclude)
     by_name = {c.name: c for c in classes}
     held = _held(guaranteed, by_name)
     keys = set(gpus) | {(cluster, by_name[name].gpu_model.slug) for cluster, name in guaranteed}
@@ -119,10 +122,10 @@ def _row(
 
 
 def capacity_of(
-    gpu_class: GpuClass, host_cluster: HostCluster, exclude_tenant: Tenant | None = None
+    gpu_class: GpuClass, host_cluster: HostCluster, exclude: Quotaholder | None = None
 ) -> ClassCapacity:
     """The row of one class on one host cluster (zero capacity if the host cluster has none of its GPUs)."""
-    for row in capacity_table(host_cluster, exclude_tenant):
+    for row in capacity_table(host_cluster, exclude):
         if row.gpu_class == gpu_class.name:
             return row
     return _row(host_cluster.name, gpu_class, 0, {}, defaultdict(int))
@@ -153,7 +156,8 @@ def lock_admission(host_cluster: HostCluster, gpu_model: GpuModel) -> None:
 
 def admit(tenant: Tenant, gpu_class: GpuClass, guaranteed: int) -> None:
     """Admit a guarantee of the tenant, or refuse it (422) if the tenant's host cluster cannot hold it next to
-    every other tenant's guarantees there. Every path that sets a guarantee comes through here.
+    every other guarantee there, the tenant's own of the other classes of the model included. Every path that
+    sets a guarantee comes through here.
 
     Takes the (host cluster, GPU model) admission lock, held until the caller's transaction ends, so the
     caller's write of the guarantee is seen by the next admission of any class of that model.
@@ -162,7 +166,7 @@ def admit(tenant: Tenant, gpu_class: GpuClass, guaranteed: int) -> None:
         raise RuntimeError("admit() must run inside the transaction that writes the guarantee")
     host_cluster = host_cluster_of(tenant)
     lock_admission(host_cluster, gpu_class.gpu_model)
-    row = capacity_of(gpu_class, host_cluster, exclude_tenant=tenant)
+    row = capacity_of(gpu_class, host_cluster, exclude=(tenant, gpu_class))
     if guaranteed <= row.available:
         return
     others_hold = row.available < row.capacity - row.guaranteed
@@ -170,7 +174,7 @@ def admit(tenant: Tenant, gpu_class: GpuClass, guaranteed: int) -> None:
         f"{gpu_class.name}: asked to guarantee {guaranteed} on host cluster {row.host_cluster} (where tenant "
         f"{tenant.slug} runs), but its healthy capacity there is {row.capacity}, {row.guaranteed} is already "
         "guaranteed to other tenants"
-        + (f" and other classes of {row.gpu_model} hold GPUs" if others_hold else "")
+        + (f" and guarantees of other classes of {row.gpu_model} hold GPUs" if others_hold else "")
         + f", so at most {row.available} can be guaranteed there",
         errors={"guaranteed": [f"at most {row.available} is available on host cluster {row.host_cluster}"]},
         host_cluster=row.host_cluster,

@@ -131,27 +131,6 @@ class Membership(models.Model):
         return f"{self.user} is {self.role} of {self.tenant}"
 
 
-class Invitation(models.Model):
-    """A role in a tenant kept for someone who has not signed in yet, by e-mail address.
-
-    At their first sign-in (local password or single sign-on) an account with that e-mail address receives
-    the role as a `manual` membership and the invitation goes (`tenants.services.accept_invitations`).
-    """
-
-    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="invitations")
-    email = models.EmailField(help_text="kept lowercase; matched case-insensitively at sign-in")
-    role = models.CharField(max_length=10, choices=Membership.Role.choices)
-    invited_by = models.CharField(max_length=150, help_text="who invited: a username or a system process")
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        ordering = ["tenant", "email"]
-        constraints = [models.UniqueConstraint(fields=["tenant", "email"], name="invitation_unique_email")]
-
-    def __str__(self) -> str:
-        return f"{self.email} invited as {self.role} of {self.tenant}"
-
-
 class TenantCluster(models.Model):
     """The tenant's Kubernetes API in a host cluster: its host namespace, endpoint and observed state."""
 
@@ -317,3 +296,36 @@ class IdempotencyRecord(models.Model):
 
     def __str__(self) -> str:
         return self.key
+
+
+class Invitation(models.Model):
+    """A role in a tenant waiting for someone who has no account yet, by username or e-mail address.
+
+    It becomes a `manual` membership at that person's first sign-in (password or single sign-on), and is
+    kept, with `accepted_at` and `user`, as the record of it.
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="invitations")
+    login = models.CharField(max_length=254, help_text="the username or e-mail address invited")
+    role = models.CharField(max_length=10, choices=Membership.Role.choices)
+    invited_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    accepted_at = models.DateTimeField(null=True, blank=True)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["tenant", "login"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "login"],
+                condition=models.Q(accepted_at__isnull=True),
+                name="invitation_one_pending_per_login",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.login} invited as {self.role} of {self.tenant}"

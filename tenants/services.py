@@ -10,8 +10,6 @@ import re
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.core.exceptions import ValidationError
-from django.core.validators import validate_email
 from django.db import transaction
 
 from gpucloud.celery import enqueue_tenant_reconcile
@@ -21,15 +19,7 @@ from scheduling.models import GpuClass, HostCluster
 from tenants import audit, tiers
 from tenants.audit import Actor
 from tenants.capacity import admit, pick_host_cluster
-from tenants.models import (
-    SLUG_RE,
-    InvalidTransition,
-    Invitation,
-    Membership,
-    Quota,
-    Tenant,
-    TenantCluster,
-)
+from tenants.models import SLUG_RE, InvalidTransition, Membership, Quota, Tenant, TenantCluster
 from tenants.permissions import roles_with
 
 User = get_user_model()
@@ -244,6 +234,18 @@ def _require_owner_rights(actor: Actor, tenant: Tenant, what: str) -> None:
             f"{what} needs an owner of tenant {tenant.slug} or a platform administrator; "
             "admins manage every other role"
         )
+
+
+def require_member_grant(actor: Actor, tenant: Tenant, role: str) -> None:
+    """The checks of `add_member` that do not need the person's account: may `actor` give `role` here?
+    (Invitations of people without an account yet, `tenants.invitations`, make them.)"""
+    require(actor, tenant, "member.manage", "managing members")
+    _require_live(tenant, "changing members")
+    if role not in Membership.Role.values:
+        allowed = ", ".join(Membership.Role.values)
+        raise ValidationFailed.on("role", f"{role!r} is not a role; use one of: {allowed}")
+    if role == Membership.Role.OWNER:
+        _require_owner_rights(actor, tenant, "making someone an owner")
 
 
 @transaction.atomic
@@ -471,104 +473,3 @@ def sync_sso_memberships(*, actor: Actor, user: Any, grants: dict[Tenant, str]) 
             existing.role = role
             existing.save(update_fields=["role"])
             _sso_audit(actor, "member.update", tenant, before, membership_snapshot(existing), username)
-
-
-def invitation_snapshot(invitation: Invitation) -> dict[str, Any]:
-    return {"email": invitation.email, "role": invitation.role, "invited_by": invitation.invited_by}
-
-
-def _validate_email(email: str, field: str = "email") -> str:
-    try:
-        validate_email(email)
-    except ValidationError:
-        raise ValidationFailed.on(
-            field, f"{email!r} is neither a username nor an e-mail address (name@example.com)"
-        ) from None
-    return email.lower()
-
-
-@transaction.atomic
-def invite_member(*, actor: Actor, tenant: Tenant, email: str, role: str) -> Invitation:
-    """Keep a role for someone who has not signed in yet; they receive it at their first sign-in.
-
-    The same rules as `add_member`: managers invite, only owners invite owners.
-    """
-    require(actor, tenant, "member.manage", "inviting members")
-    _require_live(tenant, "inviting members")
-    if role not in Membership.Role.values:
-        allowed = ", ".join(Membership.Role.values)
-        raise ValidationFailed.on("role", f"{role!r} is not a role; use one of: {allowed}")
-    email = _validate_email(email)
-    if role == Membership.Role.OWNER:
-        _require_owner_rights(actor, tenant, "inviting an owner")
-    _lock_memberships(tenant)
-    existing = Invitation.objects.filter(tenant=tenant, email=email).first()
-    before = invitation_snapshot(existing) if existing else None
-    if existing and existing.role == role:
-        return existing
-    invitation, _ = Invitation.objects.update_or_create(
-        tenant=tenant, email=email, defaults={"role": role, "invited_by": actor.label[:150]}
-    )
-    audit.record(
-        actor,
-        "member.invite",
-        object_type="invitation",
-        object_id=f"{tenant.slug}/{email}",
-        tenant=tenant,
-        before=before,
-        after=invitation_snapshot(invitation),
-    )
-    return invitation
-
-
-@transaction.atomic
-def cancel_invitation(*, actor: Actor, invitation: Invitation) -> None:
-    """Withdraw an invitation nobody has taken up yet."""
-    tenant = invitation.tenant
-    require(actor, tenant, "member.manage", "withdrawing invitations")
-    if invitation.role == Membership.Role.OWNER:
-        _require_owner_rights(actor, tenant, "withdrawing an owner's invitation")
-    before = invitation_snapshot(invitation)
-    invitation.delete()
-    audit.record(
-        actor,
-        "member.uninvite",
-        object_type="invitation",
-        object_id=f"{tenant.slug}/{before['email']}",
-        tenant=tenant,
-        before=before,
-    )
-
-
-@transaction.atomic
-def accept_invitations(*, user: Any) -> list[Membership]:
-    """Turn the invitations to the user's e-mail address into memberships; called at every sign-in.
-
-    A role the user already holds in that tenant wins over the invitation (it is dropped). The e-mail address
-    is the account's: set by a platform administrator for local accounts, by the identity provider for SSO.
-    """
-    if not user.email:
-        return []
-    granted = []
-    actor = Actor.system("invitation")
-    for invitation in (
-        Invitation.objects.select_for_update().select_related("tenant").filter(email__iexact=user.email)
-    ):
-        tenant = invitation.tenant
-        live = tenant.state not in (Tenant.State.DELETING, Tenant.State.DELETED)
-        if live and not Membership.objects.filter(tenant=tenant, user=user).exists():
-            membership = Membership.objects.create(
-                tenant=tenant, user=user, role=invitation.role, source=Membership.Source.MANUAL
-            )
-            after = {**membership_snapshot(membership), "invited_by": invitation.invited_by}
-            audit.record(
-                actor,
-                "member.add",
-                object_type="membership",
-                object_id=f"{tenant.slug}/{user.get_username()}",
-                tenant=tenant,
-                after=after,
-            )
-            granted.append(membership)
-        invitation.delete()
-    return granted

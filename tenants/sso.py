@@ -26,7 +26,7 @@ from django.utils import timezone
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 from mozilla_django_oidc.utils import absolutify, import_from_settings
 
-from tenants import audit, services, tokens
+from tenants import audit, invitations, services, tokens
 from tenants.audit import Actor
 from tenants.models import Identity, Membership, Tenant
 
@@ -246,6 +246,7 @@ class Backend(OIDCAuthenticationBackend):
         )
         services.set_platform_admin(actor=Actor.system("sso"), user=user, admin=grants.admin)
         services.sync_sso_memberships(actor=Actor.system("sso"), user=user, grants=grants.tenants)
+        invitations.accept(user)  # roles someone gave this person before their first sign-in
         return user
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PRODUCT = ("gpucloud", "tenants", "scheduling", "billing", "workers", "gitops", "portal")
-PACKAGES = (*PRODUCT, "tests", "benchmarks")
+PACKAGES = (*PRODUCT, "tests", "benchmarks", "terraform_provider")
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 
@@ -54,3 +54,16 @@ def test_product_code_importing_a_test_tool_breaks_the_product_contract(tmp_path
     assert run.returncode == 1
     assert "Product code imports no test tool, benchmark or dev-only library BROKEN" in run.stdout
     assert "workers.kube.api -> tests.kube_emulator" in run.stdout
+
+
+def test_the_terraform_provider_importing_django_or_an_app_breaks_its_contract(tmp_path):
+    tree = copy_of_the_tree(tmp_path)
+    with (tree / "terraform_provider" / "client.py").open("a") as f:
+        f.write(
+            "\nfrom tenants.models import Tenant  # noqa: E402, F401\nimport django  # noqa: E402, F401\n"
+        )
+    run = lint_imports(tree)
+    assert run.returncode == 1
+    assert "no gpucloud app BROKEN" in run.stdout
+    assert "terraform_provider.client -> tenants.models" in run.stdout
+    assert "terraform_provider.client -> django" in run.stdout

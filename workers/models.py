@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.db import models
 
 from scheduling.models import HostCluster
+from tenants.models import Tenant
 
 
 class SimulatedTenantCluster(models.Model):
@@ -37,3 +38,32 @@ class SimulatedClock(models.Model):
 
     def __str__(self) -> str:
         return f"{self.host_cluster_id} until {self.until.isoformat()}"
+
+
+class PassRequest(models.Model):
+    """A pass over a host cluster that was asked for and has not started yet (workers/coalesce.py).
+
+    Changes made while one is pending ride on it, so a burst of changes costs one pass per host cluster.
+    """
+
+    host_cluster = models.OneToOneField(
+        HostCluster, on_delete=models.CASCADE, primary_key=True, related_name="+"
+    )
+    requested_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.host_cluster_id} requested {self.requested_at}"
+
+
+class TenantChange(models.Model):
+    """A tenant changed and the next pass over its host cluster must look at it (workers/coalesce.py).
+
+    One row per tenant however often it changed: the pass takes the rows of its host cluster, so it costs what
+    changed, not every tenant of the host cluster (the periodic pass looks at them all).
+    """
+
+    tenant = models.OneToOneField(Tenant, on_delete=models.CASCADE, primary_key=True, related_name="+")
+    host_cluster = models.ForeignKey(HostCluster, on_delete=models.CASCADE, related_name="+")
+
+    def __str__(self) -> str:
+        return f"tenant {self.tenant_id} on {self.host_cluster_id}"

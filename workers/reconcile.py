@@ -16,7 +16,12 @@ from datetime import timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from gpucloud.observability import RECONCILE_DURATION, RECONCILE_RUNS, RECONCILE_WRITES
+from gpucloud.observability import (
+    RECONCILE_DURATION,
+    RECONCILE_LAST_SUCCESS,
+    RECONCILE_RUNS,
+    RECONCILE_WRITES,
+)
 from scheduling.models import HostCluster
 from tenants import audit
 from tenants.audit import Actor
@@ -76,6 +81,7 @@ def tenant_spec(tenant: Tenant) -> TenantSpec:
 class PassOutcome:
     """What one pass did: the driver's result, database writes, and tenants still on their way."""
 
+    host_cluster_id: int
     result: ReconcileResult
     db_writes: int
     transitional: list[int]
@@ -92,11 +98,12 @@ def reconcile_host_cluster(host_cluster: HostCluster, tenant_ids: Sequence[int] 
         RECONCILE_RUNS.labels(host_cluster.driver, "error").inc()
         raise failure
     RECONCILE_RUNS.labels(host_cluster.driver, "ok").inc()
+    RECONCILE_LAST_SUCCESS.labels(host_cluster.name).set_to_current_time()
     RECONCILE_DURATION.labels(host_cluster.driver).observe(time.perf_counter() - started)
     RECONCILE_WRITES.labels("cluster").inc(result.writes)
     RECONCILE_WRITES.labels("database").inc(db_writes)
     transitional = [t.pk for t in tenants if t.state in TRANSITIONAL]
-    return PassOutcome(result, db_writes, transitional)
+    return PassOutcome(host_cluster.pk, result, db_writes, transitional)
 
 
 def _drive(

@@ -13,8 +13,9 @@ from django.utils import timezone
 from gpucloud import celery as names
 from gpucloud.celery import enqueue
 from gpucloud.tasks import task
+from scheduling.models import HostCluster
 from tenants.models import Tenant
-from workers import reconcile, simulator
+from workers import coalesce, reconcile, simulator
 
 log = logging.getLogger(__name__)
 # After a long pause (beat stopped), the periodic task simulates at most this much of the missed time.
@@ -23,21 +24,51 @@ CATCH_UP = timedelta(hours=1)
 
 @task(names.RECONCILE_TENANT)
 def reconcile_tenant(tenant_id: int) -> None:
-    """The on-change shortcut: reconcile one tenant now, and again shortly while it is in transit."""
-    tenant = Tenant.objects.select_related("cluster__host_cluster").filter(pk=tenant_id).first()
-    if tenant is None or tenant.state == Tenant.State.DELETED:
+    """The on-change shortcut: ask for a pass over the tenant's host cluster, unless one is pending already.
+
+    A burst of changes (two hundred new tenants) thus costs one pass per host cluster, not one per tenant
+    each queueing for the host cluster's lock.
+    """
+    host_cluster_id = (
+        Tenant.objects.exclude(state=Tenant.State.DELETED)
+        .filter(pk=tenant_id)
+        .values_list("cluster__host_cluster_id", flat=True)
+        .first()
+    )
+    if host_cluster_id is not None:
+        _ask_for_pass(host_cluster_id, [tenant_id])
+
+
+@task(names.RECONCILE_HOST_CLUSTER)
+def reconcile_host_cluster(host_cluster_id: int) -> None:
+    """One pass over the changed tenants of a host cluster; again shortly for those still in transit."""
+    host_cluster = HostCluster.objects.filter(pk=host_cluster_id).first()
+    if host_cluster is None:
         return
-    outcome = reconcile.reconcile_host_cluster(tenant.cluster.host_cluster, [tenant_id])
-    if tenant_id in outcome.transitional:
-        enqueue(names.RECONCILE_TENANT, tenant_id, countdown=settings.REQUEUE_DELAY)
+    tenant_ids = coalesce.begin_pass(host_cluster_id)
+    if not tenant_ids:
+        return
+    try:
+        outcome = reconcile.reconcile_host_cluster(host_cluster, tenant_ids)
+    except Exception:  # LockBusy (another pass runs), the cluster away: the retry looks at them again
+        coalesce.give_back(host_cluster_id, tenant_ids)
+        raise
+    if outcome.transitional:
+        _ask_for_pass(host_cluster_id, outcome.transitional, countdown=settings.REQUEUE_DELAY)
+
+
+def _ask_for_pass(host_cluster_id: int, tenant_ids: list[int], countdown: float | None = None) -> None:
+    coalesce.note_change(host_cluster_id, tenant_ids)
+    if coalesce.request_pass(host_cluster_id):
+        enqueue(names.RECONCILE_HOST_CLUSTER, host_cluster_id, countdown=countdown)
 
 
 @task(names.RECONCILE_ALL, max_retries=2)
 def reconcile_all() -> None:
     """The periodic, level-triggered pass over every host cluster."""
     for outcome in reconcile.reconcile_all().values():
-        for tenant_id in outcome.transitional:
-            enqueue(names.RECONCILE_TENANT, tenant_id, countdown=settings.REQUEUE_DELAY)
+        if outcome.transitional:
+            _ask_for_pass(outcome.host_cluster_id, outcome.transitional, countdown=settings.REQUEUE_DELAY)
 
 
 @task(names.AUDIT_STUCK, max_retries=0)

@@ -61,6 +61,16 @@ def test_a_dry_run_shows_the_changes_and_writes_nothing(api, admin, demo_fleet):
     assert not Tenant.objects.filter(slug="vision").exists() and not ManagedObject.objects.exists()
 
 
+def test_the_query_dry_run_of_the_other_writes_is_refused_on_apply_not_ignored(api, admin, demo_fleet):
+    body = {"documents": [tenant("vision", quotas=[{"gpuClass": "h200-141gb", "guaranteed": 4}])]}
+
+    answer = api(admin).post("/api/v1/apply/?dry_run=true", body, format="json")
+
+    assert answer.status_code == 400 and answer.json()["errors"] == {"dry_run": ["not offered here"]}
+    assert "POST /apply/ takes dryRun in its body" in answer.json()["detail"]
+    assert not Tenant.objects.filter(slug="vision").exists() and not ManagedObject.objects.exists()
+
+
 def test_a_refused_document_is_a_problem_naming_document_field_and_reason(api, admin, demo_fleet):
     documents = [tenant("vision"), tenant("speech", trustTier="gold")]
 

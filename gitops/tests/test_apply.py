@@ -19,7 +19,7 @@ from gitops.apply import apply
 from gitops.manifests import ManifestInvalid, parse, read_texts
 from gitops.models import ManagedObject
 from scheduling.models import GpuClass
-from tenants import services
+from tenants import invitations, services
 from tenants.audit import Actor
 from tenants.models import AuditEvent, Invitation, Membership, Quota, Tenant
 
@@ -71,7 +71,7 @@ def test_a_tenant_manifest_creates_the_tenant_its_quotas_members_invitation_and_
     quotas = {q.gpu_class.name: (q.guaranteed, q.burst, q.lendable, q.weight) for q in vision.quotas.all()}
     assert quotas == {"h200-141gb": (8, 8, 0, 1), "h200-141gb.mig-1g.18gb": (14, 0, None, 1)}
     assert Membership.objects.get(tenant=vision, user=alice).role == "owner"
-    assert Invitation.objects.get(tenant=vision).email == "newcomer@example.com"
+    assert Invitation.objects.get(tenant=vision).login == "newcomer@example.com"
     assert Budget.objects.get(tenant=vision).monthly_amount == 20000
     assert [c.action for c in result.changes] == ["create"]
     assert ManagedObject.objects.get(kind="Tenant", name="vision").source == "test"
@@ -221,7 +221,7 @@ def populated(people, demo_fleet, small_fleet):
     services.set_quota(
         actor=admin, tenant=people["b"], gpu_class=GpuClass.objects.get(name="a100-80gb"), guaranteed=2
     )
-    services.invite_member(actor=admin, tenant=people["b"], email="Later@Example.com", role="viewer")
+    invitations.invite(actor=admin, tenant=people["b"], login="Later@Example.com", role="viewer")
     services.update_tenant(actor=admin, tenant=people["a"], trust_tier="trusted")
     services.create_tenant(actor=admin, slug="east", display_name="East", host_cluster=small_fleet)
     budgets.set_budget(actor=admin, tenant=people["a"], monthly_amount="1234.5", enforce=True)
@@ -378,9 +378,10 @@ def test_an_invitation_becomes_a_membership_at_first_sign_in(demo_fleet, make_us
     assert response.status_code == 302
     membership = Membership.objects.get(user=newcomer)
     assert (membership.tenant.slug, membership.role, membership.source) == ("vision", "member", "manual")
-    assert not Invitation.objects.exists()
+    assert not Invitation.objects.filter(accepted_at=None).exists()
+    assert Invitation.objects.get(login="newcomer@example.com").user == newcomer
     event = AuditEvent.objects.get(action="member.add", object_id="vision/newcomer")
-    assert event.actor_label == "system:invitation" and event.after["invited_by"] == "console:test"
+    assert event.actor_label == "system:invitation" and event.after["invited_as"] == "newcomer@example.com"
     # the manifest naming the e-mail address still matches: the invitee is now a user with that address
     assert (
         apply(
@@ -388,6 +389,23 @@ def test_an_invitation_becomes_a_membership_at_first_sign_in(demo_fleet, make_us
         ).changes
         == []
     )
+
+
+def test_a_manifest_changes_the_role_of_the_portals_invitation_whatever_the_case_of_the_address(
+    alice, demo_fleet
+):
+    without_newcomer = VISION.replace("    - {user: newcomer@example.com, role: member}\n", "")
+    apply(docs(without_newcomer), actor=CONSOLE, source="t")
+    vision = Tenant.objects.get(slug="vision")
+    invitations.invite(actor=Actor.of(alice), tenant=vision, login="NewComer@Example.com", role="viewer")
+
+    result = apply(docs(VISION), actor=CONSOLE, source="t")
+
+    assert [(f.path, f.before, f.after) for f in result.changes[0].fields] == [
+        ("members[newcomer@example.com]", "viewer", "member")
+    ]
+    assert list(Invitation.objects.values_list("login", "role")) == [("NewComer@Example.com", "member")]
+    assert apply(docs(VISION), actor=CONSOLE, source="t").changes == []
 
 
 def test_parse_keeps_lines_and_refuses_repeated_keys():

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from drf_spectacular import openapi
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers
 
 from gpucloud.api.problems import PROBLEM_JSON
@@ -23,6 +25,20 @@ class ProblemSerializer(serializers.Serializer):
 
 class AutoSchema(openapi.AutoSchema):
     """Documents the errors too, so clients (and the schema fuzz test) know every answer they may get."""
+
+    def get_override_parameters(self) -> list[Any]:
+        """`?dry_run=true` on the writes of views with `dry_run_allowed` (tenants/api/viewsets.py)."""
+        parameters = list(super().get_override_parameters())
+        if getattr(self.view, "dry_run_allowed", False) and self.method not in ("GET", "HEAD", "OPTIONS"):
+            parameters.append(
+                OpenApiParameter(
+                    "dry_run",
+                    OpenApiTypes.STR,
+                    enum=["true", "1"],
+                    description="run the write in full, then roll it back: its answer, nothing kept",
+                )
+            )
+        return parameters
 
     def _get_response_bodies(self, direction: Any = "response") -> dict[str, Any]:
         responses: dict[str, Any] = super()._get_response_bodies(direction)

@@ -37,3 +37,14 @@ def test_every_list_endpoint_is_paginated(client, admin):
 def test_the_docs_page_is_served(client, admin):
     client.force_login(admin)
     assert client.get("/api/docs/").status_code == 200
+
+
+def test_dry_run_is_documented_on_the_writes_that_offer_it_and_nowhere_else(client, admin):
+    paths = schema(client, admin)["paths"]
+
+    def offers(path, method):
+        return "dry_run" in {p["name"] for p in paths[path][method].get("parameters", [])}
+
+    assert offers("/api/v1/tenants/{tenant_slug}/quotas/{gpu_class}/", "put")
+    assert offers("/api/v1/tenants/", "post") and offers("/api/v1/tenants/{tenant_slug}/members/", "post")
+    assert not offers("/api/v1/tenants/", "get") and not offers("/api/v1/tokens/", "post")

@@ -56,6 +56,7 @@ class TenantViewSet(
 ):
     """Tenants: each a team with one tenant cluster, members and quotas."""
 
+    dry_run_allowed = True
     serializer_class = TenantSerializer
     filterset_class = TenantFilter
     lookup_field = "slug"
@@ -127,6 +128,7 @@ class TenantChildViewSet(BaseViewSet):
 class MemberViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantChildViewSet):
     """People with a role in a tenant."""
 
+    dry_run_allowed = True
     serializer_class = MemberSerializer
     read_permission = "member.view"
     write_scope = ApiToken.Scope.ADMIN
@@ -181,6 +183,7 @@ def gpu_class_named(name: str) -> GpuClass:
 class QuotaViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantChildViewSet):
     """A tenant's quotas, one per GPU class."""
 
+    dry_run_allowed = True
     serializer_class = QuotaSerializer
     lookup_field = "gpu_class__name"
     lookup_url_kwarg = "gpu_class"

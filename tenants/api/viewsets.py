@@ -78,7 +78,46 @@ class IdempotencyMixin:
         return super().finalize_response(request, response, *args, **kwargs)  # type: ignore[misc]
 
 
-class BaseViewSet(IdempotencyMixin, viewsets.GenericViewSet):
+class DryRunMixin:
+    """`?dry_run=true` on a write: the whole request runs (validation, admission, locks, audit) in a
+    transaction that is then rolled back, so the answer is exactly what the write would get, and nothing
+    stays. Terraform's `plan` asks this way. Only views that write nothing outside the database say
+    `dry_run_allowed`; elsewhere the parameter is refused, never quietly ignored (that would write for real).
+    """
+
+    PARAMETER = "dry_run"
+    dry_run_allowed = False
+
+    def dispatch(self, request: Any, *args: Any, **kwargs: Any) -> Any:
+        if request.method in ("GET", "HEAD", "OPTIONS") or self.PARAMETER not in request.GET:
+            return super().dispatch(request, *args, **kwargs)  # type: ignore[misc]
+        with transaction.atomic():
+            response = super().dispatch(request, *args, **kwargs)  # type: ignore[misc]
+            transaction.set_rollback(True)  # also drops every on_commit task the services enqueued
+        response["Dry-Run"] = "true"
+        return response
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        # Authentication and permissions first: a stranger learns nothing from how dry_run is refused.
+        # (Everything this request writes, an idempotency record included, is rolled back by dispatch.)
+        super().initial(request, *args, **kwargs)  # type: ignore[misc]
+        value = request.query_params.get(self.PARAMETER)
+        if value is None or request.method in ("GET", "HEAD", "OPTIONS"):
+            return
+        if not self.dry_run_allowed:
+            raise ServiceError(
+                "this endpoint has no dry run; it is offered by the writes of /tenants/, "
+                "/tenants/{slug}/members/ and /tenants/{slug}/quotas/ "
+                "(POST /apply/ takes dryRun in its body)",
+                errors={self.PARAMETER: ["not offered here"]},
+            )
+        if value not in ("true", "1"):
+            raise ServiceError(
+                f"dry_run must be true or 1, not {value!r}", errors={self.PARAMETER: ["true or 1"]}
+            )
+
+
+class BaseViewSet(DryRunMixin, IdempotencyMixin, viewsets.GenericViewSet):
     """Scoping starts here: `visible_tenants()` is every tenant the caller may see, and nothing else."""
 
     def actor(self) -> Actor:

@@ -153,3 +153,16 @@ def test_a_new_tenant_goes_where_most_gpus_are_not_yet_guaranteed(admin, make_te
     set_quota(admin, first, h200("a100-80gb"), 40)
 
     assert make_tenant("second").cluster.host_cluster.name == "small"  # 8 free against 4
+
+
+def test_a_tenants_own_guarantees_of_other_classes_of_the_model_count_against_a_new_one(admin, make_tenant):
+    vision = make_tenant("vision")
+    set_quota(admin, vision, h200(), 8)  # 8 of the demo fleet's 64 H200
+    mig = h200("h200-141gb.mig-1g.18gb")  # 7 a GPU
+
+    with pytest.raises(CapacityExceeded) as refusal:
+        set_quota(admin, vision, mig, 57 * 7)
+
+    assert refusal.value.extra["available"] == 56 * 7
+    set_quota(admin, vision, mig, 56 * 7)
+    assert capacity_of(h200(), vision.cluster.host_cluster).available == 0

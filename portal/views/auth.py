@@ -1,4 +1,4 @@
-"""Server-rendered pages. They read through the same scoped selectors as the API and hold no logic."""
+"""Signing in with a password (single sign-on is portal/sso.py)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,11 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import views as auth_views
-from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import render
 
 from portal import lockout
-from tenants import audit, services
-from tenants.selectors import visible_tenants
+from tenants import audit, invitations
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +50,7 @@ class LoginView(auth_views.LoginView):
         response = super().form_valid(form)
         lockout.forget_failures(*self._who())
         audit.record_sign_in(form.get_user(), "password")
-        services.accept_invitations(user=form.get_user())
+        invitations.accept(form.get_user())  # roles someone gave this person before their first sign-in
         return response
 
     def form_invalid(self, form: Any) -> HttpResponse:
@@ -62,26 +60,3 @@ class LoginView(auth_views.LoginView):
             username, "password", "the username and password do not match an active account"
         )
         return super().form_invalid(form)
-
-
-@login_required
-def tenant_list(request: HttpRequest) -> HttpResponse:
-    tenants = visible_tenants(request.user).select_related("cluster__host_cluster").order_by("slug")
-    return render(request, "portal/tenant_list.html", {"tenants": tenants})
-
-
-@login_required
-def tenant_detail(request: HttpRequest, slug: str) -> HttpResponse:
-    tenant = get_object_or_404(
-        visible_tenants(request.user).select_related("cluster__host_cluster"), slug=slug
-    )
-    context = {
-        "tenant": tenant,
-        "quotas": tenant.quotas.select_related("gpu_class").order_by("gpu_class__name"),
-        "members": (
-            tenant.memberships.select_related("user").order_by("user__username")
-            if visible_tenants(request.user, "member.view").filter(pk=tenant.pk).exists()
-            else None
-        ),
-    }
-    return render(request, "portal/tenant_detail.html", context)

@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("billing", "0003_auth_encrypt_webhook_url"),
+        ("billing", "0004_prod_ledger_partitions"),
     ]
 
     operations = [

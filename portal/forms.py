@@ -1,0 +1,194 @@
+"""The portal's forms carry what people type to the services; they check nothing the services check.
+
+Fields are plain text where the API takes numbers, so a wrong value reaches the service and comes back with
+the API's own message ("guaranteed must be a whole number, not 'ten'"), shown by the field.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+
+from scheduling.models import GpuClass, HostCluster
+from tenants.models import ApiToken, Membership, Tenant
+
+# Counts are typed as text: what is not a whole number reaches the service, which says so.
+NUMBER = forms.TextInput({"inputmode": "numeric"})
+
+
+def whole(value: str, default: int | None = 0) -> Any:
+    """A typed count as an int; blank is `default`; anything else goes to the service as typed."""
+    value = (value or "").strip()
+    if not value:
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        return value
+
+
+def _choices_of_host_clusters() -> list[tuple[str, str]]:
+    names = HostCluster.objects.order_by("name").values_list("name", flat=True)
+    return [("", "Automatic: the ready host cluster with the most free GPUs"), *((n, n) for n in names)]
+
+
+def _choices_of_classes(blank: str) -> list[tuple[str, str]]:
+    classes = GpuClass.objects.select_related("gpu_model").order_by("name")
+    return [("", blank), *((c.name, f"{c.name} ({c.kind})") for c in classes)]
+
+
+def _choose(form: forms.Form, name: str, choices: list[tuple[str, str]]) -> None:
+    """Fill a choice field when the form is made: the fleet and the catalog change while the server runs."""
+    field = form.fields[name]
+    assert isinstance(field, forms.ChoiceField)
+    field.choices = choices
+
+
+class TenantForm(forms.Form):
+    slug = forms.CharField(
+        required=False,
+        label="Slug",
+        help_text="Lowercase letters, digits and hyphens; names the cluster and never changes.",
+        widget=forms.TextInput(attrs={"autocomplete": "off", "spellcheck": "false", "autofocus": True}),
+    )
+    display_name = forms.CharField(required=False, label="Display name", help_text="Blank: the slug.")
+    trust_tier = forms.ChoiceField(
+        label="Trust tier",
+        choices=Tenant.TrustTier.choices,
+        initial=Tenant.TrustTier.STANDARD,
+        help_text="Isolated tenants get dedicated GPUs only; see docs/permissions.md.",
+    )
+    host_cluster = forms.ChoiceField(label="Host cluster", required=False)
+    gpu_class = forms.ChoiceField(label="GPU class of the first quota", required=False)
+    guaranteed = forms.CharField(required=False, label="Guaranteed", widget=NUMBER)
+    burst = forms.CharField(required=False, label="Burst", widget=NUMBER)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _choose(self, "host_cluster", _choices_of_host_clusters())
+        _choose(self, "gpu_class", _choices_of_classes("None for now"))
+
+
+class QuotaForm(forms.Form):
+    gpu_class = forms.ChoiceField(label="GPU class")
+    guaranteed = forms.CharField(required=False, label="Guaranteed", widget=NUMBER)
+    burst = forms.CharField(required=False, label="Burst", widget=NUMBER)
+    lendable = forms.CharField(
+        required=False,
+        label="Lendable",
+        help_text="Blank: all of the guarantee may be lent while idle.",
+        widget=NUMBER,
+    )
+    weight = forms.CharField(required=False, label="Fair-share weight", widget=NUMBER)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _choose(self, "gpu_class", _choices_of_classes("Choose a class"))
+
+
+class MemberForm(forms.Form):
+    username = forms.CharField(
+        required=False,
+        label="Username or e-mail",
+        help_text="Someone without an account yet gets the role at their first sign-in.",
+        widget=forms.TextInput(attrs={"autocomplete": "off"}),
+    )
+    role = forms.ChoiceField(label="Role", choices=Membership.Role.choices, initial=Membership.Role.MEMBER)
+
+
+class RoleForm(forms.Form):
+    role = forms.ChoiceField(label="Role", choices=Membership.Role.choices)
+
+
+class TokenForm(forms.Form):
+    name = forms.CharField(required=False, label="Name", help_text="Where it is used: “laptop”, “terraform”.")
+    scope = forms.ChoiceField(
+        label="Scope",
+        choices=ApiToken.Scope.choices,
+        initial=ApiToken.Scope.READ,
+        help_text="read only reads; write also changes; admin also manages members and tokens.",
+    )
+    expires_at = forms.DateField(
+        required=False,
+        label="Expires",
+        help_text="Blank: never (revoke it when done). It stops working at 00:00 UTC that day.",
+        widget=forms.DateInput(attrs={"type": "date"}),
+        error_messages={"invalid": "write the date as YYYY-MM-DD"},
+    )
+
+
+class AuditFilterForm(forms.Form):
+    actor = forms.CharField(required=False, label="Who")
+    tenant = forms.CharField(required=False, label="Tenant")
+    action = forms.CharField(required=False, label="Action", help_text="e.g. quota.set")
+    since = forms.DateField(required=False, label="From", widget=forms.DateInput(attrs={"type": "date"}))
+    until = forms.DateField(required=False, label="To", widget=forms.DateInput(attrs={"type": "date"}))
+
+
+class WhatIfForm(forms.Form):
+    """A what-if question: a guarantee (`ask=quota`) or a gang (`ask=gang`), for a tenant or a tier."""
+
+    ask = forms.ChoiceField(
+        label="Question", choices=[("quota", "Would this quota fit?"), ("gang", "Would this gang fit?")]
+    )
+    tenant = forms.CharField(
+        required=False, label="Tenant", help_text="Blank: a new tenant of the trust tier given."
+    )
+    trust_tier = forms.ChoiceField(
+        required=False, label="Trust tier of a new tenant", choices=[("", "—"), *Tenant.TrustTier.choices]
+    )
+    gpu_class = forms.ChoiceField(required=False, label="GPU class")
+    guaranteed = forms.CharField(required=False, label="Guaranteed (quota)", widget=NUMBER)
+    pods = forms.CharField(required=False, label="Pods (gang)", widget=NUMBER)
+    gpus_per_pod = forms.CharField(required=False, label="GPUs per pod (gang)", widget=NUMBER)
+    level = forms.ChoiceField(
+        required=False,
+        label="Keep the gang within one",
+        choices=[(v, v) for v in ("rack", "node", "nvlink", "block", "zone")],
+    )
+    required = forms.BooleanField(required=False, label="Required (not just preferred)")
+    host_cluster = forms.ChoiceField(label="Host cluster", required=False)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _choose(self, "gpu_class", _choices_of_classes("Choose a class"))
+        _choose(self, "host_cluster", _choices_of_host_clusters())
+
+
+class UserForm(forms.Form):
+    username = forms.CharField(
+        required=False, label="Username", widget=forms.TextInput({"autocomplete": "off"})
+    )
+    email = forms.CharField(
+        required=False, label="E-mail", help_text="Invitations to this address become theirs."
+    )
+    password = forms.CharField(
+        required=False,
+        label="Password",
+        help_text="Blank: one is generated and shown once, for you to pass on.",
+        widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}),
+    )
+
+
+class RateCardForm(forms.Form):
+    effective_from = forms.DateField(
+        label="In force from",
+        help_text="00:00 UTC that day; a card is never edited, a new one replaces it.",
+        widget=forms.DateInput(attrs={"type": "date"}),
+        error_messages={"invalid": "write the date as YYYY-MM-DD", "required": "give the first day"},
+    )
+    currency = forms.CharField(required=False, label="Currency", initial="USD")
+    prices = forms.CharField(
+        required=False,
+        label="Prices per GPU-hour",
+        help_text="One class a line: h200-141gb = 3.10",
+        widget=forms.Textarea(attrs={"rows": 4, "spellcheck": "false"}),
+    )
+    tier_multipliers = forms.CharField(
+        required=False,
+        label="Trust-tier multipliers",
+        help_text="Optional, one a line: isolated = 1.25",
+        widget=forms.Textarea(attrs={"rows": 2, "spellcheck": "false"}),
+    )
+    note = forms.CharField(required=False, label="Note")

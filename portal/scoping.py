@@ -1,0 +1,55 @@
+"""The portal's one way to reach a tenant: the API's scope (`visible_tenants`) and permission matrix.
+
+Another tenant is "not found"; a tenant the person belongs to without the permission a page needs is
+"forbidden" with the roles that would allow it, word for word as the API says it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest
+from django.shortcuts import get_object_or_404
+
+from gpucloud.errors import PermissionDenied, ServiceError
+from tenants import services
+from tenants.audit import Actor
+from tenants.models import Tenant
+from tenants.permissions import roles_with
+from tenants.selectors import visible_tenants
+
+
+def actor_of(request: HttpRequest) -> Actor:
+    return Actor.of(request.user)
+
+
+def tenant_for(request: HttpRequest, slug: str, permission: str = "tenant.view") -> Tenant:
+    """The tenant `slug` if the person may see it (else 404) and holds `permission` there (else 403)."""
+    tenant = get_object_or_404(
+        visible_tenants(request.user).select_related("cluster__host_cluster"), slug=slug
+    )
+    if not services.can(actor_of(request), tenant, permission):
+        raise PermissionDenied(
+            f"this page needs one of these roles in tenant {tenant.slug}: "
+            + (", ".join(sorted(roles_with(permission))) or "platform administrators only")
+        )
+    return tenant
+
+
+def allowed(request: HttpRequest, tenant: Tenant, *permissions: str) -> dict[str, bool]:
+    """Which of `permissions` the person holds in the tenant, for templates: {"quota_manage": True, …}."""
+    actor = actor_of(request)
+    return {p.replace(".", "_"): services.can(actor, tenant, p) for p in permissions}
+
+
+def form_errors(form: Any, error: ServiceError) -> None:
+    """Put a service's refusal on the form: each field's messages next to that field, the rest on top."""
+    placed = False
+    for field, messages in error.errors.items():
+        name = field if field in form.fields else field.rsplit(".", 1)[-1]  # "quotas[0].gpu_class"
+        if name in form.fields:
+            for message in messages:
+                form.add_error(name, message)
+            placed = True
+    if not placed or all(error.detail not in messages for messages in error.errors.values()):
+        form.add_error(None, error.detail)

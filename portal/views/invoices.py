@@ -1,0 +1,103 @@
+"""A tenant's invoices, an invoice's page (lines, adjustments, downloads), the budget and its alerts."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.db.models import QuerySet
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_POST
+
+from billing import exports
+from billing.models import Budget, Invoice
+from billing.services import invoicing
+from billing.services.budgets import spent_this_month
+from gpucloud.errors import ServiceError
+from portal.scoping import actor_of, allowed, tenant_for
+from tenants.models import Tenant
+
+PER_PAGE = 24
+
+
+def _invoices(tenant: Tenant) -> QuerySet[Invoice]:
+    return Invoice.objects.filter(tenant=tenant).order_by("-period_start")
+
+
+@login_required
+def invoices(request: HttpRequest, slug: str) -> HttpResponse:
+    tenant = tenant_for(request, slug, "billing.view")
+    budget = Budget.objects.filter(tenant=tenant).prefetch_related("alerts").first()
+    context = {
+        "tenant": tenant,
+        "tab": "invoices",
+        "page": Paginator(_invoices(tenant), PER_PAGE).get_page(request.GET.get("page")),
+        "budget": budget,
+        "alerts": list(budget.alerts.all()[:12]) if budget else [],
+        "spent": spent_this_month(tenant, timezone.now()),
+        "month": timezone.now().strftime("%Y-%m"),
+    }
+    return render(request, "portal/tenant/invoices.html", context)
+
+
+@login_required
+@require_POST
+def draft(request: HttpRequest, slug: str) -> HttpResponse:
+    """Compute (or recompute) this month's draft from the ledger, as POST /api/v1/invoices/ does."""
+    tenant = tenant_for(request, slug, "billing.view")
+    now = timezone.now()
+    try:
+        invoice = invoicing.draft_invoice(
+            actor=actor_of(request), tenant=tenant, year=now.year, month=now.month
+        )
+    except ServiceError as error:
+        messages.error(request, error.detail)
+        return redirect("portal:tenant-invoices", tenant.slug)
+    return redirect("portal:tenant-invoice", tenant.slug, invoice.public_id)
+
+
+@login_required
+def invoice(request: HttpRequest, slug: str, invoice_id: str) -> HttpResponse:
+    tenant = tenant_for(request, slug, "billing.view")
+    row = get_object_or_404(Invoice.objects.prefetch_related("lines"), tenant=tenant, public_id=invoice_id)
+    lines = sorted(row.lines.all(), key=lambda line: (line.kind, line.gpu_class, line.charge_start))
+    context = {
+        "tenant": tenant,
+        "tab": "invoices",
+        "invoice": row,
+        "usage": [line for line in lines if line.kind == "usage"],
+        "adjustments": [line for line in lines if line.kind != "usage"],
+        "can": allowed(request, tenant, "invoice.download"),
+        "platform_admin": actor_of(request).is_platform_admin,
+    }
+    return render(request, "portal/tenant/invoice.html", context)
+
+
+@login_required
+def download(request: HttpRequest, slug: str, invoice_id: str, what: str) -> HttpResponse:
+    """The invoice as CSV or FOCUS, exported and audited as the API's download is."""
+    tenant = tenant_for(request, slug, "invoice.download")
+    if what not in ("csv", "focus"):
+        raise Http404("invoices download as csv or focus")
+    row = get_object_or_404(Invoice.objects.prefetch_related("lines"), tenant=tenant, public_id=invoice_id)
+    invoicing.record_export(actor=actor_of(request), tenant=tenant, what=what, object_id=row.public_id)
+    text = exports.invoices_csv([row]) if what == "csv" else exports.invoices_focus([row])
+    response = HttpResponse(text, content_type="text/csv")
+    response["Content-Disposition"] = f'attachment; filename="{row.public_id}-{what}.csv"'
+    return response
+
+
+@login_required
+@require_POST
+def issue(request: HttpRequest, slug: str, invoice_id: str) -> HttpResponse:
+    tenant = tenant_for(request, slug, "billing.view")
+    row = get_object_or_404(Invoice, tenant=tenant, public_id=invoice_id)
+    try:
+        invoicing.issue_invoice(actor=actor_of(request), invoice=row)
+    except ServiceError as error:
+        messages.error(request, error.detail)
+    else:
+        messages.success(request, f"Invoice {row.public_id} issued; it will not change again.")
+    return redirect("portal:tenant-invoice", tenant.slug, row.public_id)

@@ -1,0 +1,76 @@
+"""`/tenants/<slug>/quotas/`: each class's use against its guarantee and burst, and setting them."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from gpucloud.errors import ServiceError
+from portal.bars import bar
+from portal.forms import QuotaForm, whole
+from portal.scoping import actor_of, allowed, form_errors, tenant_for
+from scheduling.selectors import units_in_use
+from tenants import services
+from tenants.api.views import gpu_class_named
+from tenants.capacity import capacity_table
+
+
+@login_required
+def quotas(request: HttpRequest, slug: str) -> HttpResponse:
+    tenant = tenant_for(request, slug, "quota.view")
+    can = allowed(request, tenant, "quota.manage")
+    initial = {"gpu_class": request.GET.get("class", "")}
+    form = QuotaForm(request.POST or None, initial=initial)
+    if request.method == "POST" and form.is_valid() and _set(request, tenant, form):
+        return redirect("portal:tenant-quotas", tenant.slug)
+    used = units_in_use([tenant.pk])
+    rows = [
+        (q, bar(used.get((tenant.pk, q.gpu_class.name), 0), q.guaranteed, q.burst))
+        for q in tenant.quotas.select_related("gpu_class").order_by("gpu_class__name")
+    ]
+    context = {
+        "tenant": tenant,
+        "tab": "quotas",
+        "rows": rows,
+        "form": form,
+        "can": can,
+        # What the host cluster could still guarantee, per class: the numbers a refusal would name.
+        "capacity": capacity_table(tenant.cluster.host_cluster) if can["quota_manage"] else [],
+    }
+    return render(request, "portal/tenant/quotas.html", context)
+
+
+def _set(request: HttpRequest, tenant: object, form: QuotaForm) -> bool:
+    data = form.cleaned_data
+    try:
+        quota, created = services.set_quota(
+            actor=actor_of(request),
+            tenant=tenant,  # type: ignore[arg-type]
+            gpu_class=gpu_class_named(data["gpu_class"]),
+            guaranteed=whole(data["guaranteed"]),
+            burst=whole(data["burst"]),
+            lendable=whole(data["lendable"], None),
+            weight=whole(data["weight"], 1),
+        )
+    except ServiceError as error:
+        form_errors(form, error)
+        return False
+    messages.success(request, f"Quota of {quota.gpu_class.name} {'set' if created else 'changed'}.")
+    return True
+
+
+@login_required
+@require_POST
+def quota_remove(request: HttpRequest, slug: str, gpu_class: str) -> HttpResponse:
+    tenant = tenant_for(request, slug, "quota.view")
+    quota = get_object_or_404(tenant.quotas.select_related("gpu_class"), gpu_class__name=gpu_class)
+    try:
+        services.remove_quota(actor=actor_of(request), quota=quota)
+    except ServiceError as error:
+        messages.error(request, error.detail)
+    else:
+        messages.success(request, f"Quota of {gpu_class} removed; its guarantee returns to the pool.")
+    return redirect("portal:tenant-quotas", tenant.slug)

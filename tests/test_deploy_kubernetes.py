@@ -1,0 +1,181 @@
+"""The Kubernetes manifests as `kubectl kustomize` renders them (deploy/kubernetes): what a platform team's
+review looks for — probes, the restricted Pod Security profile, resources, no secret values, the migration
+Job, one scheduler — and that the pieces point at each other (selectors, ports, scale targets)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.tools import unavailable
+
+ROOT = Path(__file__).resolve().parent.parent
+OVERLAYS = ("production", "quickstart")
+SECRET_SETTINGS = {
+    "DATABASE_URL",
+    "CELERY_BROKER_URL",
+    "GPUCLOUD_CACHE_URL",
+    "SECRET_KEY",
+    "GPUCLOUD_ENCRYPTION_KEYS",
+}
+IMAGE_USER = int(re.search(r"^USER (\d+)", (ROOT / "deploy/image/Dockerfile").read_text(), re.M).group(1))
+
+
+def render(overlay: str) -> list[dict]:
+    if not shutil.which("kubectl"):
+        unavailable("kubectl is not installed")
+    done = subprocess.run(
+        ["kubectl", "kustomize", str(ROOT / "deploy" / "kubernetes" / "overlays" / overlay)],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+
+
+@pytest.fixture(scope="module", params=OVERLAYS)
+def objects(request) -> list[dict]:
+    return render(request.param)
+
+
+def of_kind(objects: list[dict], kind: str) -> dict[str, dict]:
+    return {o["metadata"]["name"]: o for o in objects if o["kind"] == kind}
+
+
+def workloads(objects: list[dict]) -> dict[str, dict]:
+    """Every Deployment and Job, the quickstart's Redis included."""
+    return of_kind(objects, "Deployment") | of_kind(objects, "Job")
+
+
+def gpucloud_workloads(objects: list[dict]) -> dict[str, dict]:
+    """gpucloud's own: web, worker, scheduler, the migration Job."""
+    named = {
+        name: w
+        for name, w in workloads(objects).items()
+        if w["metadata"]["labels"].get("app.kubernetes.io/name") == "gpucloud"
+    }
+    assert set(named) == {"gpucloud-web", "gpucloud-worker", "gpucloud-scheduler", "gpucloud-migrate"}
+    return named
+
+
+def test_every_pod_runs_under_the_restricted_profile_with_a_read_only_root(objects):
+    for name, workload in workloads(objects).items():
+        pod = workload["spec"]["template"]["spec"]
+        assert pod["securityContext"]["runAsNonRoot"] is True, name
+        assert pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault", name
+        assert pod.get("automountServiceAccountToken") is False, name
+        assert not pod.get("hostNetwork") and not pod.get("hostPID"), name
+        for container in pod["containers"]:
+            security = container["securityContext"]
+            assert security["allowPrivilegeEscalation"] is False, name
+            assert security["capabilities"]["drop"] == ["ALL"], name
+            assert security["readOnlyRootFilesystem"] is True, name
+        if name != "gpucloud-redis":
+            assert pod["securityContext"]["runAsUser"] == IMAGE_USER, name
+
+
+def test_every_container_states_its_resources(objects):
+    for name, workload in workloads(objects).items():
+        for container in workload["spec"]["template"]["spec"]["containers"]:
+            for bound in ("requests", "limits"):
+                assert {"cpu", "memory"} <= set(container["resources"][bound]), f"{name}: {bound}"
+
+
+def test_web_is_probed_on_healthz_and_readyz_with_a_host_it_allows(objects):
+    web = of_kind(objects, "Deployment")["gpucloud-web"]["spec"]["template"]["spec"]["containers"][0]
+    assert web["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert web["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    allowed = of_kind(objects, "ConfigMap")["gpucloud-config"]["data"]["ALLOWED_HOSTS"].split(",")
+    for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+        headers = {h["name"]: h["value"] for h in web[probe]["httpGet"]["httpHeaders"]}
+        assert headers["Host"] in allowed, probe
+    worker = of_kind(objects, "Deployment")["gpucloud-worker"]["spec"]["template"]["spec"]["containers"][0]
+    assert worker["livenessProbe"]["httpGet"]["port"] == "metrics"
+
+
+def test_no_secret_value_is_in_the_manifests(objects):
+    assert not of_kind(objects, "Secret")
+    for name, workload in gpucloud_workloads(objects).items():
+        for container in workload["spec"]["template"]["spec"]["containers"]:
+            for variable in container.get("env", []):
+                if variable["name"] in SECRET_SETTINGS:
+                    assert "secretKeyRef" in variable["valueFrom"], f"{name}: {variable['name']}"
+    text = yaml.safe_dump_all(objects)
+    assert not re.search(r"://[^/\s:@]*:[^/\s@]+@", text), "a URL with a password"
+    assert not re.search(r"(?im)^[\s-]*(password|secret[-_]?key|token|encryption[-_]keys)\s*:\s*\S", text)
+
+
+def test_every_process_gets_its_settings_and_every_secret_it_needs(objects):
+    for name, workload in gpucloud_workloads(objects).items():
+        container = workload["spec"]["template"]["spec"]["containers"][0]
+        assert container["envFrom"] == [{"configMapRef": {"name": "gpucloud-config"}}], name
+        named = {v["name"] for v in container["env"]} | set(
+            of_kind(objects, "ConfigMap")["gpucloud-config"]["data"]
+        )
+        assert {"DATABASE_URL", "CELERY_BROKER_URL", "SECRET_KEY", "GPUCLOUD_ENCRYPTION_KEYS"} <= named, name
+
+
+def test_migrations_run_as_a_job_and_exactly_one_scheduler_runs(objects):
+    job = of_kind(objects, "Job")["gpucloud-migrate"]["spec"]["template"]["spec"]
+    assert job["restartPolicy"] == "Never"
+    assert "gpucloud migrate" in " ".join(job["containers"][0]["args"])
+    scheduler = of_kind(objects, "Deployment")["gpucloud-scheduler"]["spec"]
+    assert scheduler["replicas"] == 1 and scheduler["strategy"]["type"] == "Recreate"
+    assert scheduler["template"]["spec"]["containers"][0]["args"] == ["gpucloud", "scheduler"]
+    scaled = {
+        h["spec"]["scaleTargetRef"]["name"] for h in of_kind(objects, "HorizontalPodAutoscaler").values()
+    }
+    assert scaled == {"gpucloud-web", "gpucloud-worker"}
+
+
+def labels_match(selector: dict, labels: dict) -> bool:
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
+def test_services_budgets_and_monitors_select_the_pods_and_ports_that_exist(objects):
+    deployments = of_kind(objects, "Deployment")
+    pods = [d["spec"]["template"] for d in deployments.values()]
+    for name, service in of_kind(objects, "Service").items():
+        chosen = [p for p in pods if labels_match(service["spec"]["selector"], p["metadata"]["labels"])]
+        assert chosen, f"service {name} selects no pod"
+        ports = {port["name"] for p in chosen for c in p["spec"]["containers"] for port in c["ports"]}
+        assert {p["targetPort"] for p in service["spec"]["ports"]} <= ports, name
+    for name, budget in of_kind(objects, "PodDisruptionBudget").items():
+        assert labels_match(
+            budget["spec"]["selector"]["matchLabels"],
+            deployments[name]["spec"]["template"]["metadata"]["labels"],
+        )
+    for target in (
+        h["spec"]["scaleTargetRef"]["name"] for h in of_kind(objects, "HorizontalPodAutoscaler").values()
+    ):
+        assert target in deployments
+    monitor = of_kind(objects, "ServiceMonitor")["gpucloud"]["spec"]
+    monitored = [
+        s
+        for s in of_kind(objects, "Service").values()
+        if labels_match(monitor["selector"]["matchLabels"], s["metadata"].get("labels", {}))
+    ]
+    assert {s["metadata"]["name"] for s in monitored} == {"gpucloud-web", "gpucloud-worker-metrics"}
+    for service in monitored:
+        assert monitor["endpoints"][0]["port"] in {p["name"] for p in service["spec"]["ports"]}
+    backend = of_kind(objects, "Ingress")["gpucloud"]["spec"]["rules"][0]["http"]["paths"][0]["backend"][
+        "service"
+    ]
+    assert backend["name"] in of_kind(objects, "Service")
+
+
+def test_the_quickstart_brings_its_own_postgresql_and_redis_and_production_does_not():
+    production, quickstart = render("production"), render("quickstart")
+    assert not of_kind(production, "Cluster") and "gpucloud-redis" not in of_kind(production, "Deployment")
+    cluster = of_kind(quickstart, "Cluster")["gpucloud-db"]
+    assert cluster["apiVersion"].startswith("postgresql.cnpg.io/")
+    web = of_kind(quickstart, "Deployment")["gpucloud-web"]["spec"]["template"]["spec"]["containers"][0]
+    database = next(v for v in web["env"] if v["name"] == "DATABASE_URL")
+    assert database["valueFrom"]["secretKeyRef"]["name"] == f"{cluster['metadata']['name']}-app"
+    broker = of_kind(quickstart, "ConfigMap")["gpucloud-config"]["data"]["CELERY_BROKER_URL"]
+    assert broker.split("//")[1].split(":")[0] in of_kind(quickstart, "Service")
