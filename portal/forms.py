@@ -192,3 +192,41 @@ class RateCardForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 2, "spellcheck": "false"}),
     )
     note = forms.CharField(required=False, label="Note")
+
+
+class BudgetForm(forms.Form):
+    monthly_amount = forms.CharField(
+        required=False, label="Monthly amount", widget=forms.TextInput({"inputmode": "decimal"})
+    )
+    currency = forms.CharField(
+        required=False, label="Currency", initial="USD", help_text="Three letters, e.g. USD."
+    )
+    email = forms.CharField(
+        required=False,
+        label="Alert e-mail",
+        help_text="Blank: no e-mail.",
+        widget=forms.EmailInput(attrs={"autocomplete": "email"}),
+    )
+    enforce = forms.BooleanField(required=False, label="Hold the queues at 100 % (suspends the tenant)")
+    webhook_url = forms.CharField(
+        required=False,
+        label="Alert webhook",
+        help_text="An https URL to a public address; it is stored encrypted and never shown again.",
+        widget=forms.URLInput(attrs={"autocomplete": "off", "spellcheck": "false"}),
+    )
+    remove_webhook = forms.BooleanField(required=False, label="Remove the webhook")
+
+    def __init__(self, *args: Any, webhook_origin: str = "", **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if webhook_origin:  # set: its URL may hold a secret, so it is never sent back to the browser
+            field = self.fields["webhook_url"]
+            field.help_text = f"Set ({webhook_origin}) — leave empty to keep, or type a new URL."
+            field.widget.attrs["placeholder"] = "set — leave empty to keep"
+        else:
+            del self.fields["remove_webhook"]
+
+    def webhook(self) -> str | None:
+        """What `set_budget` takes: None keeps the stored webhook, "" removes it, a URL replaces it."""
+        if self.cleaned_data.get("remove_webhook"):
+            return ""
+        return self.cleaned_data["webhook_url"].strip() or None

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
+from ipaddress import ip_network
 from pathlib import Path
 
 import pytest
 import yaml
 from django.contrib.auth.models import User
 
+from billing.models import Budget
 from billing.services import rates
 from billing.services.ingest import ingest_scrape
 from billing.tests.conftest import Row, exposition, gpu_uuid
@@ -356,7 +358,7 @@ def test_the_capacity_page_charts_guarantees_and_answers_what_if(browser, people
     assert browser.page.inner_text("#what-if-answer").startswith("It does not fit")
 
 
-def test_the_invoice_page_shows_the_lines_and_downloads_them(browser, people, mini):
+def test_the_invoice_page_shows_the_lines_and_downloads_them(browser, people, mini, settings):
     cluster = people["a"].cluster
     cluster.host_cluster = mini
     cluster.save()
@@ -385,6 +387,35 @@ def test_the_invoice_page_shows_the_lines_and_downloads_them(browser, people, mi
     assert AuditEvent.objects.filter(tenant=people["a"], action="billing.export").exists()
     browser.go("/tenants/tenant-a/invoices/")
     browser.shot("invoices")
+
+    # The budget: refused by the field, set, changed keeping the unseen webhook, the webhook removed.
+    settings.WEBHOOK_ALLOW_HTTP, settings.WEBHOOK_ALLOWED_NETWORKS = True, [ip_network("127.0.0.1/32")]
+    page = browser.page
+    page.fill("#id_monthly_amount", "500")
+    page.fill("#id_currency", "EURO")
+    page.fill("#id_webhook_url", "http://127.0.0.1:8299/hooks/s3cr3t")
+    page.click("#set-budget button[type=submit]")
+    assert "three letters" in page.inner_text("#id_currency-errors")
+    assert not Budget.objects.filter(tenant=people["a"]).exists()
+    page.fill("#id_currency", "eur")
+    page.fill("#id_webhook_url", "http://127.0.0.1:8299/hooks/s3cr3t")
+    page.click("#set-budget button[type=submit]")
+    page.wait_for_selector("text=Budget set: 500.00 EUR a month.")
+    assert "s3cr3t" not in page.content()  # the stored URL may hold a secret: only its origin is shown
+    assert page.get_attribute("#id_webhook_url", "placeholder") == "set — leave empty to keep"
+    page.fill("#id_monthly_amount", "750")
+    page.check("#id_enforce")
+    page.click("#set-budget button[type=submit]")
+    page.wait_for_selector("text=Budget set: 750.00 EUR a month.")
+    budget = Budget.objects.get(tenant=people["a"])
+    assert (budget.monthly_amount, budget.enforce) == (750, True)
+    assert budget.webhook_url == "http://127.0.0.1:8299/hooks/s3cr3t"  # left empty: kept
+    browser.shot("budget", narrow=True)
+    page.check("#id_remove_webhook")
+    page.click("#set-budget button[type=submit]")
+    page.wait_for_selector("text=Budget set: 750.00 EUR a month.")
+    assert Budget.objects.get(tenant=people["a"]).webhook_url == ""
+    assert page.query_selector("#id_remove_webhook") is None
 
 
 def test_an_administrator_makes_a_local_account_and_resets_its_password(browser, people):

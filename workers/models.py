@@ -67,3 +67,31 @@ class TenantChange(models.Model):
 
     def __str__(self) -> str:
         return f"tenant {self.tenant_id} on {self.host_cluster_id}"
+
+
+class ObservedWorkload(models.Model):
+    """A Kueue `Workload` the reconciler saw in a tenant's namespace on a Kubernetes host cluster.
+
+    Replaced per pass (`workers.reconcile`), and only when what was seen differs from what is stored.
+    """
+
+    class State(models.TextChoices):
+        ADMITTED = "admitted"
+        PENDING = "pending"
+        FINISHED = "finished"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="observed_workloads")
+    name = models.CharField(max_length=253)
+    queue = models.CharField(max_length=253, blank=True)
+    state = models.CharField(max_length=16, choices=State.choices)
+    gpus = models.PositiveIntegerField(help_text="GPU units asked for: pods × GPUs (or MIG slices) per pod")
+    gpu_class = models.CharField(max_length=100, blank=True)
+    created_at = models.DateTimeField(null=True, blank=True, help_text="when Kueue created it")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "name"], name="observed_workload_unique_name")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.state})"

@@ -39,6 +39,7 @@ from workers.drivers.kubernetes import KubernetesDriver, PartialReconcile
 from workers.drivers.simulated import SimulatedDriver
 from workers.hostclusters import api_client_of, profile_of
 from workers.locks import exclusive
+from workers.models import ObservedWorkload
 
 log = logging.getLogger(__name__)
 RECONCILER = Actor.system("reconciler")
@@ -93,7 +94,7 @@ def reconcile_host_cluster(host_cluster: HostCluster, tenant_ids: Sequence[int] 
     with exclusive(f"reconcile:host-cluster:{host_cluster.pk}"):
         tenants = _tenants(host_cluster, tenant_ids)
         result, failure = _drive(host_cluster, tenants, complete=tenant_ids is None)
-        db_writes = sum(_write_back(t, result) for t in tenants)
+        db_writes = sum(_write_back(t, result) + _write_workloads(t, result) for t in tenants)
     if failure is not None:
         RECONCILE_RUNS.labels(host_cluster.driver, "error").inc()
         raise failure
@@ -196,6 +197,24 @@ def _write_back(tenant: Tenant, result: ReconcileResult) -> int:
             writes += 2
             step = _next_tenant_state(tenant, phase, error)
     return writes
+
+
+def _write_workloads(tenant: Tenant, result: ReconcileResult) -> int:
+    """Replace the tenant's observed Kueue workloads when they differ from what is stored; rows written."""
+    seen = result.workloads.get(tenant.slug)
+    if seen is None:  # not looked at in this pass (simulated driver, KAI, a failed list): keep what is stored
+        return 0
+    fields = ("name", "queue", "state", "gpus", "gpu_class", "created_at")
+    stored = set(ObservedWorkload.objects.filter(tenant=tenant).values_list(*fields))
+    wanted = {tuple(getattr(w, f) for f in fields) for w in seen}
+    if stored == wanted:
+        return 0
+    with transaction.atomic():
+        deleted, _ = ObservedWorkload.objects.filter(tenant=tenant).delete()
+        ObservedWorkload.objects.bulk_create(
+            ObservedWorkload(tenant=tenant, **dict(zip(fields, row, strict=True))) for row in wanted
+        )
+    return deleted + len(wanted)
 
 
 def _cluster_state(tenant: Tenant, phase: str, current: str) -> str:

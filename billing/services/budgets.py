@@ -5,12 +5,15 @@ webhook, e-mail) and, where enforced, 100 % suspends the tenant.
 from __future__ import annotations
 
 import logging
+import re
 from datetime import datetime
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.mail import send_mail
+from django.core.validators import validate_email
 from django.db import transaction
 from django.db.models import Sum
 from django.utils import timezone
@@ -32,6 +35,10 @@ from tenants.services import require, suspend_tenant
 
 log = logging.getLogger(__name__)
 THRESHOLDS = (50, 80, 100)
+# The webhook URL is stored encrypted and never shown, so a caller editing the budget cannot send it back:
+# `webhook_url=None` (the default) keeps the one stored; "" removes it; a URL replaces it.
+KEEP: None = None
+MAX_AMOUNT = Decimal(10**16)  # Budget.monthly_amount holds 16 digits before the point
 
 
 @transaction.atomic
@@ -41,26 +48,41 @@ def set_budget(
     tenant: Tenant,
     monthly_amount: Any,
     currency: str = "USD",
-    webhook_url: str = "",
+    webhook_url: str | None = KEEP,
     email: str = "",
     enforce: bool = False,
 ) -> Budget:
-    """Set the tenant's monthly budget. Owners and admins of the tenant, or platform administrators."""
+    """Set the tenant's monthly budget. Owners and admins of the tenant, or platform administrators.
+
+    `webhook_url` None keeps the stored webhook (none on a new budget), "" removes it, a URL replaces it.
+    """
     require(actor, tenant, "budget.manage", "setting a budget")
     amount = decimal_of(monthly_amount, "monthly_amount").quantize(CENT, ROUND_HALF_UP)
     if amount == 0:
         raise ValidationFailed.on("monthly_amount", "a budget must be more than 0")
+    if amount >= MAX_AMOUNT:
+        raise ValidationFailed.on("monthly_amount", f"a budget must be less than {MAX_AMOUNT:,}")
+    currency = (currency or "").strip().upper()
+    if not re.fullmatch(r"[A-Z]{3}", currency):
+        raise ValidationFailed.on(
+            "currency", f"the currency is three letters (ISO 4217, e.g. USD), not {currency!r}"
+        )
+    email = (email or "").strip()
+    if email:
+        try:
+            validate_email(email)
+        except DjangoValidationError:
+            raise ValidationFailed.on("email", f"{email!r} is not an e-mail address") from None
     before = Budget.objects.filter(tenant=tenant).values("monthly_amount", "enforce").first()
-    budget, _ = Budget.objects.update_or_create(
-        tenant=tenant,
-        defaults={
-            "monthly_amount": amount,
-            "currency": currency.upper(),
-            "webhook_url_ciphertext": webhooks.seal(webhook_url),
-            "email": email,
-            "enforce": enforce,
-        },
-    )
+    defaults: dict[str, Any] = {
+        "monthly_amount": amount,
+        "currency": currency,
+        "email": email,
+        "enforce": enforce,
+    }
+    if webhook_url is not KEEP:
+        defaults["webhook_url_ciphertext"] = webhooks.seal(webhook_url)
+    budget, _ = Budget.objects.update_or_create(tenant=tenant, defaults=defaults)
     audit.record(
         actor,
         "budget.set",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 from datetime import UTC, datetime
+from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from ipaddress import ip_network
 
@@ -16,7 +17,7 @@ from billing.services.budgets import check_budget, check_budgets, set_budget
 from billing.services.ingest import ingest_scrape
 from billing.services.rates import create_rate_card
 from billing.tests.conftest import Receiver, Row, exposition, gpu_uuid
-from gpucloud.errors import PermissionDenied
+from gpucloud.errors import PermissionDenied, ValidationFailed
 from tenants.audit import Actor
 from tenants.models import AuditEvent, Tenant
 
@@ -176,3 +177,57 @@ def test_a_webhook_redirect_is_not_followed(
         check_budget(budget, NOW)
 
     assert [method for method, _ in bouncer.requests] == ["POST"] and inside.requests == []
+
+
+def test_changing_a_budget_without_a_webhook_keeps_the_stored_one(people, settings):
+    settings.WEBHOOK_ALLOW_HTTP, settings.WEBHOOK_ALLOWED_NETWORKS = True, [ip_network("127.0.0.1/32")]
+    tenant = people["a"]
+    set_budget(actor=ADMIN, tenant=tenant, monthly_amount="10", webhook_url="http://127.0.0.1:8299/s3cr3t")
+
+    budget = set_budget(actor=ADMIN, tenant=tenant, monthly_amount="20", email="f@a.example", enforce=True)
+
+    assert budget.webhook_url == "http://127.0.0.1:8299/s3cr3t"
+    budget.refresh_from_db()
+    assert (budget.monthly_amount, budget.webhook_url) == (Decimal("20.00"), "http://127.0.0.1:8299/s3cr3t")
+
+
+def test_an_empty_webhook_removes_it_and_a_new_url_replaces_it(people, settings):
+    settings.WEBHOOK_ALLOW_HTTP, settings.WEBHOOK_ALLOWED_NETWORKS = True, [ip_network("127.0.0.1/32")]
+    tenant = people["a"]
+    set_budget(actor=ADMIN, tenant=tenant, monthly_amount="10", webhook_url="http://127.0.0.1:8299/old")
+
+    assert set_budget(actor=ADMIN, tenant=tenant, monthly_amount="10", webhook_url="").webhook_url == ""
+    replaced = set_budget(
+        actor=ADMIN, tenant=tenant, monthly_amount="10", webhook_url="http://127.0.0.1:8299/new"
+    )
+    assert replaced.webhook_url == "http://127.0.0.1:8299/new"
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "says"),
+    [
+        ("currency", "EURO", "three letters"),
+        ("email", "not-an-address", "is not an e-mail address"),
+        ("monthly_amount", "1e17", "less than"),
+    ],
+)
+def test_a_budget_the_table_cannot_hold_is_refused_naming_the_field(people, field, value, says):
+    arguments = {"monthly_amount": "10", field: value}
+    with pytest.raises(ValidationFailed) as refused:
+        set_budget(actor=ADMIN, tenant=people["a"], **arguments)
+    assert says in refused.value.errors[field][0]
+
+
+def test_the_budget_api_keeps_the_webhook_when_the_body_leaves_it_out(api, people, settings):
+    settings.WEBHOOK_ALLOW_HTTP, settings.WEBHOOK_ALLOWED_NETWORKS = True, [ip_network("127.0.0.1/32")]
+    alice = api(people["alice"])
+    body = {"tenant": "tenant-a", "monthly_amount": "100", "webhook_url": "http://127.0.0.1:8299/hook"}
+    assert alice.post("/api/v1/budgets/", body, format="json").status_code == 201
+
+    kept = alice.post("/api/v1/budgets/", {"tenant": "tenant-a", "monthly_amount": "120"}, format="json")
+    removed = alice.post(
+        "/api/v1/budgets/", {"tenant": "tenant-a", "monthly_amount": "120", "webhook_url": ""}, format="json"
+    )
+
+    assert kept.status_code == 201 and kept.json()["webhook_url"] == "http://127.0.0.1:8299/…"
+    assert removed.status_code == 201 and removed.json()["webhook_url"] == ""

@@ -13,10 +13,11 @@ from django.views.decorators.http import require_POST
 
 from billing import exports
 from billing.models import Budget, Invoice
-from billing.services import invoicing
+from billing.services import budgets, invoicing
 from billing.services.budgets import spent_this_month
 from gpucloud.errors import ServiceError
-from portal.scoping import actor_of, allowed, tenant_for
+from portal.forms import BudgetForm
+from portal.scoping import actor_of, allowed, form_errors, tenant_for
 from tenants.models import Tenant
 
 PER_PAGE = 24
@@ -30,6 +31,10 @@ def _invoices(tenant: Tenant) -> QuerySet[Invoice]:
 def invoices(request: HttpRequest, slug: str) -> HttpResponse:
     tenant = tenant_for(request, slug, "billing.view")
     budget = Budget.objects.filter(tenant=tenant).prefetch_related("alerts").first()
+    can = allowed(request, tenant, "budget.manage")
+    form = _budget_form(request, budget)
+    if request.method == "POST" and form.is_valid() and _set_budget(request, tenant, form):
+        return redirect("portal:tenant-invoices", tenant.slug)
     context = {
         "tenant": tenant,
         "tab": "invoices",
@@ -38,8 +43,41 @@ def invoices(request: HttpRequest, slug: str) -> HttpResponse:
         "alerts": list(budget.alerts.all()[:12]) if budget else [],
         "spent": spent_this_month(tenant, timezone.now()),
         "month": timezone.now().strftime("%Y-%m"),
+        "form": form,
+        "can": can,
     }
     return render(request, "portal/tenant/invoices.html", context)
+
+
+def _budget_form(request: HttpRequest, budget: Budget | None) -> BudgetForm:
+    initial = (
+        {"monthly_amount": budget.monthly_amount, "currency": budget.currency}
+        | {"email": budget.email, "enforce": budget.enforce}
+        if budget
+        else {}
+    )
+    origin = budget.webhook_origin if budget else ""
+    return BudgetForm(request.POST or None, initial=initial, webhook_origin=origin)
+
+
+def _set_budget(request: HttpRequest, tenant: Tenant, form: BudgetForm) -> bool:
+    """As POST /api/v1/budgets/ does; a webhook left empty stays as it was (it is never shown)."""
+    data = form.cleaned_data
+    try:
+        budget = budgets.set_budget(
+            actor=actor_of(request),
+            tenant=tenant,
+            monthly_amount=data["monthly_amount"].strip(),
+            currency=data["currency"] or "USD",
+            webhook_url=form.webhook(),
+            email=data["email"],
+            enforce=data["enforce"],
+        )
+    except ServiceError as error:
+        form_errors(form, error)
+        return False
+    messages.success(request, f"Budget set: {budget.monthly_amount} {budget.currency} a month.")
+    return True
 
 
 @login_required

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Literal, Protocol
 
 from gpucloud.errors import PermanentError, TemporaryError
@@ -65,11 +66,25 @@ class TenantObservation:
     message: str = ""
 
 
+@dataclass(frozen=True)
+class WorkloadObservation:
+    """A unit of work in a tenant's queue as the host cluster's scheduler holds it (a Kueue `Workload`)."""
+
+    name: str
+    queue: str
+    state: Literal["admitted", "pending", "finished"]
+    gpus: int  # GPU units it asks for: pods × GPUs (or MIG slices) per pod, over its pod sets
+    gpu_class: str  # the class of its admitted flavor, else of its GPU resource; "" when it asks for none
+    created_at: datetime | None
+
+
 @dataclass
 class ReconcileResult:
     """The outcome of one pass over some tenants of a host cluster."""
 
     observations: dict[str, TenantObservation] = field(default_factory=dict)
+    # slug -> every workload seen in the tenant's namespace; a tenant missing here was not looked at.
+    workloads: dict[str, tuple[WorkloadObservation, ...]] = field(default_factory=dict)
     api_calls: int = 0
     writes: int = 0
     drift_repaired: int = 0

@@ -9,7 +9,8 @@ One pass (`KubernetesDriver.reconcile`) is level-triggered:
    contains what gpucloud set (an edit by hand: restored and counted as drift);
 4. delete objects that carry both ownership labels and are no longer desired (only among the named
    tenants unless the pass is complete; shared objects only on a complete pass);
-5. observe each tenant's phase from what it saw.
+5. observe each tenant's phase from what it saw, and (on Kueue) the `Workload` objects in its namespace,
+   listed once per pass across all namespaces: they are Kueue's, not gpucloud's, so no label selects them.
 
 An unchanged cluster therefore costs one list per kind and no writes.
 """
@@ -17,11 +18,13 @@ An unchanged cluster therefore costs one list per kind and no writes.
 from __future__ import annotations
 
 import base64
+import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from decimal import Decimal
 from functools import cached_property
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from kubernetes import client
@@ -35,6 +38,7 @@ from workers.drivers.base import (
     TemporaryDriverError,
     TenantObservation,
     TenantSpec,
+    WorkloadObservation,
 )
 from workers.kube import kinds as k
 from workers.kube.api import ApiStatusError, KubeApi, NotFound, RetryPolicy, api_client_from_kubeconfig
@@ -49,6 +53,7 @@ from workers.render import (
     render_shared,
     render_tenant,
 )
+from workers.render.kueue import flavor_name
 from workers.render.vcluster import vcluster_name
 
 __all__ = [
@@ -67,6 +72,7 @@ __all__ = [
     "read_kubeconfig",
 ]
 
+log = logging.getLogger(__name__)
 ObjKey = tuple[tuple[str, str], str | None, str]  # (apiVersion, kind), namespace, name
 # Tenant lists longer than this are not spelled out in a label selector (URL length); all are listed.
 SELECTOR_TENANT_LIMIT = 50
@@ -179,6 +185,7 @@ class KubernetesDriver:
         self._prune(run, desired)
         for tenant in tenants:
             run.result.observations[tenant.slug] = self._observe(run, tenant)
+        self._observe_workloads(run)
         run.result.api_calls = self.api.calls - calls
         run.result.writes = self.api.writes - writes
         if run.temporary:
@@ -378,6 +385,35 @@ class KubernetesDriver:
             return TenantObservation(slug, "ready", endpoint)
         return TenantObservation(slug, "provisioning", endpoint, message)
 
+    def _observe_workloads(self, run: _Pass) -> None:
+        """Kueue's `Workload` objects in the pass's tenants' namespaces: one list, however many tenants.
+
+        Not listed under KAI, and when the list fails the tenants' workloads are left unobserved (kept as
+        stored): a workload view must not fail a tenant's reconcile.
+        """
+        if self.profile.scheduler == "kai":
+            return
+        for tenant in run.tenants:
+            if tenant.desired == "absent":  # going away: whatever it ran goes with its namespace
+                run.result.workloads[tenant.slug] = ()
+        tenants = {t.namespace: t for t in run.tenants if t.desired != "absent"}
+        if not tenants:
+            return
+        try:
+            listed = self.api.get(k.WORKLOAD.path())
+        except (NotFound, ApiStatusError, TemporaryDriverError) as exc:
+            if isinstance(exc, ApiStatusError) and exc.status == 401:
+                raise
+            log.warning("cannot list Kueue workloads", extra={"error": str(exc)})
+            return
+        seen: dict[str, list[WorkloadObservation]] = {t.slug: [] for t in tenants.values()}
+        for item in listed.get("items") or []:
+            owner = tenants.get(item.get("metadata", {}).get("namespace", ""))
+            if owner is not None:
+                seen[owner.slug].append(workload_of(item, owner))
+        for slug, workloads in seen.items():
+            run.result.workloads[slug] = tuple(sorted(workloads, key=lambda w: w.name))
+
     def _vcluster_ready(self, run: _Pass, tenant: TenantSpec) -> tuple[bool, str]:
         if self.profile.vcluster_mode == "platform":
             kind, namespace = k.VIRTUAL_CLUSTER_INSTANCE, self.profile.platform_project_namespace
@@ -393,6 +429,77 @@ class KubernetesDriver:
                 message = condition.get("message") or condition.get("reason") or ""
                 return condition.get("status") == "True", f"vCluster not ready: {message}"
         return False, "waiting for the vCluster to be installed"
+
+
+# --- Kueue workloads ------------------------------------------------------------------------------
+
+GPU_RESOURCE_PREFIX = "nvidia.com/"
+
+
+def _condition(obj: Manifest, kind: str) -> bool:
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == kind and c.get("status") == "True" for c in conditions)
+
+
+def _workload_state(obj: Manifest) -> Literal["admitted", "pending", "finished"]:
+    """Finished once `Finished=True`; admitted while `Admitted=True` (quota reserved and checks passed)."""
+    if _condition(obj, "Finished"):
+        return "finished"
+    return "admitted" if _condition(obj, "Admitted") else "pending"
+
+
+def _pod_set_gpus(pod_set: Manifest) -> dict[str, int]:
+    """GPU units per resource name one pod set asks for: its count × each pod's requests (or limits)."""
+    asked: dict[str, int] = {}
+    spec = ((pod_set.get("template") or {}).get("spec")) or {}
+    for container in spec.get("containers") or []:
+        resources = container.get("resources") or {}
+        wanted = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+        for name, value in wanted.items():
+            if name.startswith(GPU_RESOURCE_PREFIX):
+                asked[name] = asked.get(name, 0) + _quantity(value, Decimal(1))
+    count = _int(str(pod_set.get("count", 1)))
+    return {name: units * count for name, units in asked.items()}
+
+
+def _created(obj: Manifest) -> datetime | None:
+    text = obj.get("metadata", {}).get("creationTimestamp")
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
+    except ValueError:
+        return None
+
+
+def workload_of(obj: Manifest, tenant: TenantSpec) -> WorkloadObservation:
+    """A Kueue `Workload` (v1beta2) as the tenant's workloads page shows it.
+
+    The class is that of the flavor Kueue admitted it to; before admission, the tenant's class with the
+    workload's GPU resource when exactly one has it, else the resource name itself.
+    """
+    spec = obj.get("spec") or {}
+    gpus: dict[str, int] = {}
+    for pod_set in spec.get("podSets") or []:
+        for name, units in _pod_set_gpus(pod_set).items():
+            gpus[name] = gpus.get(name, 0) + units
+    classes_by_flavor = {flavor_name(q.gpu_class): q.gpu_class for q in tenant.quotas}
+    gpu_class = ""
+    admission = (obj.get("status") or {}).get("admission") or {}
+    for assignment in admission.get("podSetAssignments") or []:
+        for resource, flavor in (assignment.get("flavors") or {}).items():
+            if resource in gpus:
+                gpu_class = classes_by_flavor.get(flavor, flavor)
+    if not gpu_class and gpus:
+        resource = sorted(gpus)[0]
+        by_resource = [q.gpu_class for q in tenant.quotas if q.resource_name == resource]
+        gpu_class = by_resource[0] if len(by_resource) == 1 else resource
+    return WorkloadObservation(
+        name=obj["metadata"]["name"],
+        queue=str(spec.get("queueName") or ""),
+        state=_workload_state(obj),
+        gpus=min(sum(gpus.values()), MAX_QUANTITY),
+        gpu_class=gpu_class,
+        created_at=_created(obj),
+    )
 
 
 # --- discovery -----------------------------------------------------------------------------------

@@ -53,6 +53,8 @@ LOCAL_QUEUE = Kind("kueue.x-k8s.io/v1beta2", "LocalQueue", "localqueues", True)
 KAI_QUEUE = Kind("scheduling.run.ai/v2", "Queue", "queues", False)
 SECRET = Kind("v1", "Secret", "secrets", True)
 NODE = Kind("v1", "Node", "nodes", False)
+# Not managed: Kueue makes one per job a tenant submits; the driver only reads them (one list per pass).
+WORKLOAD = Kind("kueue.x-k8s.io/v1beta2", "Workload", "workloads", True)
 
 VCLUSTER_KINDS = (HELM_RELEASE, VIRTUAL_CLUSTER_INSTANCE)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -128,7 +129,7 @@ def test_a_second_pass_over_an_unchanged_cluster_lists_once_per_kind_and_writes_
     result = driver.reconcile(tenants, complete=True)
 
     assert (result.writes, result.drift_repaired) == (0, 0)
-    assert result.api_calls == len(driver.kinds) == kube_emulator.calls
+    assert result.api_calls == len(driver.kinds) + 1 == kube_emulator.calls  # + Kueue's Workloads
     assert kube_emulator.writes == 0
     assert snapshot(kube_emulator) == before
 
@@ -559,3 +560,105 @@ def test_a_driver_built_from_kubeconfig_text_talks_to_its_cluster(kube_emulator)
 
     assert driver.reconcile([make_tenant()], complete=True).errors == {}
     assert kube_emulator.get_object("v1", "Namespace", "tenant-acme")
+
+
+def kueue_workload(
+    name: str,
+    namespace: str,
+    *,
+    gpus: dict[str, str],
+    count: int = 1,
+    conditions: tuple[str, ...] = (),
+    flavor: str | None = None,
+) -> dict[str, Any]:
+    """A Kueue `Workload` (v1beta2) as Kueue writes it for a Job (integration-shapes.md § 5)."""
+    status: dict[str, Any] = {
+        "conditions": [
+            {
+                "type": c,
+                "status": "True",
+                "reason": c,
+                "message": "",
+                "lastTransitionTime": "2026-05-01T10:00:00Z",
+            }
+            for c in conditions
+        ]
+    }
+    if flavor:
+        status["admission"] = {
+            "clusterQueue": namespace,
+            "podSetAssignments": [{"name": "main", "flavors": dict.fromkeys(gpus, flavor), "count": count}],
+        }
+    return {
+        "apiVersion": KUEUE,
+        "kind": "Workload",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "queueName": "default",
+            "active": True,
+            "podSets": [
+                {
+                    "name": "main",
+                    "count": count,
+                    "template": {"spec": {"containers": [{"name": "c", "resources": {"requests": gpus}}]}},
+                }
+            ],
+        },
+        "status": status,
+    }
+
+
+def test_each_tenants_kueue_workloads_are_observed_with_gpus_class_and_state(kube_emulator, kube_client):
+    driver = KubernetesDriver(kube_client, ClusterProfile())
+    tenants = [make_tenant("a"), make_tenant("b")]
+    driver.reconcile(tenants, complete=True)
+    put = kube_emulator.put_object
+    put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "research"}})
+    put(
+        kueue_workload(
+            "job-train-1",
+            "tenant-a",
+            gpus={"nvidia.com/gpu": "2"},
+            count=4,
+            flavor="h200-141gb",
+            conditions=("QuotaReserved", "Admitted"),
+        )
+    )
+    put(kueue_workload("job-tiny-2", "tenant-a", gpus={"nvidia.com/mig-1g.18gb": "1"}, count=3))
+    put(
+        kueue_workload(
+            "job-done-3",
+            "tenant-a",
+            gpus={"nvidia.com/gpu": "1"},
+            flavor="h200-141gb",
+            conditions=("Admitted", "Finished"),
+        )
+    )
+    put(kueue_workload("job-other", "tenant-b", gpus={"nvidia.com/gpu": "8"}))
+    put(kueue_workload("job-elsewhere", "research", gpus={"nvidia.com/gpu": "8"}))
+    kube_emulator.reset_counters()
+
+    result = driver.reconcile(tenants, complete=True)
+
+    a = {w.name: (w.queue, w.state, w.gpus, w.gpu_class) for w in result.workloads["a"]}
+    assert a == {
+        "job-train-1": ("default", "admitted", 8, "h200-141gb"),
+        "job-tiny-2": ("default", "pending", 3, "h200-141gb.mig-1g.18gb"),
+        "job-done-3": ("default", "finished", 1, "h200-141gb"),
+    }
+    assert [w.name for w in result.workloads["b"]] == ["job-other"]
+    created = kube_emulator.get_object(KUEUE, "Workload", "job-done-3", "tenant-a")["metadata"][
+        "creationTimestamp"
+    ]
+    assert result.workloads["a"][0].created_at == datetime.fromisoformat(created)
+    workload_lists = [p for m, p, _ in kube_emulator.log if m == "GET" and p.endswith("/workloads")]
+    assert workload_lists == ["/apis/kueue.x-k8s.io/v1beta2/workloads"]  # one list for every tenant
+    assert result.writes == 0
+
+
+def test_a_kai_cluster_lists_no_kueue_workloads(kube_emulator, kube_client):
+    driver = KubernetesDriver(kube_client, ClusterProfile(scheduler="kai"))
+    result = driver.reconcile([make_tenant()], complete=True)
+
+    assert result.workloads == {}
+    assert not [p for m, p, _ in kube_emulator.log if p.endswith("/workloads")]
