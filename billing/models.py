@@ -212,6 +212,9 @@ class RateCard(models.Model):
 
     public_id = PublicIdField(prefix="rc")
     version = models.PositiveIntegerField(unique=True)
+    # A manifest's `metadata.name`: every version written from one RateCard manifest carries it (empty for
+    # cards made through the API, which manifests call `v<version>`).
+    name = models.CharField(max_length=63, blank=True, db_index=True)
     currency = models.CharField(max_length=3, default="USD")
     effective_from = models.DateTimeField()
     prices = models.JSONField(default=dict, help_text="{gpu class: decimal string per GPU-hour}")

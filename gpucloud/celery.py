@@ -25,6 +25,8 @@ AUDIT_STUCK = "workers.report_stuck_tenants"
 SIMULATE_WORKLOADS = "workers.simulate_workloads"
 COLLECT_USAGE = "billing.collect_usage"
 CHECK_BUDGETS = "billing.check_budgets"
+SYNC_GITOPS_DUE = "gitops.sync_due_sources"
+SYNC_GITOPS_SOURCE = "gitops.sync_source"
 MAINTAIN_LEDGER = "billing.maintain_ledger"
 
 app.conf.update(
@@ -42,6 +44,8 @@ app.conf.update(
         SIMULATE_WORKLOADS: {"queue": "default"},
         COLLECT_USAGE: {"queue": "default"},
         CHECK_BUDGETS: {"queue": "default"},
+        SYNC_GITOPS_DUE: {"queue": "default"},
+        SYNC_GITOPS_SOURCE: {"queue": "default"},
         MAINTAIN_LEDGER: {"queue": "default"},
     },
     broker_connection_retry_on_startup=True,

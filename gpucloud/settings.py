@@ -82,6 +82,7 @@ INSTALLED_APPS = [
     "scheduling",
     "billing",
     "workers",
+    "gitops",
     "portal",
 ]
 
@@ -332,7 +333,14 @@ BUDGET_CHECK_INTERVAL = env_float("BUDGET_CHECK_INTERVAL", 300.0, minimum=1.0)
 # once wholly invoiced (billing/partitions.py); 0 keeps every month. The hourly sums are kept regardless.
 LEDGER_RETENTION_DAYS = env_int("GPUCLOUD_LEDGER_RETENTION_DAYS", 400, minimum=0)
 
+# GitOps (docs/gitops.md): how often sources are checked for being due, how long a fetch may take, and whether
+# file:// repositories may be registered through the API (the console always may).
+GITOPS_POLL_INTERVAL = env_float("GPUCLOUD_GITOPS_POLL_INTERVAL", 30.0, minimum=1.0)
+GITOPS_FETCH_TIMEOUT = env_float("GPUCLOUD_GITOPS_FETCH_TIMEOUT", 60.0, minimum=1.0)
+GITOPS_FILE_URLS = env_bool("GPUCLOUD_GITOPS_FILE_URLS", False)
+
 CELERY_BEAT_SCHEDULE = {
+    "sync-gitops-sources": {"task": "gitops.sync_due_sources", "schedule": GITOPS_POLL_INTERVAL},
     "reconcile-all": {"task": "workers.reconcile_all", "schedule": RECONCILE_INTERVAL},
     "report-stuck-tenants": {"task": "workers.report_stuck_tenants", "schedule": 60.0},
     "collect-usage": {"task": "billing.collect_usage", "schedule": METER_INTERVAL},

@@ -7,6 +7,7 @@ from typing import Any
 
 from django.db import transaction
 
+from gpucloud.errors import PermissionDenied, ValidationFailed
 from scheduling import catalog
 from scheduling.fleet_file import Fleet
 from scheduling.models import Gpu, GpuClass, GpuModel, HostCluster, Node
@@ -119,3 +120,49 @@ def load_fleet(*, actor: Actor, fleet: Fleet, source: str) -> FleetLoad:
         after={"name": fleet.name, "source": source, "nodes": result.nodes, "gpus": gpus, "created": created},
     )
     return result
+
+
+def host_cluster_snapshot(host_cluster: HostCluster) -> dict[str, Any]:
+    return {
+        "region": host_cluster.region,
+        "endpoint_base": host_cluster.endpoint_base,
+        "topology_levels": list(host_cluster.topology_levels),
+    }
+
+
+@transaction.atomic
+def update_host_cluster(
+    *,
+    actor: Actor,
+    host_cluster: HostCluster,
+    region: str | None = None,
+    endpoint_base: str | None = None,
+    topology_levels: list[str] | None = None,
+) -> HostCluster:
+    """Change what a host cluster is called where (region), where tenant API servers are served, and which
+    node labels describe its topology. Its driver, scheduler and credentials are chosen at registration."""
+    if not actor.is_platform_admin:
+        raise PermissionDenied("changing a host cluster needs a platform administrator")
+    host_cluster = HostCluster.objects.select_for_update().get(pk=host_cluster.pk)
+    before = host_cluster_snapshot(host_cluster)
+    for field, value in (("region", region), ("endpoint_base", endpoint_base)):
+        if value is None:
+            continue
+        limit = HostCluster._meta.get_field(field).max_length or 0  # type: ignore[union-attr]
+        if len(value) > limit:
+            raise ValidationFailed.on(field, f"{field} has {len(value)} characters; at most {limit}")
+        setattr(host_cluster, field, value)
+    if topology_levels is not None:
+        host_cluster.topology_levels = list(topology_levels)
+    if host_cluster_snapshot(host_cluster) == before:
+        return host_cluster
+    host_cluster.save(update_fields=["region", "endpoint_base", "topology_levels"])
+    audit.record(
+        actor,
+        "host_cluster.update",
+        object_type="host_cluster",
+        object_id=host_cluster.public_id,
+        before=before,
+        after=host_cluster_snapshot(host_cluster),
+    )
+    return host_cluster

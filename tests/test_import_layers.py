@@ -8,17 +8,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = (
-    "gpucloud",
-    "tenants",
-    "scheduling",
-    "billing",
-    "workers",
-    "portal",
-    "tests",
-    "benchmarks",
-    "terraform_provider",
-)
+PRODUCT = ("gpucloud", "tenants", "scheduling", "billing", "workers", "gitops", "portal")
+PACKAGES = (*PRODUCT, "tests", "benchmarks", "terraform_provider")
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 

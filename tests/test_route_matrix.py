@@ -17,6 +17,7 @@ from django.db import transaction
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from billing.services import budgets, invoicing, rates
+from gitops import services as gitops
 from scheduling.models import GpuClass
 from tenants import services
 from tenants.audit import Actor
@@ -79,6 +80,20 @@ MATRIX: dict[tuple[str, str], tuple[int, int, int, int]] = {
     ("budget-detail", "GET"): (200, 404, 404, 401),
     ("metering-source-list", "GET"): (403, 403, 403, 401),  # platform administrators only
     ("metering-scrape-list", "GET"): (403, 403, 403, 401),
+    # manifests: schemas are public documentation; apply goes through the services, so each role may do
+    # exactly what it may do through the other endpoints (charlie does not see tenant A: to him the manifest
+    # asks to create it, which needs a platform administrator)
+    ("schema-list", "GET"): (200, 200, 200, 200),
+    ("schema-detail", "GET"): (200, 200, 200, 200),
+    ("apply-list", "POST"): (200, 403, 403, 401),
+    # GitOps sources apply to every tenant: platform administrators only; the webhook is signed, not signed in
+    ("gitops-source-list", "GET"): (403, 403, 403, 401),
+    ("gitops-source-list", "POST"): (403, 403, 403, 401),
+    ("gitops-source-detail", "GET"): (403, 403, 403, 401),
+    ("gitops-source-detail", "PATCH"): (403, 403, 403, 401),
+    ("gitops-source-detail", "DELETE"): (403, 403, 403, 401),
+    ("gitops-source-sync", "POST"): (403, 403, 403, 401),
+    ("gitops-source-webhook", "POST"): (403, 403, 403, 403),  # unsigned
 }
 
 BODIES: dict[tuple[str, str], dict[str, Any]] = {
@@ -95,6 +110,19 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("rate-card-list", "POST"): {"effective_from": "2026-11-01T00:00:00Z", "prices": {"h200-141gb": "3.10"}},
     ("invoice-list", "POST"): {"tenant": "tenant-a", "month": "2026-11"},
     ("budget-list", "POST"): {"tenant": "tenant-a", "monthly_amount": "5000.00", "currency": "USD"},
+    ("apply-list", "POST"): {
+        "dryRun": True,
+        "documents": [
+            {
+                "apiVersion": "gpucloud.io/v1alpha1",
+                "kind": "Tenant",
+                "metadata": {"name": "tenant-a"},
+                "spec": {"displayName": "Team A"},
+            }
+        ],
+    },
+    ("gitops-source-list", "POST"): {"name": "other", "url": "https://git.example.com/other.git"},
+    ("gitops-source-detail", "PATCH"): {"branch": "release"},
 }
 
 
@@ -140,6 +168,7 @@ def world(people, api, demo_fleet):
     budgets.set_budget(actor=admin, tenant=people["a"], monthly_amount="1000.00")
     personal, _ = create_token(actor=Actor.of(people["alice"]), user=people["alice"], name="alice's laptop")
     service, _ = create_service_token(actor=admin, tenant=people["a"], name="gitops")
+    source = gitops.create_source(actor=admin, name="platform", url="https://git.example.com/platform.git")
     values = {
         "*": {"slug": "tenant-a", "tenant_slug": "tenant-a", "username": "bob", "gpu_class": "h200-141gb"},
         "token-detail": {"id": personal.public_id},
@@ -152,6 +181,8 @@ def world(people, api, demo_fleet):
         "invoice-focus": {"id": invoice.public_id},
         "invoice-issue": {"id": invoice.public_id},
         "budget-detail": {"tenant": "tenant-a"},
+        "schema-detail": {"kind": "tenant"},
+        **{f"gitops-source-{route}": {"name": source.name} for route in ("detail", "sync", "webhook")},
     }
     clients = {name: api(people.get(name)) for name in PEOPLE}
     return values, clients

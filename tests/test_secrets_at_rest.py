@@ -98,3 +98,24 @@ def test_no_column_holds_a_budget_webhook_url_in_clear_text(api, people):
     assert "webhook-secret-7f3a9c" not in text and "T0001/B0002" not in text
     webhook_columns = [v for key, v in values.items() if "webhook" in key[1].lower()]
     assert any(webhook_columns), "the scan found no stored webhook to check"
+
+
+def test_no_column_holds_a_gitops_password_or_webhook_secret_in_clear_text(api, admin, settings):
+    body = {
+        "name": "platform",
+        "url": "https://git.example.com/platform.git",
+        "username": "deploy",
+        "password": "gitops-token-5d1e77",
+        "webhook_secret": "hook-secret-9b2c41",
+    }
+    answer = api(admin).post("/api/v1/gitops/sources/", body, format="json", HTTP_IDEMPOTENCY_KEY="gitops-1")
+    assert answer.status_code == 201, answer.json()
+    assert "gitops-token-5d1e77" not in str(answer.json()) and "hook-secret-9b2c41" not in str(answer.json())
+
+    values = every_value()
+    text = "\n".join(v for column in values.values() for v in column)
+    assert "gitops-token-5d1e77" not in text and "hook-secret-9b2c41" not in text
+    sealed = [v for key, v in values.items() if key[0] == "gitops_gitsource" and "ciphertext" in key[1]]
+    assert len(sealed) == 2 and all(column[0] for column in sealed), (
+        "the scan found no stored secret to check"
+    )

@@ -9,7 +9,7 @@ import requests
 from django.contrib.auth.models import User
 from django.contrib.sessions.models import Session
 
-from tenants import services, sso, tokens
+from tenants import invitations, services, sso, tokens
 from tenants.audit import Actor
 from tenants.models import AuditEvent, Identity, Membership
 from tests.sso import ADMIN_GROUP, CLIENT_SECRET, follow_to_callback, sign_in
@@ -225,3 +225,19 @@ def test_a_refused_stranger_is_audited_by_subject(sso_on, live_server, make_tena
     assert page.status_code == 403 and not User.objects.filter(username="eve").exists()
     failed = AuditEvent.objects.get(action="user.sign_in_failed")
     assert failed.object_id == "eve" and "no group that gives access" in failed.after["reason"]
+
+
+def test_an_invitation_by_e_mail_becomes_a_membership_at_the_first_single_sign_on(
+    sso_on, live_server, make_tenant
+):
+    vision = make_tenant("vision")
+    make_tenant("speech")
+    console = Actor.console("test")
+    invitations.invite(actor=console, tenant=vision, login="Grace@Corp.Example", role="member")
+    sso_on.person("grace", ["gpucloud:speech:viewer"])
+
+    _, page = sign_in(live_server.url, "grace")
+
+    assert page.status_code == 200
+    assert roles("grace") == {("vision", "member", "manual"), ("speech", "viewer", "sso")}
+    assert not vision.invitations.filter(accepted_at=None).exists()

@@ -15,7 +15,7 @@ import pytest
 pytestmark = pytest.mark.wheel
 
 ROOT = Path(__file__).resolve().parents[1]
-PRODUCT = ("gpucloud", "tenants", "scheduling", "billing", "workers", "portal")
+PRODUCT = ("gpucloud", "tenants", "scheduling", "billing", "workers", "gitops", "portal")
 DEV_ONLY = ("kmock", "pytest", "pytest_django", "hypothesis", "playwright", "schemathesis", "highspy")
 IMPORT_ALL = """
 import importlib, pkgutil, django

@@ -65,6 +65,7 @@ def create_rate_card(
     currency: str = "USD",
     tier_multipliers: Mapping[str, Any] | None = None,
     note: str = "",
+    name: str = "",
 ) -> RateCard:
     """A new rate card version, in force from `effective_from`. Platform administrators only.
 
@@ -84,6 +85,7 @@ def create_rate_card(
         prices={k: str(decimal_of(v, k)) for k, v in prices.items()},
         tier_multipliers={k: str(decimal_of(v, k)) for k, v in tiers.items()},
         note=note,
+        name=name,
     )
     audit.record(
         actor,
@@ -96,6 +98,7 @@ def create_rate_card(
             "prices": card.prices,
             "tier_multipliers": card.tier_multipliers,
             "currency": card.currency,
+            **({"name": name} if name else {}),
         },
     )
     return card

@@ -11,6 +11,7 @@ from billing.api.views import (
     ScrapeRecordViewSet,
     UsageViewSet,
 )
+from gitops.api.views import ApplyViewSet, GitSourceViewSet, SchemaViewSet
 from scheduling.api.views import CapacityViewSet, GpuClassViewSet, WhatIfViewSet
 from tenants.api.views import (
     AuditEventViewSet,
@@ -36,6 +37,9 @@ router.register("invoices", InvoiceViewSet, basename="invoice")
 router.register("budgets", BudgetViewSet, basename="budget")
 router.register("metering/sources", CollectionSourceViewSet, basename="metering-source")
 router.register("metering/scrapes", ScrapeRecordViewSet, basename="metering-scrape")
+router.register("schemas", SchemaViewSet, basename="schema")
+router.register("apply", ApplyViewSet, basename="apply")
+router.register("gitops/sources", GitSourceViewSet, basename="gitops-source")
 
 tenant_router = SimpleRouter()
 tenant_router.register("members", MemberViewSet, basename="member")

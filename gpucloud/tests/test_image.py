@@ -24,7 +24,7 @@ pytestmark = pytest.mark.wheel
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "deploy" / "image" / "Dockerfile"
-PRODUCT = ("gpucloud", "tenants", "scheduling", "billing", "workers", "portal")
+PRODUCT = ("gpucloud", "tenants", "scheduling", "billing", "workers", "gitops", "portal")
 
 
 @pytest.fixture(scope="module")

@@ -107,7 +107,8 @@ class DryRunMixin:
         if not self.dry_run_allowed:
             raise ServiceError(
                 "this endpoint has no dry run; it is offered by the writes of /tenants/, "
-                "/tenants/{slug}/members/ and /tenants/{slug}/quotas/",
+                "/tenants/{slug}/members/ and /tenants/{slug}/quotas/ "
+                "(POST /apply/ takes dryRun in its body)",
                 errors={self.PARAMETER: ["not offered here"]},
             )
         if value not in ("true", "1"):

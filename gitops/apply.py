@@ -1,0 +1,541 @@
+"""The one apply path for manifests: `manage.py apply` and `diff`, `POST /api/v1/apply/` and the GitOps sync
+all call `apply` (custom resources and anything else declarative should too).
+
+`apply` plans (compares each manifest with the database), then carries the plan out through the same
+services the API calls (same validation, capacity admission, trust tiers, audit), all in one transaction:
+one bad document, or one refusal by a service, applies nothing. Services enqueue follow-up work with
+`transaction.on_commit`, so a rolled-back apply (or a dry run, which is rolled back on purpose) enqueues
+nothing. Each applied object is recorded as owned by its source (`ManagedObject`); pruning removes only
+objects the same source applied before and no longer declares.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+from django.db import transaction
+from django.db.models import QuerySet
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from billing.models import Budget
+from billing.services import budgets, rates
+from gitops import state
+from gitops.manifests import Document, ManifestInvalid, Problem
+from gitops.models import ManagedObject
+from gpucloud.errors import ServiceError
+from scheduling import services as fleet
+from scheduling.models import GpuClass, HostCluster, host_cluster_named
+from tenants import audit, invitations, services
+from tenants.audit import Actor
+from tenants.models import Invitation, Membership, Quota, Tenant
+
+# Order of the steps of one apply: guarantees shrink before any grows (freed capacity is reused in the
+# same apply), tiers change between the two (a tier that loses a class after its quota went, one that gains
+# it before it comes), new owners come before anyone is demoted or removed (the last owner stays).
+HOSTS, PRUNE, SHRINK, TENANT, GROW, OWNERS, MEMBERS, UNMEMBERS, BUDGET, CARDS = range(10)
+IMMUTABLE_HOST_FIELDS = {"driver": "driver", "scheduler": "scheduler", "vclusterMode": "vcluster_mode"}
+
+
+@dataclass(frozen=True)
+class FieldChange:
+    path: str
+    before: Any
+    after: Any
+
+    def __str__(self) -> str:
+        if self.before is None:
+            return f"  + {self.path}: {self.after!r}"
+        if self.after is None:
+            return f"  - {self.path}: {self.before!r}"
+        return f"  ~ {self.path}: {self.before!r} → {self.after!r}"
+
+
+@dataclass
+class Change:
+    """What apply does to one object: create, update, delete (pruned tenant) or release (pruned rate card or
+    host cluster: no longer owned, kept, since invoices and registrations need them)."""
+
+    kind: str
+    name: str
+    action: str
+    fields: list[FieldChange] = field(default_factory=list)
+    document: Document | None = None
+    desired: dict[str, Any] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        sign = {"create": "+", "update": "~", "delete": "-", "release": "!"}[self.action]
+        head = (
+            f"{sign} {self.kind} {self.name}"
+            + {
+                "create": " (create)",
+                "update": "",
+                "delete": " (prune: delete)",
+                "release": " (prune: no longer managed, kept)",
+            }[self.action]
+        )
+        return "\n".join([head, *(str(f) for f in self.fields)])
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "name": self.name,
+            "action": self.action,
+            "fields": [{"path": f.path, "before": f.before, "after": f.after} for f in self.fields],
+        }
+
+
+@dataclass
+class Result:
+    changes: list[Change]
+    dry_run: bool
+    drift: list[Change] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "dryRun": self.dry_run,
+            "changed": bool(self.changes),
+            "changes": [c.as_dict() for c in self.changes],
+        }
+
+
+class _DryRun(Exception):
+    """Raised at the end of a dry run to roll everything back (and drop every on_commit callback)."""
+
+
+ORDER = ("role", "guaranteed", "burst", "lendable", "weight")
+
+
+def _keyed(items: list[dict[str, Any]], key: str) -> dict[str, dict[str, Any]]:
+    """{item[key]: the rest of the item}, its fields in one order (JSON columns do not keep theirs)."""
+    return {item[key]: {k: item[k] for k in ORDER if k in item} for item in items}
+
+
+def compare(desired: dict[str, Any], current: dict[str, Any]) -> list[FieldChange]:
+    """Field by field, the managed fields (those in `desired`) that differ from `current`."""
+    changes: list[FieldChange] = []
+    for name, wanted in sorted(desired.items()):
+        have = current.get(name)
+        if name in ("members", "quotas"):
+            key = "user" if name == "members" else "gpuClass"
+            after, before = _keyed(wanted, key), _keyed(have or [], key)
+            for item in sorted(set(after) | set(before)):
+                b, a = before.get(item), after.get(item)
+                if name == "members":
+                    b, a = b and b["role"], a and a["role"]
+                if a != b:
+                    changes.append(FieldChange(f"{name}[{item}]", b, a))
+        elif name == "budget" and have is not None:
+            changes += [
+                FieldChange(f"budget.{k}", have.get(k), v)
+                for k, v in sorted(wanted.items())
+                if have.get(k) != v
+            ]
+        elif wanted != have:
+            changes.append(FieldChange(name, have, wanted))
+    return changes
+
+
+def _static_problems(document: Document, spec: dict[str, Any], obj: Any) -> list[Problem]:
+    """What the database already tells us is impossible, all reported at once before anything is written."""
+    problems = []
+    if document.kind == "Tenant":
+        if obj is not None and obj.state in state.GONE:
+            problems.append(
+                document.problem("metadata.name", f"tenant {obj.slug} is {obj.state}; slugs are never reused")
+            )
+        if obj is not None and spec.get("hostCluster") not in (None, obj.cluster.host_cluster.name):
+            problems.append(
+                document.problem(
+                    "spec.hostCluster",
+                    f"tenant {obj.slug} runs on {obj.cluster.host_cluster.name}; a tenant cannot move",
+                )
+            )
+        if (
+            obj is None
+            and spec.get("hostCluster")
+            and not HostCluster.objects.filter(name=spec["hostCluster"])
+        ):
+            known = ", ".join(HostCluster.objects.values_list("name", flat=True)) or "none"
+            problems.append(
+                document.problem(
+                    "spec.hostCluster", f"there is no host cluster {spec['hostCluster']!r}; known: {known}"
+                )
+            )
+        known_classes = set(GpuClass.objects.values_list("name", flat=True))
+        for index, quota in enumerate(document.spec.get("quotas", [])):
+            if quota["gpuClass"] not in known_classes:
+                problems.append(
+                    document.problem(
+                        f"spec.quotas[{index}].gpuClass",
+                        f"{quota['gpuClass']!r} is not a GPU class; classes look like h200-141gb, "
+                        "h200-141gb.mig-1g.18gb or h200-141gb.shared",
+                    )
+                )
+        for index, member in enumerate(document.spec.get("members", [])):
+            if "@" not in member["user"] and not state.User.objects.filter(username=member["user"]).exists():
+                problems.append(
+                    document.problem(
+                        f"spec.members[{index}].user",
+                        f"there is no user called {member['user']!r}; to invite someone who has not signed "
+                        "in yet, give their e-mail address",
+                    )
+                )
+    elif document.kind == "HostCluster":
+        if obj is None:
+            problems.append(
+                document.problem(
+                    "metadata.name",
+                    f"there is no host cluster {document.name!r}: manifests carry no credentials, so "
+                    "register it first (POST /api/v1/host-clusters/ with its kubeconfig, or manage.py "
+                    "load_fleet)",
+                )
+            )
+        else:
+            for key, attribute in IMMUTABLE_HOST_FIELDS.items():
+                if key in spec and spec[key] != getattr(obj, attribute):
+                    problems.append(
+                        document.problem(
+                            f"spec.{key}",
+                            f"{key} is {getattr(obj, attribute)!r} and is chosen at registration; register "
+                            "the cluster again to change it",
+                        )
+                    )
+    return problems
+
+
+def plan(
+    documents: list[Document], *, source: str, prune: bool = False, tenants: QuerySet[Tenant] | None = None
+) -> list[Change]:
+    """What applying these documents would change, or `ManifestInvalid` naming every problem found."""
+    changes: list[Change] = []
+    problems: list[Problem] = []
+    owners = {(m.kind, m.name): m.source for m in ManagedObject.objects.all()}
+    for document in documents:
+        owner = owners.get((document.kind, document.name))
+        if owner is not None and owner != source:
+            problems.append(
+                document.problem(
+                    "metadata.name", f"{document} is managed by {owner}; change or remove it there"
+                )
+            )
+            continue
+        try:
+            spec = state.desired(document)
+        except state.Unresolvable as exc:
+            problems.append(document.problem(exc.path, exc.reason))
+            continue
+        obj = state.find(document.kind, document.name, tenants)
+        problems += _static_problems(document, spec, obj)
+        current = state.current(document.kind, obj) if obj is not None else {}
+        if obj is not None and document.kind == "HostCluster":
+            spec = {k: v for k, v in spec.items() if k not in IMMUTABLE_HOST_FIELDS}
+        fields = compare(spec, current)
+        if obj is None or fields:
+            action = "create" if obj is None else "update"
+            changes.append(Change(document.kind, document.name, action, fields, document, spec))
+        else:
+            changes.append(Change(document.kind, document.name, "none", [], document, spec))
+    if problems:
+        raise ManifestInvalid(problems)
+    if prune:
+        declared = {(d.kind, d.name) for d in documents}
+        for kind, name in sorted(k for k, s in owners.items() if s == source and k not in declared):
+            obj = state.find(kind, name)
+            gone = obj is None or (kind == "Tenant" and obj.state in state.GONE)
+            changes.append(Change(kind, name, "release" if kind != "Tenant" or gone else "delete"))
+    return changes
+
+
+Step = tuple[int, Change, str, Callable[[], Any]]
+
+
+def _tenant(name: str) -> Tenant:
+    return Tenant.objects.get(slug=name)
+
+
+def _index(document: Document, listing: str, key: str, value: str) -> str:
+    for index, item in enumerate(document.spec.get(listing, [])):
+        if item[key] == value or (listing == "members" and state.member_key(item[key]) == value):
+            return f"spec.{listing}[{index}]"
+    return f"spec.{listing}"
+
+
+def _quota_steps(actor: Actor, change: Change) -> list[Step]:
+    """Removals and shrinking guarantees first (SHRINK), growing and new ones later (GROW)."""
+    assert change.document is not None
+    if "quotas" not in change.desired:
+        return []  # not managed by this manifest
+    name, document = change.name, change.document
+    wanted = {q["gpuClass"]: q for q in change.desired["quotas"]}
+
+    def remove(gpu_class: str) -> None:
+        services.remove_quota(
+            actor=actor, quota=Quota.objects.get(tenant__slug=name, gpu_class__name=gpu_class)
+        )
+
+    def put(quota: dict[str, Any]) -> None:
+        services.set_quota(
+            actor=actor,
+            tenant=_tenant(name),
+            gpu_class=GpuClass.objects.get(name=quota["gpuClass"]),
+            guaranteed=quota["guaranteed"],
+            burst=quota["burst"],
+            lendable=quota["lendable"],
+            weight=quota["weight"],
+        )
+
+    steps: list[Step] = []
+    for f in change.fields:
+        if not f.path.startswith("quotas["):
+            continue
+        gpu_class = f.path[len("quotas[") : -1]
+        if f.after is None:
+            steps.append((SHRINK, change, "spec.quotas", partial(remove, gpu_class)))
+            continue
+        shrinks = f.before is not None and f.after["guaranteed"] < f.before["guaranteed"]
+        path = _index(document, "quotas", "gpuClass", gpu_class)
+        steps.append((SHRINK if shrinks else GROW, change, path, partial(put, wanted[gpu_class])))
+    return steps
+
+
+def _member_steps(actor: Actor, change: Change) -> list[Step]:
+    assert change.document is not None
+    name, document = change.name, change.document
+
+    def grant(who: str, role: str) -> None:
+        if "@" in who:  # no single account has this address (state.member_key): an invitation
+            tenant = _tenant(name)
+            pending = Invitation.objects.filter(tenant=tenant, login__iexact=who, accepted_at=None)
+            login = pending.values_list("login", flat=True).first() or who  # the portal keeps the case given
+            invitations.invite(actor=actor, tenant=tenant, login=login, role=role)
+        else:
+            services.add_member(actor=actor, tenant=_tenant(name), username=who, role=role)
+
+    def revoke(who: str) -> None:
+        tenant = _tenant(name)
+        if "@" in who:
+            pending = Invitation.objects.filter(tenant=tenant, login__iexact=who, accepted_at=None)
+            for invitation in pending.select_related("tenant"):
+                invitations.cancel(actor=actor, invitation=invitation)
+        else:
+            membership = Membership.objects.get(tenant=tenant, user__username=who)
+            services.remove_member(actor=actor, tenant=tenant, membership=membership)
+
+    steps: list[Step] = []
+    for f in change.fields:
+        if not f.path.startswith("members["):
+            continue
+        who = f.path[len("members[") : -1]
+        path = _index(document, "members", "user", who)
+        if f.after is None:
+            steps.append((UNMEMBERS, change, "spec.members", partial(revoke, who)))
+        else:
+            phase = OWNERS if f.after == Membership.Role.OWNER else MEMBERS
+            steps.append((phase, change, path, partial(grant, who, f.after)))
+    return steps
+
+
+def _creator_step(actor: Actor, change: Change) -> list[Step]:
+    """A person who creates a tenant becomes its owner; when the manifest lists the members, it decides."""
+    if change.action != "create" or "members" not in change.desired or actor.user is None:
+        return []
+    username = actor.user.get_username()
+    if username in {m["user"] for m in change.desired["members"]}:
+        return []
+
+    def drop() -> None:
+        tenant = _tenant(change.name)
+        membership = Membership.objects.filter(tenant=tenant, user=actor.user).first()
+        if membership is not None:
+            services.remove_member(actor=actor, tenant=tenant, membership=membership)
+
+    return [(UNMEMBERS, change, "spec.members", drop)]
+
+
+def _tenant_steps(actor: Actor, change: Change) -> list[Step]:
+    spec, name = change.desired, change.name
+    if change.action == "delete":
+        return [(PRUNE, change, "", lambda: services.delete_tenant(actor=actor, tenant=_tenant(name)))]
+    steps: list[Step] = []
+    if change.action == "create":
+        steps.append(
+            (
+                TENANT,
+                change,
+                "metadata.name",
+                lambda: services.create_tenant(
+                    actor=actor,
+                    slug=name,
+                    display_name=spec.get("displayName", ""),
+                    trust_tier=spec.get("trustTier", Tenant.TrustTier.STANDARD),
+                    host_cluster=host_cluster_named(spec.get("hostCluster")),
+                ),
+            )
+        )
+    else:
+        renamed = {f.path: f.after for f in change.fields if f.path in ("displayName", "trustTier")}
+        if renamed:
+            steps.append(
+                (
+                    TENANT,
+                    change,
+                    "spec.trustTier" if "trustTier" in renamed else "spec.displayName",
+                    lambda: services.update_tenant(
+                        actor=actor,
+                        tenant=_tenant(name),
+                        display_name=renamed.get("displayName"),
+                        trust_tier=renamed.get("trustTier"),
+                    ),
+                )
+            )
+    if any(f.path.startswith("budget") for f in change.fields):
+        steps.append((BUDGET, change, "spec.budget", lambda: _set_budget(actor, name, spec["budget"])))
+    return steps + _quota_steps(actor, change) + _member_steps(actor, change) + _creator_step(actor, change)
+
+
+def _set_budget(actor: Actor, name: str, budget: dict[str, Any]) -> None:
+    tenant = _tenant(name)
+    existing = Budget.objects.filter(tenant=tenant).first()
+    budgets.set_budget(
+        actor=actor,
+        tenant=tenant,
+        monthly_amount=budget["monthly"],
+        currency=budget["currency"],
+        email=budget["email"],
+        enforce=budget["enforce"],
+        # The webhook URL is a secret and has no place in a manifest: the one set through the API stays.
+        webhook_url=existing.webhook_url if existing else "",
+    )
+
+
+def _rate_card_steps(actor: Actor, change: Change) -> list[Step]:
+    spec = change.desired
+    if change.action == "release":
+        return []
+
+    def create() -> None:
+        written = change.document.spec if change.document else spec  # the prices as the manifest spells them
+        rates.create_rate_card(
+            actor=actor,
+            name=change.name,
+            effective_from=parse_datetime(spec["effectiveFrom"]),  # type: ignore[arg-type]
+            prices=written["prices"],
+            currency=spec["currency"],
+            tier_multipliers=written.get("tierMultipliers", {}),
+            note=spec["note"],
+        )
+
+    return [(CARDS, change, "spec", create)]
+
+
+def _host_cluster_steps(actor: Actor, change: Change) -> list[Step]:
+    spec = change.desired
+    if change.action != "update":
+        return []
+
+    def update() -> None:
+        fleet.update_host_cluster(
+            actor=actor,
+            host_cluster=HostCluster.objects.get(name=change.name),
+            region=spec.get("region"),
+            endpoint_base=spec.get("endpointBase"),
+            topology_levels=spec.get("topologyLevels"),
+        )
+
+    return [(HOSTS, change, "spec", update)]
+
+
+STEPS = {"Tenant": _tenant_steps, "RateCard": _rate_card_steps, "HostCluster": _host_cluster_steps}
+
+
+def _carry_out(actor: Actor, changes: list[Change], source: str) -> None:
+    steps = [
+        step for change in changes if change.action != "none" for step in STEPS[change.kind](actor, change)
+    ]
+    for _, change, path, run in sorted(steps, key=lambda step: step[0]):
+        try:
+            run()
+        except ServiceError as exc:
+            where = change.document.problem(path, exc.detail) if change.document else None
+            raise ManifestInvalid(
+                [where or Problem(source, None, "", f"pruning {change.kind} {change.name}: {exc.detail}")],
+                status=exc.status,
+            ) from exc
+
+
+def _record_ownership(changes: list[Change], source: str, revision: str) -> None:
+    owned = {(m.kind, m.name): m for m in ManagedObject.objects.filter(source=source)}
+    for change in changes:
+        key = (change.kind, change.name)
+        if change.action in ("delete", "release"):
+            ManagedObject.objects.filter(kind=change.kind, name=change.name, source=source).delete()
+            continue
+        row = owned.get(key)
+        if row is not None and row.applied == change.desired and (not revision or row.revision == revision):
+            continue  # unchanged desired state costs no writes
+        ManagedObject.objects.update_or_create(
+            kind=change.kind,
+            name=change.name,
+            defaults={
+                "source": source,
+                "applied": change.desired,
+                "revision": revision,
+                "applied_at": timezone.now(),
+            },
+        )
+
+
+def apply(
+    documents: list[Document],
+    *,
+    actor: Actor,
+    source: str,
+    prune: bool = False,
+    dry_run: bool = False,
+    revision: str = "",
+    tenants: QuerySet[Tenant] | None = None,
+) -> Result:
+    """Apply validated documents as `source`, all or nothing. Returns the changes (made, or for a dry run,
+    that would be made); raises `ManifestInvalid` naming file, line, field and reason when anything fails."""
+    result = Result([], dry_run)
+    try:
+        with transaction.atomic():
+            changes = plan(documents, source=source, prune=prune, tenants=tenants)
+            result.changes = [c for c in changes if c.action != "none"]
+            _carry_out(actor, changes, source)
+            _record_ownership(changes, source, revision)
+            if result.changes and not dry_run:
+                audit.record(
+                    actor,
+                    "manifests.apply",
+                    object_type="manifest_source",
+                    object_id=source[:120],
+                    after={
+                        "revision": revision,
+                        "changes": [f"{c.action} {c.kind} {c.name}" for c in result.changes],
+                    },
+                )
+            if dry_run:
+                raise _DryRun
+    except _DryRun:
+        pass
+    return result
+
+
+def drift(source: str) -> list[Change]:
+    """Objects `source` owns whose managed fields were changed since it applied them (through the API, the
+    portal …), field by field; the next apply of the same manifests puts them back."""
+    found = []
+    for row in ManagedObject.objects.filter(source=source):
+        obj = state.find(row.kind, row.name)
+        if obj is None or (row.kind == "Tenant" and obj.state in state.GONE):
+            found.append(Change(row.kind, row.name, "update", [FieldChange("(object)", "applied", None)]))
+            continue
+        fields = compare(row.applied, state.current(row.kind, obj))
+        if fields:
+            found.append(Change(row.kind, row.name, "update", fields))
+    return found

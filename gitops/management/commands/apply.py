@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from gitops.apply import apply
+from gitops.manifests import ManifestInvalid, read_path
+from tenants.audit import Actor
+
+
+def default_source(path: str) -> str:
+    """Objects applied from one file or folder belong to it: `file:<absolute path>`."""
+    return f"file:{Path(path).resolve()}"
+
+
+class Command(BaseCommand):
+    help = "Apply manifests (a file, or every *.yaml/*.yml/*.json in a folder) in one transaction."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("-f", "--filename", required=True, help="a manifest file or a folder of them")
+        parser.add_argument("--dry-run", action="store_true", help="show what would change; change nothing")
+        parser.add_argument(
+            "--prune", action="store_true", help="remove objects earlier applied from this source, now absent"
+        )
+        parser.add_argument("--source", help="who owns what is applied (default: file:<absolute path>)")
+
+    def handle(self, *args: Any, filename: str, dry_run: bool, prune: bool, **options: Any) -> None:
+        source = options.get("source") or default_source(filename)
+        try:
+            documents = read_path(Path(filename))
+            result = apply(
+                documents, actor=Actor.console("apply"), source=source, prune=prune, dry_run=dry_run
+            )
+        except ManifestInvalid as exc:
+            raise CommandError("nothing was applied:\n" + "\n".join(str(p) for p in exc.problems)) from exc
+        for change in result.changes:
+            self.stdout.write(str(change))
+        verb = "would change" if dry_run else "changed"
+        self.stdout.write(f"{len(result.changes)} object(s) {verb}" + (" (dry run)" if dry_run else ""))
