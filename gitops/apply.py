@@ -21,7 +21,6 @@ from django.db.models import QuerySet
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from billing.models import Budget
 from billing.services import budgets, rates
 from gitops import state
 from gitops.manifests import Document, ManifestInvalid, Problem
@@ -398,17 +397,15 @@ def _tenant_steps(actor: Actor, change: Change) -> list[Step]:
 
 
 def _set_budget(actor: Actor, name: str, budget: dict[str, Any]) -> None:
-    tenant = _tenant(name)
-    existing = Budget.objects.filter(tenant=tenant).first()
+    # The webhook URL is a secret and has no place in a manifest: `set_budget` keeps the one set through the
+    # API when it is given none.
     budgets.set_budget(
         actor=actor,
-        tenant=tenant,
+        tenant=_tenant(name),
         monthly_amount=budget["monthly"],
         currency=budget["currency"],
         email=budget["email"],
         enforce=budget["enforce"],
-        # The webhook URL is a secret and has no place in a manifest: the one set through the API stays.
-        webhook_url=existing.webhook_url if existing else "",
     )
 
 
