@@ -4,6 +4,7 @@ what is declared there and writing status, finalizers, watches resumed and relis
 
 from __future__ import annotations
 
+import io
 import tempfile
 import threading
 import time
@@ -11,9 +12,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 import yaml
 from django.core.management import call_command
+from django.core.management.base import CommandError
 
 from billing.models import RateCard
 from gitops.apply import apply
@@ -22,6 +25,7 @@ from gitops.crds import CRD_DIR
 from gitops.manifests import from_bodies
 from gitops.models import ManagedObject
 from gpucloud.errors import ValidationFailed
+from gpucloud.tests.test_cli import fresh_database, gpucloud, process_env, stop, wait_until  # noqa: F401
 from scheduling.models import HostCluster
 from tenants.audit import Actor
 from tenants.models import AuditEvent, Quota, Tenant
@@ -355,3 +359,66 @@ def test_the_loop_resumes_cut_watches_and_lists_again_after_410(emulator, demo_f
             thread.join(timeout=15)
     assert not any(thread.is_alive() for thread in threads)
     assert {e.actor_label for e in AuditEvent.objects.filter(action="tenant.create")} == {ACTOR_LABEL}
+
+
+def test_watch_tenants_once_applies_every_watching_cluster(watching, emulator):
+    emulator.put_object(tenant_cr())
+    out = io.StringIO()
+    call_command("watch_tenants", "--once", stdout=out)
+    assert "gpu-east: namespace tenants applied" in out.getvalue()
+    assert Tenant.objects.filter(slug="vision").exists()
+    with pytest.raises(CommandError, match="no host cluster watches tenants called: gpu-west"):
+        call_command("watch_tenants", "--once", "--host-cluster", "gpu-west")
+
+
+def test_the_api_registers_a_host_cluster_that_watches_tenants(emulator, api, admin, gpu_catalog):
+    registration = {
+        "name": "gpu-east",
+        "kubeconfig": kubeconfig_for(emulator.url),
+        "scheduler": "kueue",
+        "watch_tenants": NS,
+    }
+    response = api(admin).post("/api/v1/host-clusters/", registration, format="json")
+    assert response.status_code == 201, response.json()
+    assert response.json()["tenants_namespace"] == NS
+    bad = api(admin).post(
+        "/api/v1/host-clusters/",
+        {**registration, "name": "gpu-west", "watch_tenants": "Not_A_NS"},
+        format="json",
+    )
+    assert bad.status_code == 400 and "not a namespace name" in bad.json()["errors"]["watch_tenants"][0]
+
+
+@pytest.mark.worker
+def test_the_tenant_watcher_process_applies_resources_and_stops_on_sigterm(
+    emulator,
+    fresh_database,  # noqa: F811 (the fixture imported above)
+    tmp_path,
+):
+    env = process_env(DATABASE_URL=fresh_database, GPUCLOUD_TENANT_RESOURCES_RESYNC="2")
+    assert gpucloud("migrate", env=env, out=tmp_path / "migrate.log").wait(timeout=300) == 0
+    kubeconfig = _kubeconfig_file(emulator)
+    register = [
+        "manage",
+        "add_host_cluster",
+        "gpu-east",
+        "--kubeconfig",
+        str(kubeconfig),
+        "--scheduler",
+        "kueue",
+    ]
+    added = gpucloud(*register, "--watch-tenants", NS, env=env, out=tmp_path / "add.log")
+    assert added.wait(timeout=120) == 0, (tmp_path / "add.log").read_text()
+    body = tenant_cr(hostCluster="gpu-east", members=[], quotas=[])
+    emulator.put_object(body)
+
+    watcher = gpucloud("tenant-watcher", env=env, out=tmp_path / "watcher.log")
+    try:
+        wait_until(lambda: (cr(emulator) or {}).get("status"), 60, "the resource's status")
+        assert conditions(cr(emulator))["Ready"]["reason"] == "Provisioning"
+        with psycopg.connect(fresh_database) as conn:
+            row = conn.execute("SELECT state FROM tenants_tenant WHERE slug = 'vision'").fetchone()
+        assert row == ("pending",)
+    finally:
+        code = stop(watcher, timeout=30)
+    assert code == 0, (tmp_path / "watcher.log").read_text()

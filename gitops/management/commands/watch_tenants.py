@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 from typing import Any
 
 from django.conf import settings
@@ -57,12 +58,18 @@ class Command(BaseCommand):
                     key = (cluster.pk, kind.kind)
                     if key not in running or not running[key].is_alive():
                         running[key] = threading.Thread(
-                            target=controller.run, args=(kind, stop), name=f"{cluster.name}-{kind.plural}"
+                            target=controller.run,
+                            args=(kind, stop),
+                            name=f"{cluster.name}-{kind.plural}",
+                            daemon=True,  # one waiting in a watch is not waited for at exit (below)
                         )
                         running[key].start()
                         self.stdout.write(
                             f"watching {kind.plural} in {cluster.name}/{cluster.tenants_namespace}"
                         )
             stop.wait(resync)
+        # A thread applying finishes its transaction; one waiting in a watch (up to 5 minutes) is left to
+        # end with the process: it holds nothing.
+        deadline = time.monotonic() + 10
         for thread in running.values():
-            thread.join()
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
