@@ -147,6 +147,7 @@ class Controller:
         self.api = api or KubeApi(api_client_of(host_cluster), RetryPolicy(attempts=3))
         self.resync_seconds = resync_seconds
         self.watch_seconds = watch_seconds
+        self._written: dict[str, dict[str, Any]] = {}  # uid → the status last written
 
     # --- one object ----------------------------------------------------------------------------
 
@@ -226,18 +227,25 @@ class Controller:
                 return Outcome(False, "Deleting", f"tenant {name} is being deleted", reconciling=True)
         return None
 
-    def _patch(self, kind: Kind, obj: dict[str, Any], patch: dict[str, Any], status: bool = False) -> Any:
+    def _patch(self, kind: Kind, obj: dict[str, Any], patch: dict[str, Any]) -> Any:
+        """Change the object's metadata (its finalizers), conditionally: the list is replaced whole, so a
+        version changed meanwhile answers 409 and the object is reconciled again from its next event."""
         meta = obj["metadata"]
-        path = kind.path(self.namespace, meta["name"]) + ("/status" if status else "")
-        # The resourceVersion makes it conditional: a changed object answers 409 and is reconciled again.
         body = copy.deepcopy(patch)
-        body.setdefault("metadata", {})["resourceVersion"] = meta["resourceVersion"]
-        return self.api.request("PATCH", path, body=body, content_type=MERGE)
+        body["metadata"]["resourceVersion"] = meta["resourceVersion"]
+        return self.api.request(
+            "PATCH", kind.path(self.namespace, meta["name"]), body=body, content_type=MERGE
+        )
 
     def _write_status(self, kind: Kind, obj: dict[str, Any], status: dict[str, Any]) -> None:
-        if status == obj.get("status"):
-            return  # unchanged: no write
-        self._patch(kind, obj, {"status": status}, status=True)
+        """Write the status (only gpucloud writes it, so unconditionally), unless it is already there or was
+        just written (the event of an older version of the object arriving after our write)."""
+        uid = obj["metadata"].get("uid", "")
+        if status in (obj.get("status"), self._written.get(uid)):
+            return
+        path = kind.path(self.namespace, obj["metadata"]["name"]) + "/status"
+        self.api.request("PATCH", path, body={"status": status}, content_type=MERGE)
+        self._written[uid] = status
 
     # --- lists and watches ---------------------------------------------------------------------
 

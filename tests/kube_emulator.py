@@ -26,6 +26,8 @@ For controllers that watch (gpucloud's Tenant custom resources) it also serves:
   until `timeoutSeconds`; a `resourceVersion` older than the history (`compact()` plays etcd compaction)
   answers an `ERROR` event with a 410 `Expired` Status, as the real API server does; `drop_watches()` cuts
   every open stream, as a restarted API server or load balancer would;
+- a merge patch carrying `metadata.resourceVersion` is conditional (409 when the object has moved on), as a
+  PUT already was;
 - custom resources defined by creating a `CustomResourceDefinition` (served from then on), with the status
   subresource when the CRD asks for it (writes to the object keep its status, `/status` writes keep the
   rest; only spec changes bump `generation`);
@@ -582,6 +584,15 @@ class KubeEmulator(kmock.KubernetesEmulator):
             return 200, self._commit(res, key, self._get(res, key), self._applied(self._get(res, key), body))
         if content_type in ("application/merge-patch+json", "application/strategic-merge-patch+json"):
             old = self._get(res, key)
+            sent_rv = ((body or {}).get("metadata") or {}).get("resourceVersion")
+            if sent_rv and sent_rv != old["metadata"]["resourceVersion"]:  # a precondition, as on PUT
+                raise ApiError(
+                    409,
+                    "Conflict",
+                    f'Operation cannot be fulfilled on {res.plural} "{key[1]}": '
+                    "the object has been modified; please apply your changes to the "
+                    "latest version and try again",
+                )
             if subresource == "status":
                 body = {"status": (body or {}).get("status")}
             elif res.status_subresource and isinstance(body, dict):

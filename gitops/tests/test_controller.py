@@ -358,6 +358,7 @@ def test_the_loop_resumes_cut_watches_and_lists_again_after_410(emulator, demo_f
         for thread in threads:
             thread.join(timeout=15)
     assert not any(thread.is_alive() for thread in threads)
+    assert not [request for request in emulator.log if request[2] == 409]  # no write raced another
     assert {e.actor_label for e in AuditEvent.objects.filter(action="tenant.create")} == {ACTOR_LABEL}
 
 
@@ -369,6 +370,9 @@ def test_watch_tenants_once_applies_every_watching_cluster(watching, emulator):
     assert Tenant.objects.filter(slug="vision").exists()
     with pytest.raises(CommandError, match="no host cluster watches tenants called: gpu-west"):
         call_command("watch_tenants", "--once", "--host-cluster", "gpu-west")
+    emulator.stop()  # the cluster is away: said, not a traceback
+    with pytest.raises(CommandError, match="could not read the custom resources of: gpu-east"):
+        call_command("watch_tenants", "--once", stderr=io.StringIO())
 
 
 def test_the_api_registers_a_host_cluster_that_watches_tenants(emulator, api, admin, gpu_catalog):

@@ -10,6 +10,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from gitops.controller import KINDS, Controller
 from scheduling.models import HostCluster
+from workers.drivers.base import DriverError
 
 
 class Command(BaseCommand):
@@ -38,35 +39,54 @@ class Command(BaseCommand):
                 raise CommandError(f"no host cluster watches tenants called: {', '.join(sorted(missing))}")
         return list(clusters)
 
+    def _start(
+        self,
+        cluster: HostCluster,
+        running: dict[tuple[int, str], threading.Thread],
+        stop: threading.Event,
+        resync: float,
+    ) -> None:
+        """Start a thread per kind of `cluster` that has none running."""
+        idle = [k for k in KINDS if not (t := running.get((cluster.pk, k.kind))) or not t.is_alive()]
+        if not idle:
+            return
+        controller = Controller(cluster, resync_seconds=resync)  # decrypts the kubeconfig: only when needed
+        for kind in idle:
+            thread = threading.Thread(
+                target=controller.run,
+                args=(kind, stop),
+                name=f"{cluster.name}-{kind.plural}",
+                daemon=True,  # one waiting in a watch is not waited for at exit (below)
+            )
+            running[(cluster.pk, kind.kind)] = thread
+            thread.start()
+            self.stdout.write(f"watching {kind.plural} in {cluster.name}/{cluster.tenants_namespace}")
+
+    def _once(self, cluster: HostCluster) -> bool:
+        try:
+            controller = Controller(cluster)
+            for kind in KINDS:
+                controller.sync(kind)
+        except DriverError as exc:
+            self.stderr.write(f"{cluster.name}: {exc}")
+            return False
+        self.stdout.write(f"{cluster.name}: namespace {cluster.tenants_namespace} applied")
+        return True
+
     def handle(self, *args: Any, host_cluster: list[str], once: bool, resync: float, **options: Any) -> None:
         if once:
-            for cluster in self._clusters(host_cluster):
-                controller = Controller(cluster)
-                for kind in KINDS:
-                    controller.sync(kind)
-                self.stdout.write(f"{cluster.name}: namespace {cluster.tenants_namespace} applied")
+            failed = [c.name for c in self._clusters(host_cluster) if not self._once(c)]
+            if failed:
+                raise CommandError(f"could not read the custom resources of: {', '.join(failed)}")
             return
         stop = threading.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: stop.set())
         running: dict[tuple[int, str], threading.Thread] = {}
         while not stop.is_set():
-            # Host clusters registered (or their threads ended) since the last look are picked up here.
+            # Host clusters registered (or threads ended) since the last look are picked up here.
             for cluster in self._clusters(host_cluster):
-                controller = Controller(cluster, resync_seconds=resync)
-                for kind in KINDS:
-                    key = (cluster.pk, kind.kind)
-                    if key not in running or not running[key].is_alive():
-                        running[key] = threading.Thread(
-                            target=controller.run,
-                            args=(kind, stop),
-                            name=f"{cluster.name}-{kind.plural}",
-                            daemon=True,  # one waiting in a watch is not waited for at exit (below)
-                        )
-                        running[key].start()
-                        self.stdout.write(
-                            f"watching {kind.plural} in {cluster.name}/{cluster.tenants_namespace}"
-                        )
+                self._start(cluster, running, stop, resync)
             stop.wait(resync)
         # A thread applying finishes its transaction; one waiting in a watch (up to 5 minutes) is left to
         # end with the process: it holds nothing.
