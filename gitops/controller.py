@@ -196,7 +196,7 @@ class Controller:
                 outcome = _tenant_outcome(meta["name"])
             else:
                 outcome = Outcome(True, "Applied", f"rate card {meta['name']} is applied")
-        self._write_status(kind, obj, outcome.status(generation, obj.get("status") or {}))
+        self._write_status(kind, obj, outcome.status(generation, self._status_of(obj)))
 
     def _finalize(self, kind: Kind, obj: dict[str, Any]) -> None:
         """The object is being deleted: prune what it applied; drop the finalizer once that is done."""
@@ -206,7 +206,7 @@ class Controller:
         waiting = self.forget(kind, meta["name"])
         if waiting is not None:
             generation = int(meta.get("generation") or 1)
-            self._write_status(kind, obj, waiting.status(generation, obj.get("status") or {}))
+            self._write_status(kind, obj, waiting.status(generation, self._status_of(obj)))
             return
         finalizers = [f for f in meta["finalizers"] if f != FINALIZER]
         self._patch(kind, obj, {"metadata": {"finalizers": finalizers or None}})
@@ -237,9 +237,13 @@ class Controller:
             "PATCH", kind.path(self.namespace, meta["name"]), body=body, content_type=MERGE
         )
 
+    def _status_of(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """The object's latest status: the one last written here, which the event of an older version of the
+        object (arriving after that write) does not carry yet."""
+        return self._written.get(obj["metadata"].get("uid", "")) or obj.get("status") or {}
+
     def _write_status(self, kind: Kind, obj: dict[str, Any], status: dict[str, Any]) -> None:
-        """Write the status (only gpucloud writes it, so unconditionally), unless it is already there or was
-        just written (the event of an older version of the object arriving after our write)."""
+        """Write the status (only gpucloud writes it, so unconditionally) unless it is already there."""
         uid = obj["metadata"].get("uid", "")
         if status in (obj.get("status"), self._written.get(uid)):
             return
@@ -270,6 +274,7 @@ class Controller:
                 continue
             if event["type"] == "DELETED":
                 # Gone without our finalizer having run (removed by hand, or never added): prune anyway.
+                self._written.pop(obj["metadata"].get("uid", ""), None)
                 self.forget(kind, obj["metadata"]["name"])
                 continue
             self.reconcile(kind, obj)

@@ -251,6 +251,21 @@ def test_deleting_the_resource_deletes_the_tenant_before_the_finalizer_goes(
     assert not ManagedObject.objects.filter(name="vision").exists()
 
 
+def test_a_resource_whose_finalizer_was_removed_by_hand_still_deletes_its_tenant(
+    watching, controller, emulator
+):
+    emulator.put_object(tenant_cr())
+    version = controller.sync(TENANT_RESOURCE)
+    emulator.remove_object(GROUP, "Tenant", "vision", NS)
+    emulator.edit_object(GROUP, "Tenant", "vision", NS, {"metadata": {"finalizers": None}})  # kubectl patch
+    assert cr(emulator) is None
+
+    controller.follow(TENANT_RESOURCE, version, timeout_seconds=1)
+
+    assert Tenant.objects.get(slug="vision").state == "deleting"
+    assert not ManagedObject.objects.filter(name="vision").exists()
+
+
 def test_a_tenant_owned_by_another_source_is_refused_and_its_deletion_leaves_the_tenant(
     watching, controller, emulator
 ):
