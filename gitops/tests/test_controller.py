@@ -30,6 +30,7 @@ from scheduling.models import HostCluster
 from tenants.audit import Actor
 from tenants.models import AuditEvent, Quota, Tenant
 from tests.kube_emulator import RunningEmulator, start_emulator
+from tests.tools import unavailable
 from workers import reconcile
 from workers.hostclusters import register_host_cluster
 from workers.kube.api import Gone
@@ -159,6 +160,44 @@ def test_a_tenant_resource_becomes_a_ready_tenant_with_its_quotas(watching, cont
     events = AuditEvent.objects.count()
     controller.sync(TENANT_RESOURCE)
     assert (emulator.writes, AuditEvent.objects.count()) == (writes, events)  # unchanged costs nothing
+
+
+def argo_health(obj: dict[str, Any]) -> tuple[str, str]:
+    """Argo CD's health of `obj` by the Lua check docs/gitops.md tells to install (run by real Lua)."""
+    try:
+        from lupa import LuaRuntime
+    except ImportError:
+        unavailable("lupa is not installed (a dev dependency: pip install -e '.[dev]')")
+    lua = LuaRuntime()
+    check = lua.eval(f"function(obj) {(CRD_DIR / 'argocd-health.lua').read_text()} end")
+    health = check(lua.table_from(obj, recursive=True))
+    return str(health["status"]), str(health["message"])
+
+
+def test_argo_cd_health_follows_the_tenant_from_creation_to_deletion(
+    watching, controller, emulator, demo_fleet
+):
+    emulator.put_object(tenant_cr())
+    assert argo_health(cr(emulator))[0] == "Progressing"  # gpucloud has not seen it yet
+    controller.sync(TENANT_RESOURCE)
+    assert argo_health(cr(emulator)) == ("Progressing", "tenant vision is pending")
+    reconcile.reconcile_host_cluster(demo_fleet)
+    controller.sync(TENANT_RESOURCE)
+    assert argo_health(cr(emulator)) == ("Healthy", "tenant vision is ready with 1 quotas")
+
+    too_much = {"spec": {"quotas": [{"gpuClass": "h200-141gb", "guaranteed": 5000}]}}
+    emulator.edit_object(GROUP, "Tenant", "vision", NS, too_much)
+    assert argo_health(cr(emulator))[0] == "Progressing"  # generation 2 not observed yet
+    controller.sync(TENANT_RESOURCE)
+    status, message = argo_health(cr(emulator))
+    assert status == "Degraded" and "spec.quotas[0]" in message and "capacity" in message
+
+    emulator.edit_object(GROUP, "Tenant", "vision", NS, {"spec": {"quotas": []}})
+    controller.sync(TENANT_RESOURCE)
+    assert argo_health(cr(emulator))[0] == "Healthy"
+    emulator.remove_object(GROUP, "Tenant", "vision", NS)
+    controller.sync(TENANT_RESOURCE)
+    assert argo_health(cr(emulator)) == ("Progressing", "being deleted")
 
 
 def test_a_spec_change_arrives_by_watch_and_is_applied(watching, controller, emulator):
