@@ -345,7 +345,9 @@ class KubeEmulator(kmock.KubernetesEmulator):
                 assert isinstance(fault, int)
                 raise ApiError(fault, _REASONS.get(fault, "InternalError"), f"injected fault {fault}")
             query = dict(raw_request.query)
-            if method == "GET" and query.get("watch") in ("1", "true") and not hang:
+            if method == "GET" and query.get("watch") in ("1", "true"):
+                if hang:  # a slow answer; a watch's client waits longer than a request's
+                    await asyncio.sleep(self.faults.hang_seconds)
                 return await self._watch(raw_request, path, query)
             status, payload = self._serve(method, path, dict(raw_request.query), raw_request.headers, body)
         except ApiError as exc:
@@ -546,6 +548,8 @@ class KubeEmulator(kmock.KubernetesEmulator):
         meta["generation"] = old["metadata"].get("generation", 1) + (1 if body_changed else 0)
         meta["resourceVersion"] = self._next_rv()
         new["apiVersion"], new["kind"] = res.api_version, res.kind
+        if res.kind == "CustomResourceDefinition":
+            self._serve_crd(new)
         if meta.get("deletionTimestamp") and not meta.get("finalizers") and res.kind != "Namespace":
             del self.store[res.key][key]  # the last finalizer is gone: the deletion completes
             self._emit(res, "DELETED", new)
@@ -635,7 +639,9 @@ class KubeEmulator(kmock.KubernetesEmulator):
     def _drop_namespace_content(self, namespace: str) -> None:
         for res_key, objects in self.store.items():
             for key in [k for k in objects if k[0] == namespace]:
-                self._emit(self.served[res_key], "DELETED", objects.pop(key))
+                gone = copy.deepcopy(objects.pop(key))
+                gone["metadata"]["resourceVersion"] = self._next_rv()
+                self._emit(self.served[res_key], "DELETED", gone)
 
     # --- custom resource definitions and watches ---------------------------------------------------
 
