@@ -4,6 +4,8 @@
     gpucloud worker              a Celery worker; queues and concurrency from the environment
     gpucloud scheduler           Celery beat with RedBeat: only the holder of a Redis lock fires the schedule
     gpucloud migrate             apply migrations and exit; several at once wait for each other
+    gpucloud tenant-watcher      apply the Tenant and RateCard custom resources of host clusters registered
+                                 with --watch-tenants (`manage.py watch_tenants`; docs/gitops.md)
     gpucloud manage ARGS…        any `manage.py` command (collectstatic, createsuperuser, bootstrap, …)
 
 Each process names itself (GPUCLOUD_PROCESS, shown by PostgreSQL as the connection's application_name) and
@@ -132,6 +134,14 @@ def migrate(args: argparse.Namespace) -> None:
         call_command("migrate", interactive=False)
 
 
+def tenant_watcher(args: argparse.Namespace) -> None:
+    # Two threads per watching host cluster (Tenants, RateCards), each holding a connection while it applies.
+    _become("tenant-watcher", connections=env_int("GPUCLOUD_TENANT_WATCHER_CONNECTIONS", 8, minimum=1))
+    from django.core.management import call_command
+
+    call_command("watch_tenants")
+
+
 def manage(args: argparse.Namespace) -> None:
     os.environ.setdefault("GPUCLOUD_PROCESS", "manage")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gpucloud.settings")
@@ -145,6 +155,7 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], None], str]] = {
     "worker": (worker, "run a Celery worker"),
     "scheduler": (scheduler, "run the periodic schedule (one leader among any number of schedulers)"),
     "migrate": (migrate, "apply database migrations, then exit (safe to run from several places at once)"),
+    "tenant-watcher": (tenant_watcher, "apply Tenant and RateCard custom resources (--watch-tenants)"),
     "manage": (manage, "run a manage.py command"),
 }
 

@@ -338,6 +338,9 @@ LEDGER_RETENTION_DAYS = env_int("GPUCLOUD_LEDGER_RETENTION_DAYS", 400, minimum=0
 GITOPS_POLL_INTERVAL = env_float("GPUCLOUD_GITOPS_POLL_INTERVAL", 30.0, minimum=1.0)
 GITOPS_FETCH_TIMEOUT = env_float("GPUCLOUD_GITOPS_FETCH_TIMEOUT", 60.0, minimum=1.0)
 GITOPS_FILE_URLS = env_bool("GPUCLOUD_GITOPS_FILE_URLS", False)
+# `manage.py watch_tenants` (Tenant and RateCard custom resources): a full list-and-apply pass this often;
+# watches carry changes in between.
+TENANT_RESOURCES_RESYNC = env_float("GPUCLOUD_TENANT_RESOURCES_RESYNC", 60.0, minimum=1.0)
 
 CELERY_BEAT_SCHEDULE = {
     "sync-gitops-sources": {"task": "gitops.sync_due_sources", "schedule": GITOPS_POLL_INTERVAL},

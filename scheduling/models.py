@@ -114,6 +114,11 @@ class HostCluster(models.Model):
     addons = models.JSONField(default=dict, blank=True, help_text="add-ons discovered: kueue, kai, flux, …")
     topology_levels = models.JSONField(default=list, blank=True, help_text="node-label keys, outermost first")
     discovered_at = models.DateTimeField(null=True, blank=True)
+    tenants_namespace = models.CharField(
+        max_length=63,
+        blank=True,
+        help_text="namespace whose Tenant and RateCard custom resources gpucloud applies (--watch-tenants)",
+    )
 
     class Meta:
         ordering = ["name"]

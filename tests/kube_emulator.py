@@ -18,8 +18,20 @@ Deliberate simplifications: server-side apply by the single manager gpucloud rep
 top-level fields (other than metadata and status) with the applied ones and keeps no managedFields;
 there is no admission or schema validation; deleting a namespace deletes its objects at once and
 leaves the namespace `Terminating` until the harness calls `finish_namespace_deletions()` (it plays
-the namespace controller); watches are not served (gpucloud does not watch). It also injects faults
-(`Faults`) and counts calls and writes.
+the namespace controller). It also injects faults (`Faults`) and counts calls and writes.
+
+For controllers that watch (gpucloud's Tenant custom resources) it also serves:
+
+- watches (`?watch=1`): events since the given `resourceVersion` from a bounded history, then live ones,
+  until `timeoutSeconds`; a `resourceVersion` older than the history (`compact()` plays etcd compaction)
+  answers an `ERROR` event with a 410 `Expired` Status, as the real API server does; `drop_watches()` cuts
+  every open stream, as a restarted API server or load balancer would;
+- a merge patch carrying `metadata.resourceVersion` is conditional (409 when the object has moved on), as a
+  PUT already was;
+- custom resources defined by creating a `CustomResourceDefinition` (served from then on), with the status
+  subresource when the CRD asks for it (writes to the object keep its status, `/status` writes keep the
+  rest; only spec changes bump `generation`);
+- finalizers: deleting an object that has some sets `deletionTimestamp`; removing the last one deletes it.
 
 `start_emulator()` runs it on 127.0.0.1 in a thread with its own event loop, for sync tests.
 """
@@ -52,6 +64,8 @@ ResKey = tuple[str, str, str]  # group ("" for core), version, plural
 ObjKey = tuple[str | None, str]  # namespace (None for cluster-scoped), name
 
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+HISTORY = 1000  # watch events kept per resource; older resourceVersions answer 410 Gone
+Watcher = tuple[ResKey, "str | None", "list[Requirement]", "asyncio.Queue[Obj | None]"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +77,7 @@ class Resource:
     plural: str
     kind: str
     namespaced: bool
+    status_subresource: bool = False
 
     @property
     def key(self) -> ResKey:
@@ -266,6 +281,10 @@ class KubeEmulator(kmock.KubernetesEmulator):
         self.by_method: Counter[str] = Counter()
         self.injected: Counter[int | str] = Counter()  # faults served, by status or "timeout"
         self.log: list[tuple[str, str, int]] = []  # (method, path, status)
+        self.history: dict[ResKey, list[tuple[int, str, Obj]]] = {}  # (resourceVersion, type, object)
+        self.compacted: dict[ResKey, int] = {}  # events up to this resourceVersion are forgotten
+        self.watchers: list[Watcher] = []
+        self.watch_log: list[dict[str, str]] = []  # every watch request's path and query, in order
         self._rv = 0
         self.register_resources(BUILTIN)
 
@@ -325,6 +344,11 @@ class KubeEmulator(kmock.KubernetesEmulator):
             elif fault is not None:
                 assert isinstance(fault, int)
                 raise ApiError(fault, _REASONS.get(fault, "InternalError"), f"injected fault {fault}")
+            query = dict(raw_request.query)
+            if method == "GET" and query.get("watch") in ("1", "true"):
+                if hang:  # a slow answer; a watch's client waits longer than a request's
+                    await asyncio.sleep(self.faults.hang_seconds)
+                return await self._watch(raw_request, path, query)
             status, payload = self._serve(method, path, dict(raw_request.query), raw_request.headers, body)
         except ApiError as exc:
             status, payload = exc.code, _status(exc)
@@ -506,7 +530,10 @@ class KubeEmulator(kmock.KubernetesEmulator):
         if res.kind == "Namespace":
             meta.setdefault("labels", {})["kubernetes.io/metadata.name"] = name
             obj["status"] = {"phase": "Active"}
+        if res.kind == "CustomResourceDefinition":
+            self._serve_crd(obj)
         self.store[res.key][(namespace, name)] = obj
+        self._emit(res, "ADDED", obj)
         return copy.deepcopy(obj)
 
     def _commit(self, res: Resource, key: ObjKey, old: Obj, new: Obj) -> Obj:
@@ -521,7 +548,14 @@ class KubeEmulator(kmock.KubernetesEmulator):
         meta["generation"] = old["metadata"].get("generation", 1) + (1 if body_changed else 0)
         meta["resourceVersion"] = self._next_rv()
         new["apiVersion"], new["kind"] = res.api_version, res.kind
+        if res.kind == "CustomResourceDefinition":
+            self._serve_crd(new)
+        if meta.get("deletionTimestamp") and not meta.get("finalizers") and res.kind != "Namespace":
+            del self.store[res.key][key]  # the last finalizer is gone: the deletion completes
+            self._emit(res, "DELETED", new)
+            return copy.deepcopy(new)
         self.store[res.key][key] = new
+        self._emit(res, "MODIFIED", new)
         return copy.deepcopy(new)
 
     def _replace(self, res: Resource, key: ObjKey, body: Obj, subresource: str | None) -> Obj:
@@ -554,8 +588,19 @@ class KubeEmulator(kmock.KubernetesEmulator):
             return 200, self._commit(res, key, self._get(res, key), self._applied(self._get(res, key), body))
         if content_type in ("application/merge-patch+json", "application/strategic-merge-patch+json"):
             old = self._get(res, key)
+            sent_rv = ((body or {}).get("metadata") or {}).get("resourceVersion")
+            if sent_rv and sent_rv != old["metadata"]["resourceVersion"]:  # a precondition, as on PUT
+                raise ApiError(
+                    409,
+                    "Conflict",
+                    f'Operation cannot be fulfilled on {res.plural} "{key[1]}": '
+                    "the object has been modified; please apply your changes to the "
+                    "latest version and try again",
+                )
             if subresource == "status":
                 body = {"status": (body or {}).get("status")}
+            elif res.status_subresource and isinstance(body, dict):
+                body = _without(body, "status")  # only /status writes the status
             return 200, self._commit(res, key, old, merge_patch(copy.deepcopy(old), body))
         raise ApiError(
             415, "UnsupportedMediaType", f"the body of the request was in an unknown format: {content_type}"
@@ -576,7 +621,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
         return new
 
     def _delete(self, res: Resource, key: ObjKey) -> Obj:
-        obj = self._get(res, key)
+        obj = copy.deepcopy(self._get(res, key))  # a new version: the watch history keeps the old one
         if obj["metadata"].get("finalizers") or res.kind == "Namespace":
             if not obj["metadata"].get("deletionTimestamp"):
                 obj["metadata"]["deletionTimestamp"] = _now()
@@ -584,14 +629,105 @@ class KubeEmulator(kmock.KubernetesEmulator):
             if res.kind == "Namespace":
                 obj["status"] = {"phase": "Terminating"}
                 self._drop_namespace_content(key[1])
+            self.store[res.key][key] = obj
+            self._emit(res, "MODIFIED", obj)
             return copy.deepcopy(obj)
         del self.store[res.key][key]
+        self._emit(res, "DELETED", obj)
         return obj
 
     def _drop_namespace_content(self, namespace: str) -> None:
-        for objects in self.store.values():
+        for res_key, objects in self.store.items():
             for key in [k for k in objects if k[0] == namespace]:
-                del objects[key]
+                gone = copy.deepcopy(objects.pop(key))
+                gone["metadata"]["resourceVersion"] = self._next_rv()
+                self._emit(self.served[res_key], "DELETED", gone)
+
+    # --- custom resource definitions and watches ---------------------------------------------------
+
+    def _serve_crd(self, crd: Obj) -> None:
+        """Serve what a CustomResourceDefinition defines, as the API server does once it is established."""
+        spec = crd.get("spec", {})
+        names = spec.get("names", {})
+        self.register_resources(
+            Resource(
+                spec.get("group", ""),
+                version["name"],
+                names.get("plural", ""),
+                names.get("kind", ""),
+                spec.get("scope") == "Namespaced",
+                "status" in (version.get("subresources") or {}),
+            )
+            for version in spec.get("versions", [])
+            if version.get("served", True)
+        )
+
+    def _emit(self, res: Resource, kind: str, obj: Obj) -> None:
+        """Record a watch event and hand it to every open watch it matches."""
+        rv = int(obj["metadata"]["resourceVersion"])
+        history = self.history.setdefault(res.key, [])
+        history.append((rv, kind, obj))
+        if len(history) > HISTORY:
+            self.compacted[res.key] = history.pop(0)[0]
+        for res_key, namespace, requirements, queue in self.watchers:
+            if res_key == res.key and self._matches(obj, namespace, requirements):
+                queue.put_nowait({"type": kind, "object": copy.deepcopy(obj)})
+
+    @staticmethod
+    def _matches(obj: Obj, namespace: str | None, requirements: list[Requirement]) -> bool:
+        meta = obj["metadata"]
+        return (namespace is None or meta.get("namespace") == namespace) and selects(
+            requirements, meta.get("labels") or {}
+        )
+
+    async def _watch(
+        self, raw_request: aiohttp.web.BaseRequest, path: str, query: dict[str, str]
+    ) -> aiohttp.web.StreamResponse:
+        """A watch stream: one JSON event per line, until `timeoutSeconds` or `drop_watches()`."""
+        self.watch_log.append({"path": path, **query})
+        parsed = parse_path(path)
+        res = self.served.get((parsed.group, parsed.version, parsed.plural)) if parsed else None
+        if parsed is None or res is None or parsed.name is not None:
+            error = ApiError(404, "NotFound", "the server could not find the requested resource")
+            self.log.append(("WATCH", path, 404))
+            return aiohttp.web.json_response(_status(error), status=404)
+        namespace = parsed.namespace if res.namespaced else None
+        requirements = parse_selector(query.get("labelSelector", ""))
+        queue: asyncio.Queue[Obj | None] = asyncio.Queue()
+        since = query.get("resourceVersion") or "0"
+        if since == "0":  # no version: the current objects as ADDED, then what happens next
+            for obj in self.store[res.key].values():
+                if self._matches(obj, namespace, requirements):
+                    queue.put_nowait({"type": "ADDED", "object": copy.deepcopy(obj)})
+        elif int(since) < self.compacted.get(res.key, 0):
+            expired = ApiError(410, "Expired", f"too old resource version: {since} ({self._rv})")
+            queue.put_nowait({"type": "ERROR", "object": _status(expired)})
+            queue.put_nowait(None)
+        else:
+            for rv, kind, obj in self.history.get(res.key, []):
+                if rv > int(since) and self._matches(obj, namespace, requirements):
+                    queue.put_nowait({"type": kind, "object": copy.deepcopy(obj)})
+        watcher: Watcher = (res.key, namespace, requirements, queue)
+        self.watchers.append(watcher)
+        self.log.append(("WATCH", path, 200))  # in the log as WATCH, to tell it from a list
+        response = aiohttp.web.StreamResponse(headers={"Content-Type": "application/json"})
+        await response.prepare(raw_request)
+        deadline = asyncio.get_running_loop().time() + float(query.get("timeoutSeconds") or 1800)
+        try:
+            while (left := deadline - asyncio.get_running_loop().time()) > 0:
+                try:
+                    event = await asyncio.wait_for(queue.get(), timeout=left)
+                except TimeoutError:
+                    break
+                if event is None:
+                    break
+                await response.write(json.dumps(event).encode() + b"\n")
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        finally:
+            self.watchers.remove(watcher)
+        await response.write_eof()
+        return response
 
     # --- helpers for the test harness (call through RunningEmulator from other threads) -----------
 
@@ -683,6 +819,24 @@ class KubeEmulator(kmock.KubernetesEmulator):
     def objects_of(self, api_version: str, kind: str) -> list[Obj]:
         res = self.served_resource(api_version, kind)
         return [copy.deepcopy(o) for o in self.store[res.key].values()]
+
+    def compact(self) -> int:
+        """Forget the watch history, as etcd compaction does: a watch resuming from any version seen so
+        far answers 410 Gone (the compaction revision is a new one)."""
+        revision = int(self._next_rv())
+        for key in self.store:
+            self.compacted[key] = revision
+            self.history[key] = []
+        return self._rv
+
+    def drop_watches(self) -> int:
+        """Close every open watch stream (an API server restart); returns how many there were."""
+        for *_, queue in self.watchers:
+            queue.put_nowait(None)
+        return len(self.watchers)
+
+    def open_watches(self) -> int:
+        return len(self.watchers)
 
     def reset_counters(self) -> None:
         self.calls = self.writes = 0

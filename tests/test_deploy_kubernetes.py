@@ -53,13 +53,19 @@ def workloads(objects: list[dict]) -> dict[str, dict]:
 
 
 def gpucloud_workloads(objects: list[dict]) -> dict[str, dict]:
-    """gpucloud's own: web, worker, scheduler, the migration Job."""
+    """gpucloud's own: web, worker, scheduler, tenant watcher, the migration Job."""
     named = {
         name: w
         for name, w in workloads(objects).items()
         if w["metadata"]["labels"].get("app.kubernetes.io/name") == "gpucloud"
     }
-    assert set(named) == {"gpucloud-web", "gpucloud-worker", "gpucloud-scheduler", "gpucloud-migrate"}
+    assert set(named) == {
+        "gpucloud-web",
+        "gpucloud-worker",
+        "gpucloud-scheduler",
+        "gpucloud-tenant-watcher",
+        "gpucloud-migrate",
+    }
     return named
 
 
@@ -131,6 +137,16 @@ def test_migrations_run_as_a_job_and_exactly_one_scheduler_runs(objects):
         h["spec"]["scaleTargetRef"]["name"] for h in of_kind(objects, "HorizontalPodAutoscaler").values()
     }
     assert scaled == {"gpucloud-web", "gpucloud-worker"}
+
+
+def test_the_tenant_crds_ship_cluster_scoped_and_one_tenant_watcher_runs(objects):
+    crds = of_kind(objects, "CustomResourceDefinition")
+    assert set(crds) == {"tenants.gpucloud.io", "ratecards.gpucloud.io"}
+    assert all("namespace" not in c["metadata"] for c in crds.values())
+    assert "gpucloud-tenant-resources" in of_kind(objects, "ClusterRole")
+    watcher = of_kind(objects, "Deployment")["gpucloud-tenant-watcher"]["spec"]
+    assert watcher["replicas"] == 1 and watcher["strategy"]["type"] == "Recreate"
+    assert watcher["template"]["spec"]["containers"][0]["args"] == ["gpucloud", "tenant-watcher"]
 
 
 def labels_match(selector: dict, labels: dict) -> bool:

@@ -23,7 +23,8 @@ from tenants import audit
 from tenants.audit import Actor
 from workers.drivers.base import DriverError
 from workers.drivers.kubernetes import ClusterDiscovery, GpuNode, UnsupportedCluster, check_profile, discover
-from workers.kube.api import RetryPolicy, api_client_from_kubeconfig
+from workers.kube.api import KubeApi, NotFound, RetryPolicy, api_client_from_kubeconfig
+from workers.kube.kinds import TENANT_RESOURCE
 from workers.render.profile import ClusterProfile
 
 NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
@@ -84,15 +85,20 @@ def register_host_cluster(
     endpoint_base: str = "",
     vcluster_mode: str = "helmrelease",
     topology_levels: tuple[str, ...] = (),
+    watch_tenants: str = "",
 ) -> HostCluster:
     """Register a Kubernetes host cluster after checking it can serve the chosen scheduler.
 
     The cluster is asked first (outside any transaction: it may be slow); nothing is written unless it
-    answered and can serve what was asked.
+    answered and can serve what was asked. With `watch_tenants` (a namespace), the Tenant and RateCard
+    custom resources declared there are applied by gpucloud (`gitops.controller`); their CRDs must be
+    installed.
     """
     if not actor.is_platform_admin:
         raise PermissionDenied("registering a host cluster needs a platform administrator")
     _validate(name, scheduler, vcluster_mode)
+    if watch_tenants and not NAME_RE.fullmatch(watch_tenants):
+        raise ValidationFailed.on("watch_tenants", f"{watch_tenants!r} is not a namespace name")
     host_cluster = HostCluster(
         name=name,
         region=region,
@@ -101,8 +107,9 @@ def register_host_cluster(
         endpoint_base=endpoint_base or f"https://{name}.{settings.ENDPOINT_DOMAIN}",
         vcluster_mode=vcluster_mode,
         topology_levels=list(topology_levels),
+        tenants_namespace=watch_tenants,
     )
-    found = _discover(_parse_kubeconfig(kubeconfig))
+    found = _discover(_parse_kubeconfig(kubeconfig), watch_tenants)
     host_cluster.addons = found.addons
     try:
         check_profile(found, profile_of(host_cluster))
@@ -113,8 +120,10 @@ def register_host_cluster(
     return _save(actor, host_cluster, kubeconfig, found)
 
 
-def _discover(api_client: client.ApiClient) -> ClusterDiscovery:
+def _discover(api_client: client.ApiClient, watch_tenants: str = "") -> ClusterDiscovery:
     try:
+        if watch_tenants:
+            _check_tenant_crds(KubeApi(api_client, REGISTRATION_RETRY), watch_tenants)
         return discover(api_client, retry=REGISTRATION_RETRY)
     except DriverError as exc:
         raise ServiceError(
@@ -123,6 +132,17 @@ def _discover(api_client: client.ApiClient) -> ClusterDiscovery:
         ) from None
     finally:
         api_client.close()
+
+
+def _check_tenant_crds(api: KubeApi, namespace: str) -> None:
+    try:
+        api.get(TENANT_RESOURCE.path(namespace), {"limit": "1"})
+    except NotFound:
+        raise ValidationFailed.on(
+            "watch_tenants",
+            "the cluster does not serve Tenant custom resources: install the CRDs first "
+            "(kubectl apply -k deploy/kubernetes/crds)",
+        ) from None
 
 
 @transaction.atomic
@@ -146,6 +166,7 @@ def _save(actor: Actor, host_cluster: HostCluster, kubeconfig: str, found: Clust
             "server_version": found.server_version,
             "addons": found.addons,
             "gpu_nodes": imported,
+            "tenants_namespace": host_cluster.tenants_namespace,
         },
     )
     return host_cluster

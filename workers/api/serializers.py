@@ -25,6 +25,7 @@ class HostClusterSerializer(ModelSerializer):
             "vcluster_mode",
             "server_version",
             "addons",
+            "tenants_namespace",
             "nodes",
             "gpus",
         ]
@@ -46,3 +47,9 @@ class HostClusterRegistrationSerializer(serializers.Serializer):
     endpoint_base = serializers.URLField(allow_blank=True, default="", max_length=ENDPOINT_BASE_LENGTH)
     vcluster_mode = serializers.ChoiceField(choices=["helmrelease", "platform"], default="helmrelease")
     topology_levels = serializers.ListField(child=serializers.CharField(), required=False, default=list)
+    watch_tenants = serializers.CharField(
+        max_length=63,
+        allow_blank=True,
+        default="",
+        help_text="a namespace: apply the Tenant and RateCard custom resources declared there",
+    )

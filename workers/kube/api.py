@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
@@ -37,6 +37,14 @@ class ApiStatusError(PermanentDriverError):
 
 class NotFound(ApiStatusError):
     """404: the object, or the whole resource type (a missing CRD), does not exist."""
+
+
+class Gone(ApiStatusError):
+    """410: the resourceVersion a watch started from is too old (compacted); list again."""
+
+
+class WatchBroken(TemporaryDriverError):
+    """A watch stream that could not be opened or was cut; reconnect from the last resourceVersion seen."""
 
 
 class RetriesExhausted(TemporaryDriverError):
@@ -163,6 +171,61 @@ class KubeApi:
         if isinstance(exc, client.ApiException):
             return f"HTTP {exc.status}: {_message(exc)}"
         return type(exc).__name__ if exc is not None else "no attempt made"
+
+    def watch(
+        self, path: str, *, resource_version: str, timeout_seconds: int, query: dict[str, str] | None = None
+    ) -> Iterator[dict[str, Any]]:
+        """The events (`{"type", "object"}`) of one watch of a collection from `resource_version`, until the
+        server ends the stream (after `timeout_seconds`). Raises `Gone` when that version is too old (an
+        `ERROR` event or an HTTP 410), `WatchBroken` when the connection fails or is cut; the caller
+        reconnects (from the last version it saw) or lists again. Not retried here: a watch is a stream."""
+        params = {
+            **(query or {}),
+            "watch": "1",
+            "resourceVersion": resource_version,
+            "timeoutSeconds": str(timeout_seconds),
+            "allowWatchBookmarks": "true",
+        }
+        self.calls += 1
+        serialized = self.api_client.param_serialize(
+            "GET",
+            f"{path}?{urlencode(params)}",
+            header_params={"Accept": "application/json"},
+            auth_settings=["BearerToken"],
+        )
+        try:
+            # Connecting is bounded as for any request; reading waits a little longer than the server's end.
+            timeout = (self.retry.timeout_seconds, timeout_seconds + self.retry.timeout_seconds)
+            response = self.api_client.call_api(*serialized, _request_timeout=timeout).response
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise WatchBroken(f"watch {path}: {type(exc).__name__}") from None
+        try:
+            if response.status == 410:
+                raise Gone(410, f"watch {path}: resourceVersion {resource_version} is too old")
+            if not 200 <= response.status <= 299:
+                raise self._permanent(client.ApiException(status=response.status, reason=response.reason))
+            yield from self._events(path, response)
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise WatchBroken(f"watch {path} was cut: {type(exc).__name__}") from None
+        finally:
+            response.release_conn()
+
+    @staticmethod
+    def _events(path: str, response: Any) -> Iterator[dict[str, Any]]:
+        pending = b""
+        for chunk in response.stream(amt=None, decode_content=True):
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                if not line.strip():
+                    continue
+                event = json.loads(line)
+                if event.get("type") == "ERROR":
+                    status = event.get("object") or {}
+                    if status.get("code") == 410:
+                        raise Gone(410, f"watch {path}: {status.get('message', 'too old')}")
+                    raise ApiStatusError(int(status.get("code") or 500), str(status.get("message")))
+                yield event
 
     # --- verbs ----------------------------------------------------------------------------------
 

@@ -57,6 +57,10 @@ NODE = Kind("v1", "Node", "nodes", False)
 WORKLOAD = Kind("kueue.x-k8s.io/v1beta2", "Workload", "workloads", True)
 
 VCLUSTER_KINDS = (HELM_RELEASE, VIRTUAL_CLUSTER_INSTANCE)
+# Not managed either: declared by people (Argo CD, Flux, kubectl) in the namespace a host cluster registered
+# with --watch-tenants names; gpucloud applies them and writes their status (gitops.controller).
+TENANT_RESOURCE = Kind("gpucloud.io/v1alpha1", "Tenant", "tenants", True)
+RATE_CARD_RESOURCE = Kind("gpucloud.io/v1alpha1", "RateCard", "ratecards", True)
 
 
 def kinds_for(profile: ClusterProfile) -> list[Kind]:

@@ -112,3 +112,87 @@ def test_several_emulators_run_side_by_side_and_stop_in_any_order():
     first.stop()
     assert client.VersionApi(api_client_for_url(second.url)).get_code().git_version
     second.stop()
+
+
+WIDGETS = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "widgets.example.com"},
+    "spec": {
+        "group": "example.com",
+        "scope": "Namespaced",
+        "names": {"kind": "Widget", "plural": "widgets", "singular": "widget", "listKind": "WidgetList"},
+        "versions": [{"name": "v1", "served": True, "storage": True, "subresources": {"status": {}}}],
+    },
+}
+WIDGET_API = ("example.com", "v1", "w", "widgets")
+
+
+def _widgets(kube_client: client.ApiClient) -> Any:
+    core: Any = client.CoreV1Api(kube_client)
+    core.create_namespace({"metadata": {"name": "w"}})
+    extensions: Any = client.ApiextensionsV1Api(kube_client)
+    extensions.create_custom_resource_definition(WIDGETS, _preload_content=False)
+    return client.CustomObjectsApi(kube_client)
+
+
+def test_a_created_crd_is_served_with_its_status_subresource(kube_client):
+    custom = _widgets(kube_client)
+    custom.create_namespaced_custom_object(*WIDGET_API, {"metadata": {"name": "a"}, "spec": {"size": 1}})
+
+    custom.patch_namespaced_custom_object(*WIDGET_API, "a", {"status": {"by": "anyone"}})
+    assert "status" not in custom.get_namespaced_custom_object(*WIDGET_API, "a")  # only /status writes it
+    custom.patch_namespaced_custom_object_status(*WIDGET_API, "a", {"status": {"by": "controller"}})
+    after_status = custom.get_namespaced_custom_object(*WIDGET_API, "a")
+    custom.patch_namespaced_custom_object(*WIDGET_API, "a", {"spec": {"size": 2}})
+    after_spec = custom.get_namespaced_custom_object(*WIDGET_API, "a")
+
+    assert (after_status["status"], after_status["metadata"]["generation"]) == ({"by": "controller"}, 1)
+    assert (after_spec["status"], after_spec["metadata"]["generation"]) == ({"by": "controller"}, 2)
+
+
+def test_finalizers_hold_a_deletion_until_the_last_is_removed(kube_client):
+    custom = _widgets(kube_client)
+    custom.create_namespaced_custom_object(*WIDGET_API, {"metadata": {"name": "a", "finalizers": ["x/y"]}})
+
+    custom.delete_namespaced_custom_object(*WIDGET_API, "a")
+    held = custom.get_namespaced_custom_object(*WIDGET_API, "a")
+    stale = {"metadata": {"finalizers": [], "resourceVersion": "1"}}
+    with pytest.raises(client.ApiException) as conflict:
+        custom.patch_namespaced_custom_object(*WIDGET_API, "a", stale)  # a precondition on the version
+    custom.patch_namespaced_custom_object(*WIDGET_API, "a", {"metadata": {"finalizers": None}})
+
+    assert held["metadata"]["deletionTimestamp"] and conflict.value.status == 409
+    with pytest.raises(client.ApiException) as gone:
+        custom.get_namespaced_custom_object(*WIDGET_API, "a")
+    assert gone.value.status == 404
+
+
+def test_the_official_watch_replays_from_a_version_and_gets_410_after_compaction(kube_emulator, kube_client):
+    from kubernetes import watch
+
+    custom = _widgets(kube_client)
+    version = custom.list_namespaced_custom_object(*WIDGET_API)["metadata"]["resourceVersion"]
+    custom.create_namespaced_custom_object(*WIDGET_API, {"metadata": {"name": "a"}})
+    custom.patch_namespaced_custom_object(*WIDGET_API, "a", {"spec": {"size": 3}})
+    custom.delete_namespaced_custom_object(*WIDGET_API, "a")
+
+    events = list(
+        watch.Watch().stream(
+            custom.list_namespaced_custom_object, *WIDGET_API, resource_version=version, timeout_seconds=1
+        )
+    )
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [
+        ("ADDED", "a"),
+        ("MODIFIED", "a"),
+        ("DELETED", "a"),
+    ]
+
+    kube_emulator.compact()
+    with pytest.raises(client.ApiException) as expired:
+        list(
+            watch.Watch().stream(
+                custom.list_namespaced_custom_object, *WIDGET_API, resource_version=version, timeout_seconds=1
+            )
+        )
+    assert expired.value.status == 410

@@ -23,6 +23,12 @@ class Command(BaseCommand):
         parser.add_argument(
             "--topology-level", action="append", default=[], help="node label, outermost first"
         )
+        parser.add_argument(
+            "--watch-tenants",
+            metavar="NAMESPACE",
+            default="",
+            help="apply the Tenant and RateCard custom resources declared in this namespace",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
@@ -39,10 +45,17 @@ class Command(BaseCommand):
                 endpoint_base=options["endpoint_base"],
                 vcluster_mode=options["vcluster_mode"],
                 topology_levels=tuple(options["topology_level"]),
+                watch_tenants=options["watch_tenants"],
             )
         except ServiceError as exc:
             raise CommandError(exc.detail) from exc
         self.stdout.write(
             f"host cluster {host_cluster.name}: Kubernetes {host_cluster.server_version}, "
             f"scheduler {host_cluster.scheduler}, {host_cluster.nodes.count()} GPU nodes"
+            + (
+                f"; Tenant and RateCard resources in namespace {host_cluster.tenants_namespace} are "
+                "applied by `manage.py watch_tenants`"
+                if host_cluster.tenants_namespace
+                else ""
+            )
         )

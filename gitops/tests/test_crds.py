@@ -1,0 +1,122 @@
+"""The Tenant and RateCard CRDs: generated from the manifests' JSON Schemas, committed as generated,
+structural as Kubernetes requires, and accepting (and refusing) what the JSON Schemas accept (and refuse)."""
+
+from __future__ import annotations
+
+import io
+import shutil
+import subprocess
+from typing import Any
+
+import pytest
+import yaml
+from django.core.management import call_command
+from openapi_schema_validator import OAS30Validator
+
+from gitops.crds import CRD_DIR, KINDS, crd, files
+from gitops.manifests import SCHEMAS, VALIDATORS
+from tests.tools import unavailable
+
+TENANT = {
+    "apiVersion": "gpucloud.io/v1alpha1",
+    "kind": "Tenant",
+    "metadata": {"name": "vision"},
+    "spec": {
+        "displayName": "Vision Team",
+        "trustTier": "standard",
+        "members": [{"user": "alice", "role": "owner"}, {"user": "new@example.com", "role": "member"}],
+        "quotas": [
+            {"gpuClass": "h200-141gb", "guaranteed": 8, "burst": 8, "lendable": None, "weight": 1},
+            {"gpuClass": "h200-141gb.mig-1g.18gb", "guaranteed": 14},
+        ],
+        "budget": {"monthly": "20000.00", "currency": "USD", "email": ""},
+    },
+}
+BAD_SPECS = [
+    {"trustTier": "paranoid"},
+    {"members": [{"user": "not a user!", "role": "owner"}]},
+    {"members": [{"user": "alice", "role": "emperor"}]},
+    {"quotas": [{"gpuClass": "h200-141gb", "guaranteed": -1}]},
+    {"quotas": [{"gpuClass": "h200-141gb"}]},
+    {"budget": {"monthly": "lots"}},
+    {"displayName": ""},
+]
+
+
+def openapi_validator(kind: str) -> OAS30Validator:
+    return OAS30Validator(crd(kind)["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
+
+
+def test_the_committed_crds_are_the_generated_ones():
+    committed = {p.name: p.read_text() for p in CRD_DIR.glob("*.gpucloud.io.yaml")}
+    assert committed == files(), "run `python manage.py crds --write` and commit deploy/kubernetes/crds/"
+
+
+def test_the_crds_command_prints_what_it_writes():
+    out = io.StringIO()
+    call_command("crds", stdout=out)
+    printed = [d for d in yaml.safe_load_all(out.getvalue()) if d]
+    assert printed == [crd(kind) for kind in KINDS]
+
+
+def _walk(node: Any, path: str = "") -> list[str]:
+    """What a real API server would refuse in a CRD schema that is not structural."""
+    problems = []
+    if isinstance(node, dict):
+        if "type" not in node and "anyOf" not in path.rsplit(".", 1)[-1]:
+            problems.append(f"{path}: no type")
+        for forbidden in ("const", "$schema", "$id", "title"):
+            if forbidden in node:
+                problems.append(f"{path}: {forbidden}")
+        if node.get("type") == "null":
+            problems.append(f"{path}: type null")
+        if "properties" in node and "additionalProperties" in node:
+            problems.append(f"{path}: properties and additionalProperties")
+        for alternative in node.get("anyOf", []):
+            if {"type", "properties", "additionalProperties", "description"} & set(alternative):
+                problems.append(f"{path}.anyOf: a structural field inside anyOf")
+        for name, child in node.get("properties", {}).items():
+            problems += _walk(child, f"{path}.{name}")
+        for key in ("items", "additionalProperties"):
+            if isinstance(node.get(key), dict):
+                problems += _walk(node[key], f"{path}[{key}]")
+    return problems
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_each_crd_is_structural_namespaced_with_a_status_subresource(kind):
+    definition = crd(kind)
+    (version,) = definition["spec"]["versions"]
+    assert (definition["spec"]["group"], version["name"]) == ("gpucloud.io", "v1alpha1")
+    assert definition["spec"]["scope"] == "Namespaced" and version["subresources"] == {"status": {}}
+    assert _walk(version["schema"]["openAPIV3Schema"]) == []
+
+
+def test_the_crd_schema_has_every_field_of_the_manifest_schema():
+    for kind in KINDS:
+        spec = crd(kind)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+        assert set(spec["properties"]) == set(SCHEMAS[kind]["properties"]["spec"]["properties"])
+        assert spec.get("required", []) == SCHEMAS[kind]["properties"]["spec"]["required"]
+
+
+def test_the_api_server_and_apply_accept_the_same_tenant():
+    assert not list(VALIDATORS["Tenant"].iter_errors(TENANT))
+    assert not list(openapi_validator("Tenant").iter_errors(TENANT))
+
+
+@pytest.mark.parametrize("spec", BAD_SPECS, ids=[str(s) for s in BAD_SPECS])
+def test_the_api_server_and_apply_refuse_the_same_bad_tenant(spec):
+    document = {**TENANT, "spec": spec}
+    assert list(VALIDATORS["Tenant"].iter_errors(document))
+    assert list(openapi_validator("Tenant").iter_errors(document))
+
+
+def test_the_crds_render_with_kustomize_and_the_base_includes_them():
+    if not shutil.which("kubectl"):
+        unavailable("kubectl is not installed")
+    done = subprocess.run(["kubectl", "kustomize", str(CRD_DIR)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    rendered = {(d["kind"], d["metadata"]["name"]) for d in yaml.safe_load_all(done.stdout) if d}
+    assert ("CustomResourceDefinition", "tenants.gpucloud.io") in rendered
+    assert ("CustomResourceDefinition", "ratecards.gpucloud.io") in rendered
+    assert ("ClusterRole", "gpucloud-tenant-resources") in rendered
