@@ -27,7 +27,8 @@ PERMISSIONS: dict[str, frozenset[str]] = {
     "quota.view": frozenset(ROLES),
     "quota.manage": frozenset(),
     # the tenant cluster
-    "kubeconfig.download": frozenset({OWNER, ADMIN, MEMBER}),
+    "kubeconfig.download": TEAM,  # each person's own credential, bound to their role inside the cluster
+    "kubeconfig.admin": frozenset({OWNER}),  # break-glass: the vCluster's admin kubeconfig
     # money
     "billing.view": frozenset({OWNER, ADMIN, BILLING}),
     "invoice.download": frozenset({OWNER, ADMIN, BILLING}),

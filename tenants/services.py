@@ -11,6 +11,7 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
+from django.db.models import F
 
 from gpucloud.celery import enqueue_tenant_reconcile
 from gpucloud.errors import Conflict, NotFound, PermissionDenied, ValidationFailed
@@ -70,6 +71,16 @@ def _audit_tenant(actor: Actor, action: str, tenant: Tenant, before: dict[str, A
 def _reconcile_on_commit(tenant: Tenant) -> None:
     tenant_id = tenant.pk
     transaction.on_commit(lambda: enqueue_tenant_reconcile(tenant_id))
+
+
+def access_changed(tenant: Tenant) -> None:
+    """Memberships of the tenant changed: its cluster must rewrite the bindings inside it (workers/access.py).
+
+    The generation is bumped in the caller's transaction, so the tenant page says "not yet reflected" from
+    the commit on; the reconcile enqueued on commit runs the access pass.
+    """
+    TenantCluster.objects.filter(tenant=tenant).update(access_generation=F("access_generation") + 1)
+    _reconcile_on_commit(tenant)
 
 
 def _validate_slug(slug: str) -> None:
@@ -278,6 +289,7 @@ def add_member(*, actor: Actor, tenant: Tenant, username: str, role: str) -> Mem
     membership, _ = Membership.objects.update_or_create(
         tenant=tenant, user=user, defaults={"role": role, "source": Membership.Source.MANUAL}
     )
+    access_changed(tenant)
     audit.record(
         actor,
         "member.add" if before is None else "member.update",
@@ -312,6 +324,7 @@ def remove_member(*, actor: Actor, tenant: Tenant, membership: Membership) -> No
         _refuse_last_owner(tenant, current)
     before = membership_snapshot(current)
     current.delete()
+    access_changed(tenant)
     audit.record(
         actor,
         "member.remove",
@@ -462,14 +475,17 @@ def sync_sso_memberships(*, actor: Actor, user: Any, grants: dict[Tenant, str]) 
         if membership.source == Membership.Source.SSO and membership.tenant_id not in wanted:
             before = membership_snapshot(membership)
             membership.delete()
+            access_changed(membership.tenant)
             _sso_audit(actor, "member.remove", membership.tenant, before, None, username)
     for tenant_pk, (tenant, role) in wanted.items():
         existing = current.get(tenant_pk)
         if existing is None:
             created = Membership.objects.create(tenant=tenant, user=user, role=role, source="sso")
+            access_changed(tenant)
             _sso_audit(actor, "member.add", tenant, None, membership_snapshot(created), username)
         elif existing.source == Membership.Source.SSO and existing.role != role:
             before = membership_snapshot(existing)
             existing.role = role
             existing.save(update_fields=["role"])
+            access_changed(tenant)
             _sso_audit(actor, "member.update", tenant, before, membership_snapshot(existing), username)

@@ -7,12 +7,25 @@ from scheduling.models import GpuClass
 from tenants.models import ApiToken, AuditEvent, Membership, Quota, Tenant, TenantCluster
 
 
+class ClusterAccessSerializer(serializers.Serializer):
+    """Whether the bindings inside the tenant's cluster reflect its latest membership change."""
+
+    in_sync = serializers.BooleanField(source="access_in_sync", help_text="the cluster reflects every change")
+    synced_at = serializers.DateTimeField(
+        source="access_synced_at", allow_null=True, help_text="when it last came to reflect them"
+    )
+    message = serializers.CharField(
+        source="access_message", help_text="why the last attempt failed, if it did"
+    )
+
+
 class TenantClusterSerializer(ModelSerializer):
     host_cluster = serializers.CharField(source="host_cluster.name")
+    access = ClusterAccessSerializer(source="*", read_only=True)
 
     class Meta:
         model = TenantCluster
-        fields = ["host_cluster", "namespace", "state", "endpoint", "message", "observed_at"]
+        fields = ["host_cluster", "namespace", "state", "endpoint", "message", "observed_at", "access"]
 
 
 class TenantSerializer(ModelSerializer):
