@@ -160,8 +160,18 @@ def kubelogin_id_token(provider: Provider, login: str, password: str = "correct 
         data={"prompt": "login", "login": login, "password": password},
         allow_redirects=False,
     )
-    while response.is_redirect and not response.headers["Location"].startswith(redirect):
-        response = browser.get(urljoin(response.url, response.headers["Location"]), allow_redirects=False)
+    while True:
+        if response.is_redirect and not response.headers["Location"].startswith(redirect):
+            response = browser.get(urljoin(response.url, response.headers["Location"]), allow_redirects=False)
+        elif not response.is_redirect and 'value="consent"' in response.text:
+            # The provider asks a person to confirm a native client once (they click Continue in the browser).
+            consent = re.search(r'action="([^"]+)"', response.text)
+            assert consent, response.text
+            response = browser.post(
+                urljoin(response.url, consent[1]), data={"prompt": "consent"}, allow_redirects=False
+            )
+        else:
+            break
     assert response.is_redirect, response.text
     code = parse_qs(urlsplit(response.headers["Location"]).query)["code"][0]
     tokens = requests.post(
