@@ -210,6 +210,7 @@ CLUSTER_ACCESS_RETRY = env_float("GPUCLOUD_CLUSTER_ACCESS_RETRY", 60.0, minimum=
 # default sleep-mode delay.
 IDLE_WINDOW = env_float("GPUCLOUD_IDLE_WINDOW", 4 * 3600.0, minimum=60.0)
 IDLE_UTILISATION = env_float("GPUCLOUD_IDLE_UTILISATION", 0.05, minimum=0.0)
+IDLE_CHECK_INTERVAL = env_float("GPUCLOUD_IDLE_CHECK_INTERVAL", 900.0, minimum=10.0)
 VCLUSTER_SLEEP_AFTER_INACTIVITY = env_str("GPUCLOUD_VCLUSTER_SLEEP_AFTER_INACTIVITY", "")
 LOGIN_ATTEMPTS = env_int("GPUCLOUD_LOGIN_ATTEMPTS", 10, minimum=1)
 LOGIN_ATTEMPTS_WINDOW = env_int("GPUCLOUD_LOGIN_ATTEMPTS_WINDOW", 300, minimum=1)
@@ -371,6 +372,7 @@ CELERY_BEAT_SCHEDULE = {
     "collect-usage": {"task": "billing.collect_usage", "schedule": METER_INTERVAL},
     "check-budgets": {"task": "billing.check_budgets", "schedule": BUDGET_CHECK_INTERVAL},
     "maintain-ledger": {"task": "billing.maintain_ledger", "schedule": 6 * 3600.0},
+    "check-idle": {"task": "billing.check_idle", "schedule": IDLE_CHECK_INTERVAL},
 }
 if SIM_WORKLOADS:
     CELERY_BEAT_SCHEDULE["simulate-workloads"] = {

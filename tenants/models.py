@@ -74,6 +74,7 @@ class Tenant(models.Model):
     )
     idle_since = models.DateTimeField(null=True, blank=True, help_text="flagged idle: GPUs idle since")
     asleep_since = models.DateTimeField(null=True, blank=True, help_text="put to sleep by gpucloud at")
+    woken_at = models.DateTimeField(null=True, blank=True, help_text="last woken: idleness counts from here")
 
     class Meta:
         ordering = ["slug"]

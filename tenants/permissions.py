@@ -19,6 +19,7 @@ PERMISSIONS: dict[str, frozenset[str]] = {
     "tenant.update": MANAGERS,
     "tenant.suspend": MANAGERS,
     "tenant.delete": frozenset({OWNER}),
+    "tenant.wake": TEAM,  # waking an idle cluster asleep (any kubectl call of theirs would wake it too)
     # people and their roles
     "member.view": TEAM,
     "member.manage": MANAGERS,
