@@ -75,6 +75,9 @@ class Tenant(models.Model):
     idle_since = models.DateTimeField(null=True, blank=True, help_text="flagged idle: GPUs idle since")
     asleep_since = models.DateTimeField(null=True, blank=True, help_text="put to sleep by gpucloud at")
     woken_at = models.DateTimeField(null=True, blank=True, help_text="last woken: idleness counts from here")
+    # Counts membership changes (bumped by the services in their transaction, on this row, which membership
+    # changes lock anyway); the access pass records on the cluster the generation it applied.
+    access_generation = models.PositiveIntegerField(default=0)
 
     class Meta:
         ordering = ["slug"]
@@ -157,9 +160,6 @@ class TenantCluster(models.Model):
     # Access inside the vCluster (workers/access.py): the hash of the memberships the cluster reflects, when
     # it
     # was last confirmed, and why the last attempt failed, if it did.
-    # `access_generation` counts membership changes (bumped by the services); the pass records the one it
-    # applied.
-    access_generation = models.PositiveIntegerField(default=0)
     access_synced_generation = models.PositiveIntegerField(default=0)
     access_hash = models.CharField(max_length=16, blank=True)
     access_synced_at = models.DateTimeField(null=True, blank=True)
@@ -172,7 +172,9 @@ class TenantCluster(models.Model):
     @property
     def access_in_sync(self) -> bool:
         """Whether the cluster reflects the latest membership change (bindings inside the vCluster)."""
-        return self.access_synced_at is not None and self.access_synced_generation >= self.access_generation
+        return self.access_synced_at is not None and (
+            self.access_synced_generation >= self.tenant.access_generation
+        )
 
 
 class Quota(models.Model):

@@ -80,7 +80,9 @@ def access_changed(tenant: Tenant) -> None:
     The generation is bumped in the caller's transaction, so the tenant page says "not yet reflected" from
     the commit on; the reconcile enqueued on commit runs the access pass.
     """
-    TenantCluster.objects.filter(tenant=tenant).update(access_generation=F("access_generation") + 1)
+    # On the tenant's row: membership changes lock it already (`_lock_memberships`), and the reconciler writes
+    # the cluster row before the tenant row, so taking the cluster row here could deadlock with it.
+    Tenant.objects.filter(pk=tenant.pk).update(access_generation=F("access_generation") + 1)
     _reconcile_on_commit(tenant)
 
 

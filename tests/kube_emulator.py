@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import aiohttp.web
+import jwt
 import kmock
 import requests
 import yaml
@@ -294,8 +295,6 @@ class Authenticator:
 
     def oidc_user(self, token: str) -> UserInfo | None:
         """The user of a valid ID token of the configured issuer for its client id; None otherwise."""
-        import jwt  # PyJWT: only this stand-in needs it
-
         if self.oidc is None or token.count(".") != 2:
             return None
         if self._jwks is None:

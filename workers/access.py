@@ -174,9 +174,7 @@ def sync_access(tenant: Tenant) -> bool:
     cluster = tenant.cluster
     # The generation is read before the memberships: a change committed in between is applied but not
     # counted, so the page errs on "not yet" and the next pass settles it.
-    generation = (
-        TenantCluster.objects.filter(pk=cluster.pk).values_list("access_generation", flat=True).first()
-    )
+    generation = Tenant.objects.filter(pk=tenant.pk).values_list("access_generation", flat=True).first()
     spec = access_spec(tenant)
     now = timezone.now()
     if cluster.host_cluster.driver == HostCluster.Driver.SIMULATED:
@@ -218,7 +216,7 @@ def is_due(tenant: Tenant, now: Any = None) -> bool:
         return False
     now = now or timezone.now()
     attempted = cluster.access_attempted_at
-    if cluster.access_synced_at is None or cluster.access_synced_generation < cluster.access_generation:
+    if cluster.access_synced_at is None or cluster.access_synced_generation < tenant.access_generation:
         retry_at = attempted + timedelta(seconds=settings.CLUSTER_ACCESS_RETRY) if attempted else None
         return not cluster.access_message or retry_at is None or retry_at <= now
     if cluster.host_cluster.driver == HostCluster.Driver.SIMULATED:
