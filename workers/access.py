@@ -210,7 +210,7 @@ def _record(cluster: TenantCluster, digest: str, message: str, now: Any, generat
 def is_due(tenant: Tenant, now: Any = None) -> bool:
     """Whether the tenant's vCluster needs an access pass: a membership changed since the last one (at once,
     or CLUSTER_ACCESS_RETRY after a failed attempt), or its recheck is due (CLUSTER_ACCESS_RESYNC). Costs no
-    query: the counters are on the cluster row."""
+    query: the generations are on the tenant and cluster rows already read."""
     cluster = tenant.cluster
     if cluster.state != TenantCluster.State.READY:
         return False
