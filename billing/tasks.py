@@ -9,7 +9,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from billing import collect, partitions
-from billing.services import budgets
+from billing.services import budgets, idle
 from gpucloud import celery as names
 from gpucloud.tasks import task
 
@@ -48,3 +48,11 @@ def maintain_ledger() -> None:
                 "months_dropped": [f"{m:%Y-%m}" for m in dropped],
             },
         )
+
+
+@task(names.CHECK_IDLE, max_retries=2)
+def check_idle() -> None:
+    """Flag tenants whose GPUs sat idle for the window, put those that opted in to sleep, wake the busy."""
+    counts = idle.check_idle()
+    if any(counts.values()):
+        log.info("idle tenants", extra=counts)

@@ -28,6 +28,7 @@ CHECK_BUDGETS = "billing.check_budgets"
 SYNC_GITOPS_DUE = "gitops.sync_due_sources"
 SYNC_GITOPS_SOURCE = "gitops.sync_source"
 MAINTAIN_LEDGER = "billing.maintain_ledger"
+CHECK_IDLE = "billing.check_idle"
 
 app.conf.update(
     task_acks_late=True,
@@ -47,6 +48,7 @@ app.conf.update(
         SYNC_GITOPS_DUE: {"queue": "default"},
         SYNC_GITOPS_SOURCE: {"queue": "default"},
         MAINTAIN_LEDGER: {"queue": "default"},
+        CHECK_IDLE: {"queue": "default"},
     },
     broker_connection_retry_on_startup=True,
 )

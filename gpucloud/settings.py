@@ -11,7 +11,16 @@ from pathlib import Path
 
 import dj_database_url
 
-from gpucloud.env import ConfigError, env_bool, env_float, env_int, env_list, env_networks, env_str
+from gpucloud.env import (
+    ConfigError,
+    env_bool,
+    env_choice,
+    env_float,
+    env_int,
+    env_list,
+    env_networks,
+    env_str,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("GPUCLOUD_VAR_DIR", str(BASE_DIR / "var")))
@@ -186,6 +195,23 @@ if not LOCAL_LOGIN and not OIDC_ISSUER:
 AUTHENTICATION_BACKENDS = (["django.contrib.auth.backends.ModelBackend"] if LOCAL_LOGIN else []) + (
     ["tenants.sso.Backend"] if OIDC_ISSUER else []
 )
+# Tenant clusters (docs/kubernetes.md, "Cluster access"): with OIDC_ISSUER set, each vCluster's API server
+# trusts
+# the same issuer for a public client of its own, used by `kubectl oidc-login`; without it, each member gets a
+# ServiceAccount of their own inside the vCluster and short-lived tokens of it.
+OIDC_KUBERNETES_CLIENT_ID = env_str("OIDC_KUBERNETES_CLIENT_ID", "gpucloud-cli")
+OIDC_KUBERNETES_USERNAME_CLAIM = env_choice("OIDC_KUBERNETES_USERNAME_CLAIM", "sub", {"sub", "email"})
+OIDC_KUBERNETES_PREFIX = env_str("OIDC_KUBERNETES_PREFIX", "oidc:")
+CLUSTER_TOKEN_TTL = env_int("GPUCLOUD_CLUSTER_TOKEN_TTL", 8 * 3600, minimum=600)
+CLUSTER_ACCESS_RESYNC = env_float("GPUCLOUD_CLUSTER_ACCESS_RESYNC", 600.0, minimum=1.0)
+CLUSTER_ACCESS_RETRY = env_float("GPUCLOUD_CLUSTER_ACCESS_RETRY", 60.0, minimum=0.0)
+# Idle clusters (docs/kubernetes.md): a tenant whose GPUs stayed under IDLE_UTILISATION for IDLE_WINDOW
+# seconds is flagged, and put to sleep when it opted in. VCLUSTER_SLEEP_AFTER_INACTIVITY: every vCluster's
+# default sleep-mode delay.
+IDLE_WINDOW = env_float("GPUCLOUD_IDLE_WINDOW", 4 * 3600.0, minimum=60.0)
+IDLE_UTILISATION = env_float("GPUCLOUD_IDLE_UTILISATION", 0.05, minimum=0.0)
+IDLE_CHECK_INTERVAL = env_float("GPUCLOUD_IDLE_CHECK_INTERVAL", 900.0, minimum=10.0)
+VCLUSTER_SLEEP_AFTER_INACTIVITY = env_str("GPUCLOUD_VCLUSTER_SLEEP_AFTER_INACTIVITY", "")
 LOGIN_ATTEMPTS = env_int("GPUCLOUD_LOGIN_ATTEMPTS", 10, minimum=1)
 LOGIN_ATTEMPTS_WINDOW = env_int("GPUCLOUD_LOGIN_ATTEMPTS_WINDOW", 300, minimum=1)
 LOGIN_ATTEMPTS_PER_ADDRESS = env_int("GPUCLOUD_LOGIN_ATTEMPTS_PER_ADDRESS", 100, minimum=1)
@@ -349,6 +375,7 @@ CELERY_BEAT_SCHEDULE = {
     "collect-usage": {"task": "billing.collect_usage", "schedule": METER_INTERVAL},
     "check-budgets": {"task": "billing.check_budgets", "schedule": BUDGET_CHECK_INTERVAL},
     "maintain-ledger": {"task": "billing.maintain_ledger", "schedule": 6 * 3600.0},
+    "check-idle": {"task": "billing.check_idle", "schedule": IDLE_CHECK_INTERVAL},
 }
 if SIM_WORKLOADS:
     CELERY_BEAT_SCHEDULE["simulate-workloads"] = {

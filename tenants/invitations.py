@@ -105,6 +105,7 @@ def accept(user: Any) -> list[Membership]:
         )
         if created:
             made.append(membership)
+            services.access_changed(invitation.tenant)
             audit.record(
                 Actor.system("invitation"),
                 "member.add",

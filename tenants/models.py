@@ -64,6 +64,20 @@ class Tenant(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
     deleted_at = models.DateTimeField(null=True, blank=True)
+    # Idle clusters (docs/kubernetes.md, "Idle clusters asleep"): the tenant's own vCluster sleep-mode delay,
+    # whether gpucloud may put its cluster to sleep once metering finds its GPUs idle, and what it found.
+    sleep_after_inactivity = models.CharField(
+        max_length=20, blank=True, help_text="vCluster sleep mode, e.g. 2h or 45m; empty = the host cluster's"
+    )
+    sleep_when_idle = models.BooleanField(
+        default=False, help_text="put the cluster to sleep when its GPUs were idle for the idle window"
+    )
+    idle_since = models.DateTimeField(null=True, blank=True, help_text="flagged idle: GPUs idle since")
+    asleep_since = models.DateTimeField(null=True, blank=True, help_text="put to sleep by gpucloud at")
+    woken_at = models.DateTimeField(null=True, blank=True, help_text="last woken: idleness counts from here")
+    # Counts membership changes (bumped by the services in their transaction, on this row, which membership
+    # changes lock anyway); the access pass records on the cluster the generation it applied.
+    access_generation = models.PositiveIntegerField(default=0)
 
     class Meta:
         ordering = ["slug"]
@@ -143,9 +157,24 @@ class TenantCluster(models.Model):
     endpoint = models.CharField(max_length=300, blank=True)
     message = models.TextField(blank=True)
     observed_at = models.DateTimeField(null=True, blank=True)
+    # Access inside the vCluster (workers/access.py): the hash of the memberships the cluster reflects, when
+    # it
+    # was last confirmed, and why the last attempt failed, if it did.
+    access_synced_generation = models.PositiveIntegerField(default=0)
+    access_hash = models.CharField(max_length=16, blank=True)
+    access_synced_at = models.DateTimeField(null=True, blank=True)
+    access_attempted_at = models.DateTimeField(null=True, blank=True)
+    access_message = models.TextField(blank=True)
 
     def __str__(self) -> str:
         return f"{self.namespace}@{self.host_cluster}"
+
+    @property
+    def access_in_sync(self) -> bool:
+        """Whether the cluster reflects the latest membership change (bindings inside the vCluster)."""
+        return self.access_synced_at is not None and (
+            self.access_synced_generation >= self.tenant.access_generation
+        )
 
 
 class Quota(models.Model):

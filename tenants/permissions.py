@@ -19,6 +19,7 @@ PERMISSIONS: dict[str, frozenset[str]] = {
     "tenant.update": MANAGERS,
     "tenant.suspend": MANAGERS,
     "tenant.delete": frozenset({OWNER}),
+    "tenant.wake": TEAM,  # waking an idle cluster asleep (any kubectl call of theirs would wake it too)
     # people and their roles
     "member.view": TEAM,
     "member.manage": MANAGERS,
@@ -27,7 +28,8 @@ PERMISSIONS: dict[str, frozenset[str]] = {
     "quota.view": frozenset(ROLES),
     "quota.manage": frozenset(),
     # the tenant cluster
-    "kubeconfig.download": frozenset({OWNER, ADMIN, MEMBER}),
+    "kubeconfig.download": TEAM,  # each person's own credential, bound to their role inside the cluster
+    "kubeconfig.admin": frozenset({OWNER}),  # break-glass: the vCluster's admin kubeconfig
     # money
     "billing.view": frozenset({OWNER, ADMIN, BILLING}),
     "invoice.download": frozenset({OWNER, ADMIN, BILLING}),

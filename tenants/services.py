@@ -11,6 +11,8 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
 
 from gpucloud.celery import enqueue_tenant_reconcile
 from gpucloud.errors import Conflict, NotFound, PermissionDenied, ValidationFailed
@@ -70,6 +72,18 @@ def _audit_tenant(actor: Actor, action: str, tenant: Tenant, before: dict[str, A
 def _reconcile_on_commit(tenant: Tenant) -> None:
     tenant_id = tenant.pk
     transaction.on_commit(lambda: enqueue_tenant_reconcile(tenant_id))
+
+
+def access_changed(tenant: Tenant) -> None:
+    """Memberships of the tenant changed: its cluster must rewrite the bindings inside it (workers/access.py).
+
+    The generation is bumped in the caller's transaction, so the tenant page says "not yet reflected" from
+    the commit on; the reconcile enqueued on commit runs the access pass.
+    """
+    # On the tenant's row: membership changes lock it already (`_lock_memberships`), and the reconciler writes
+    # the cluster row before the tenant row, so taking the cluster row here could deadlock with it.
+    Tenant.objects.filter(pk=tenant.pk).update(access_generation=F("access_generation") + 1)
+    _reconcile_on_commit(tenant)
 
 
 def _validate_slug(slug: str) -> None:
@@ -152,6 +166,121 @@ def update_tenant(
         return tenant
     tenant.save()
     _audit_tenant(actor, "tenant.update", tenant, before)
+    _reconcile_on_commit(tenant)
+    return tenant
+
+
+SLEEP_DELAY_RE = re.compile(r"^(?=\d)(\d+h)?(\d+m)?(\d+s)?$")
+
+
+def _validate_sleep_delay(value: str) -> None:
+    """vCluster's `sleep.auto.afterInactivity` is a Go duration; gpucloud accepts hours, minutes, seconds."""
+    if value and (not SLEEP_DELAY_RE.fullmatch(value) or _seconds_of(value) < 60):
+        raise ValidationFailed.on(
+            "sleep_after_inactivity",
+            f"{value!r} is not a delay of at least a minute; write it like 45m, 2h or 1h30m, or leave it "
+            "empty",
+        )
+
+
+def _seconds_of(value: str) -> int:
+    units = {"h": 3600, "m": 60, "s": 1}
+    return sum(int(n) * units[u] for n, u in re.findall(r"(\d+)([hms])", value))
+
+
+@transaction.atomic
+def set_sleep_settings(
+    *,
+    actor: Actor,
+    tenant: Tenant,
+    sleep_after_inactivity: str | None = None,
+    sleep_when_idle: bool | None = None,
+) -> Tenant:
+    """The tenant's vCluster sleep mode (`sleep.auto.afterInactivity`, empty = the host cluster's default) and
+    whether gpucloud may put its cluster to sleep when metering finds its GPUs idle. Owners and admins."""
+    require(actor, tenant, "tenant.update", "changing the sleep settings")
+    tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
+    _require_live(tenant, "changing the sleep settings")
+    before = {
+        "sleep_after_inactivity": tenant.sleep_after_inactivity,
+        "sleep_when_idle": tenant.sleep_when_idle,
+    }
+    if sleep_after_inactivity is not None:
+        _validate_sleep_delay(sleep_after_inactivity.strip())
+        tenant.sleep_after_inactivity = sleep_after_inactivity.strip()
+    if sleep_when_idle is not None:
+        tenant.sleep_when_idle = sleep_when_idle
+    after = {
+        "sleep_after_inactivity": tenant.sleep_after_inactivity,
+        "sleep_when_idle": tenant.sleep_when_idle,
+    }
+    if after == before:
+        return tenant
+    tenant.save(update_fields=["sleep_after_inactivity", "sleep_when_idle", "updated_at"])
+    audit.record(
+        actor,
+        "tenant.sleep_settings",
+        object_type="tenant",
+        object_id=tenant.public_id,
+        tenant=tenant,
+        before=before,
+        after=after,
+    )
+    _reconcile_on_commit(tenant)
+    return tenant
+
+
+@transaction.atomic
+def flag_idle(*, actor: Actor, tenant: Tenant, since: Any, at: Any = None) -> bool:
+    """Metering found the tenant's GPUs idle since `since`: flag it and, when it opted in, put its cluster to
+    sleep (its pods go, its guarantee is lent to its cohort). Returns whether it was put to sleep now."""
+    tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
+    if tenant.idle_since is not None:
+        return False  # flagged already: told once
+    tenant.idle_since = since
+    sleep = tenant.sleep_when_idle and tenant.state == Tenant.State.READY
+    if sleep:
+        tenant.asleep_since = at or timezone.now()
+    tenant.save(update_fields=["idle_since", "asleep_since", "updated_at"])
+    audit.record(
+        actor,
+        "tenant.idle",
+        object_type="tenant",
+        object_id=tenant.public_id,
+        tenant=tenant,
+        after={"idle_since": since.isoformat(), "asleep": sleep},
+    )
+    if sleep:
+        _reconcile_on_commit(tenant)
+    return sleep
+
+
+@transaction.atomic
+def wake_tenant(*, actor: Actor, tenant: Tenant, reason: str = "woken") -> Tenant:
+    """Wake a tenant cluster gpucloud put to sleep, or clear its idle flag: its quota returns to it at the
+    next pass, and idleness counts afresh from now. The team may do it (any kubectl call of theirs would,
+    too); metering does it when it sees activity."""
+    if not actor.label.startswith("system:"):
+        require(actor, tenant, "tenant.wake", "waking the cluster")
+    tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
+    if tenant.idle_since is None and tenant.asleep_since is None:
+        return tenant
+    before = {
+        "idle_since": tenant.idle_since and tenant.idle_since.isoformat(),
+        "asleep": bool(tenant.asleep_since),
+    }
+    tenant.idle_since = tenant.asleep_since = None
+    tenant.woken_at = timezone.now()
+    tenant.save(update_fields=["idle_since", "asleep_since", "woken_at", "updated_at"])
+    audit.record(
+        actor,
+        "tenant.wake",
+        object_type="tenant",
+        object_id=tenant.public_id,
+        tenant=tenant,
+        before=before,
+        after={"reason": reason},
+    )
     _reconcile_on_commit(tenant)
     return tenant
 
@@ -278,6 +407,7 @@ def add_member(*, actor: Actor, tenant: Tenant, username: str, role: str) -> Mem
     membership, _ = Membership.objects.update_or_create(
         tenant=tenant, user=user, defaults={"role": role, "source": Membership.Source.MANUAL}
     )
+    access_changed(tenant)
     audit.record(
         actor,
         "member.add" if before is None else "member.update",
@@ -312,6 +442,7 @@ def remove_member(*, actor: Actor, tenant: Tenant, membership: Membership) -> No
         _refuse_last_owner(tenant, current)
     before = membership_snapshot(current)
     current.delete()
+    access_changed(tenant)
     audit.record(
         actor,
         "member.remove",
@@ -462,14 +593,17 @@ def sync_sso_memberships(*, actor: Actor, user: Any, grants: dict[Tenant, str]) 
         if membership.source == Membership.Source.SSO and membership.tenant_id not in wanted:
             before = membership_snapshot(membership)
             membership.delete()
+            access_changed(membership.tenant)
             _sso_audit(actor, "member.remove", membership.tenant, before, None, username)
     for tenant_pk, (tenant, role) in wanted.items():
         existing = current.get(tenant_pk)
         if existing is None:
             created = Membership.objects.create(tenant=tenant, user=user, role=role, source="sso")
+            access_changed(tenant)
             _sso_audit(actor, "member.add", tenant, None, membership_snapshot(created), username)
         elif existing.source == Membership.Source.SSO and existing.role != role:
             before = membership_snapshot(existing)
             existing.role = role
             existing.save(update_fields=["role"])
+            access_changed(tenant)
             _sso_audit(actor, "member.update", tenant, before, membership_snapshot(existing), username)

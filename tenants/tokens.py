@@ -23,7 +23,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from gpucloud.errors import Conflict, PermissionDenied, ValidationFailed
-from tenants import audit
+from tenants import audit, services
 from tenants.audit import Actor
 from tenants.models import ApiToken, Membership, Tenant
 from tenants.permissions import SERVICE_TOKEN_ROLE
@@ -142,6 +142,7 @@ def create_service_token(
     Membership.objects.create(
         tenant=tenant, user=account, role=SERVICE_TOKEN_ROLE[scope], source=Membership.Source.TOKEN
     )
+    services.access_changed(tenant)
     return _issue(user=account, tenant=tenant, actor=actor, name=name, scope=scope, expires_at=expires_at)
 
 
@@ -161,6 +162,7 @@ def revoke_token(*, actor: Actor, token: ApiToken) -> ApiToken:
     if token.tenant is not None:
         Membership.objects.filter(user=token.user, source=Membership.Source.TOKEN).delete()
         User.objects.filter(pk=token.user.pk).update(is_active=False)
+        services.access_changed(token.tenant)
     audit.record(
         actor,
         "token.revoke",

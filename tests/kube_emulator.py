@@ -34,6 +34,14 @@ For controllers that watch (gpucloud's Tenant custom resources) it also serves:
 - finalizers: deleting an object that has some sets `deletionTimestamp`; removing the last one deletes it.
 
 `start_emulator()` runs it on 127.0.0.1 in a thread with its own event loop, for sync tests.
+
+`start_virtual_cluster()` runs a second stand-in playing a tenant's vCluster API: it serves ServiceAccounts
+and
+RBAC objects with the bootstrap ClusterRoles (`cluster-admin`, `edit`, `view`), TokenRequest and
+SelfSubjectReview, and authenticates and authorises every request as an API server would (`Authenticator`):
+static bearer tokens (the admin kubeconfig's), ServiceAccount tokens it minted (refused once the account is
+deleted or the token expired), and OpenID ID tokens of a configured issuer (`--oidc-*` flags), checked against
+the issuer's keys. RBAC is evaluated over ClusterRoleBindings and RoleBindings (verbs, apiGroups, resources).
 """
 
 from __future__ import annotations
@@ -54,7 +62,9 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import aiohttp.web
+import jwt
 import kmock
+import requests
 import yaml
 from aiohttp.test_utils import RawTestServer
 
@@ -105,6 +115,30 @@ BUILTIN = (
     _r("networking.k8s.io/v1", "networkpolicies", "NetworkPolicy", True),
     _r("apiextensions.k8s.io/v1", "customresourcedefinitions", "CustomResourceDefinition", False),
 )
+
+# What a virtual cluster's API serves on top of BUILTIN (registered by `start_virtual_cluster`).
+VIRTUAL = (
+    _r("v1", "serviceaccounts", "ServiceAccount", True),
+    _r("rbac.authorization.k8s.io/v1", "clusterroles", "ClusterRole", False),
+    _r("rbac.authorization.k8s.io/v1", "clusterrolebindings", "ClusterRoleBinding", False),
+    _r("rbac.authorization.k8s.io/v1", "roles", "Role", True),
+    _r("rbac.authorization.k8s.io/v1", "rolebindings", "RoleBinding", True),
+)
+_READ = ["get", "list", "watch"]
+_WRITE = ["create", "update", "patch", "delete", "deletecollection"]
+_WORKLOADS = ["pods", "pods/log", "services", "configmaps", "persistentvolumeclaims", "deployments", "jobs"]
+# The bootstrap ClusterRoles, reduced to the resources the stand-in serves (Kubernetes' own are aggregated).
+BOOTSTRAP_ROLES: dict[str, list[dict[str, list[str]]]] = {
+    "cluster-admin": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}],
+    "edit": [
+        {"apiGroups": ["", "apps", "batch"], "resources": [*_WORKLOADS, "secrets"], "verbs": _READ + _WRITE},
+        {"apiGroups": [""], "resources": ["namespaces", "resourcequotas", "limitranges"], "verbs": _READ},
+    ],
+    "view": [
+        {"apiGroups": ["", "apps", "batch"], "resources": _WORKLOADS, "verbs": _READ},
+        {"apiGroups": [""], "resources": ["namespaces", "resourcequotas", "limitranges"], "verbs": _READ},
+    ],
+}
 
 # The CRDs of the add-ons a GPU host cluster may run, by the name tests register them with.
 CRDS: dict[str, tuple[Resource, ...]] = {
@@ -237,6 +271,69 @@ class Faults:
 
 
 @dataclass(frozen=True)
+class UserInfo:
+    """Who a request comes from, as authentication found."""
+
+    username: str
+    groups: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class OidcIssuer:
+    """The API server's `--oidc-*` flags."""
+
+    issuer: str
+    client_id: str
+    username_claim: str = "sub"
+    username_prefix: str = "oidc:"
+    groups_claim: str = "groups"
+    groups_prefix: str = "oidc:"
+
+
+@dataclass
+class Authenticator:
+    """Bearer-token authentication as a kube-apiserver does it: static tokens, ServiceAccount tokens it
+    minted itself (bound to the account's uid, with an expiry), and ID tokens of one OpenID issuer."""
+
+    tokens: dict[str, UserInfo] = field(default_factory=dict)
+    oidc: OidcIssuer | None = None
+    minted: dict[str, tuple[str, str, str, float]] = field(
+        default_factory=dict
+    )  # token -> ns, name, uid, exp
+    _jwks: Any = field(default=None, init=False, repr=False)
+
+    def mint(self, namespace: str, name: str, uid: str, seconds: int) -> tuple[str, float]:
+        token = f"sa.{uuid.uuid4().hex}{uuid.uuid4().hex}"
+        expires = datetime.datetime.now(datetime.UTC).timestamp() + seconds
+        self.minted[token] = (namespace, name, uid, expires)
+        return token, expires
+
+    def oidc_user(self, token: str) -> UserInfo | None:
+        """The user of a valid ID token of the configured issuer for its client id; None otherwise."""
+        if self.oidc is None or token.count(".") != 2:
+            return None
+        if self._jwks is None:
+            document = requests.get(f"{self.oidc.issuer}/.well-known/openid-configuration", timeout=5).json()
+            self._jwks = jwt.PyJWKClient(document["jwks_uri"])
+        try:
+            key = self._jwks.get_signing_key_from_jwt(token)
+            claims = jwt.decode(
+                token, key.key, algorithms=["RS256"], audience=self.oidc.client_id, issuer=self.oidc.issuer
+            )
+        except jwt.PyJWTError:
+            return None
+        username = claims.get(self.oidc.username_claim)
+        if not username:
+            return None
+        groups = claims.get(self.oidc.groups_claim) or []
+        groups = [groups] if isinstance(groups, str) else groups
+        return UserInfo(
+            self.oidc.username_prefix + str(username),
+            (*(self.oidc.groups_prefix + str(g) for g in groups), "system:authenticated"),
+        )
+
+
+@dataclass(frozen=True)
 class Path:
     """A Kubernetes resource path, parsed."""
 
@@ -270,8 +367,15 @@ def parse_path(path: str) -> Path | None:
 class KubeEmulator(kmock.KubernetesEmulator):
     """kmock's emulator, made to behave like a real API server for the official client."""
 
-    def __init__(self, *, server_version: tuple[int, int] = (1, 33), faults: Faults | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        server_version: tuple[int, int] = (1, 33),
+        faults: Faults | None = None,
+        auth: Authenticator | None = None,
+    ) -> None:
         super().__init__()
+        self.auth = auth  # None: every request is served (a host cluster's stand-in)
         self.server_version = server_version
         self.faults = faults or Faults()
         self.store: dict[ResKey, dict[ObjKey, Obj]] = {}
@@ -372,7 +476,10 @@ class KubeEmulator(kmock.KubernetesEmulator):
     def _serve(
         self, method: str, path: str, query: dict[str, str], headers: Any, body: bytes
     ) -> tuple[int, Any]:
+        user = self._authenticate(headers) if self.auth is not None else None
         parsed = parse_path(path)
+        if user is not None and parsed is not None and parsed.plural == "selfsubjectreviews":
+            return 201, self._self_subject_review(user)
         if parsed is None:
             if method != "GET":
                 raise ApiError(405, "MethodNotAllowed", f"{method} is not allowed on {path}")
@@ -381,6 +488,10 @@ class KubeEmulator(kmock.KubernetesEmulator):
         if res is None:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         namespace = parsed.namespace if res.namespaced else None
+        if user is not None:
+            self._authorize(user, method, res, parsed)
+        if parsed.subresource == "token" and res.kind == "ServiceAccount" and method == "POST":
+            return 201, self._token_request(res, (namespace, parsed.name or ""), self._decode(body))
         if parsed.name is None:
             if method == "GET":
                 return 200, self._list(res, parsed.namespace, query.get("labelSelector", ""))
@@ -408,6 +519,135 @@ class KubeEmulator(kmock.KubernetesEmulator):
             return json.loads(body)
         except ValueError:
             return yaml.safe_load(body)
+
+    # --- authentication and RBAC (a virtual cluster's stand-in) -----------------------------------
+
+    def _authenticate(self, headers: Any) -> UserInfo:
+        assert self.auth is not None
+        header = headers.get("Authorization", "")
+        token = header[7:].strip() if header.startswith("Bearer ") else ""
+        user = self._user_of(token) if token else None
+        if user is None:
+            raise ApiError(401, "Unauthorized", "Unauthorized")
+        return user
+
+    def _user_of(self, token: str) -> UserInfo | None:
+        assert self.auth is not None
+        if token in self.auth.tokens:
+            return self.auth.tokens[token]
+        if token in self.auth.minted:
+            namespace, name, uid, expires = self.auth.minted[token]
+            account = self.store[("", "v1", "serviceaccounts")].get((namespace, name))
+            # A ServiceAccount token is bound to the account's uid: deleting (or re-creating) it ends it.
+            if account is None or account["metadata"]["uid"] != uid:
+                return None
+            if expires < datetime.datetime.now(datetime.UTC).timestamp():
+                return None
+            return UserInfo(
+                f"system:serviceaccount:{namespace}:{name}",
+                ("system:serviceaccounts", f"system:serviceaccounts:{namespace}", "system:authenticated"),
+            )
+        return self.auth.oidc_user(token)
+
+    def _self_subject_review(self, user: UserInfo) -> Obj:
+        return {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "SelfSubjectReview",
+            "metadata": {"creationTimestamp": _now()},
+            "status": {"userInfo": {"username": user.username, "groups": list(user.groups)}},
+        }
+
+    def _token_request(self, res: Resource, key: ObjKey, body: Obj) -> Obj:
+        if self.auth is None:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        account = self._get(res, key)
+        seconds = int(((body or {}).get("spec") or {}).get("expirationSeconds") or 3600)
+        token, expires = self.auth.mint(key[0] or "", key[1], account["metadata"]["uid"], seconds)
+        return {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "metadata": {"name": key[1], "namespace": key[0]},
+            "spec": {"expirationSeconds": seconds},
+            "status": {
+                "token": token,
+                "expirationTimestamp": datetime.datetime.fromtimestamp(expires, datetime.UTC).strftime(
+                    "%Y-%m-%dT%H:%M:%SZ"
+                ),
+            },
+        }
+
+    @staticmethod
+    def _verb(method: str, parsed: Path) -> str:
+        if method == "GET":
+            return "get" if parsed.name else "list"
+        return {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(method, "")
+
+    def _authorize(self, user: UserInfo, method: str, res: Resource, parsed: Path) -> None:
+        if "system:masters" in user.groups:
+            return
+        verb = self._verb(method, parsed)
+        resource = res.plural + (f"/{parsed.subresource}" if parsed.subresource else "")
+        if not any(
+            self._rule_allows(rule, verb, res.group, resource)
+            for rule in self._rules_of(user, parsed.namespace if res.namespaced else None)
+        ):
+            where = f' in the namespace "{parsed.namespace}"' if parsed.namespace and res.namespaced else ""
+            raise ApiError(
+                403,
+                "Forbidden",
+                f'{res.plural} is forbidden: User "{user.username}" cannot {verb} resource "{resource}" '
+                f'in API group "{res.group}"{where}',
+            )
+
+    @staticmethod
+    def _rule_allows(rule: Obj, verb: str, group: str, resource: str) -> bool:
+        def has(values: list[str] | None, wanted: str) -> bool:
+            return bool(values) and ("*" in values or wanted in values)  # type: ignore[operator]
+
+        return (
+            has(rule.get("verbs"), verb)
+            and has(rule.get("apiGroups"), group)
+            and has(rule.get("resources"), resource)
+        )
+
+    def _rules_of(self, user: UserInfo, namespace: str | None) -> Iterable[Obj]:
+        rbac = "rbac.authorization.k8s.io"
+        bindings = list(self.store[(rbac, "v1", "clusterrolebindings")].values())
+        if namespace:
+            bindings += [
+                b for (ns, _), b in self.store[(rbac, "v1", "rolebindings")].items() if ns == namespace
+            ]
+        for binding in bindings:
+            if not any(self._is_subject(user, subject) for subject in binding.get("subjects") or []):
+                continue
+            ref = binding.get("roleRef") or {}
+            if ref.get("kind") == "ClusterRole":
+                role = self.store[(rbac, "v1", "clusterroles")].get((None, ref.get("name", "")))
+            else:
+                role = self.store[(rbac, "v1", "roles")].get((namespace, ref.get("name", "")))
+            yield from (role or {}).get("rules") or []
+
+    @staticmethod
+    def _is_subject(user: UserInfo, subject: Obj) -> bool:
+        kind, name = subject.get("kind"), subject.get("name")
+        if kind == "User":
+            return bool(name == user.username)
+        if kind == "Group":
+            return name in user.groups
+        if kind == "ServiceAccount":
+            return user.username == f"system:serviceaccount:{subject.get('namespace')}:{name}"
+        return False
+
+    def bootstrap_rbac(self) -> None:
+        """The ClusterRoles an API server creates at start (`kubernetes.io/bootstrapping: rbac-defaults`)."""
+        res = self.served[("rbac.authorization.k8s.io", "v1", "clusterroles")]
+        for name, rules in BOOTSTRAP_ROLES.items():
+            if (None, name) not in self.store[res.key]:
+                role = {
+                    "metadata": {"name": name, "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
+                    "rules": rules,
+                }
+                self._create(res, None, role)
 
     # --- discovery --------------------------------------------------------------------------------
 
@@ -740,7 +980,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
         return len(done)
 
     def make_vcluster_ready(
-        self, namespace: str, name: str, *, server: str = "https://localhost:8443"
+        self, namespace: str, name: str, *, server: str = "https://localhost:8443", token: str = ""
     ) -> bool:
         """Play the vCluster controller: write the `vc-<name>` kubeconfig secret and mark the release Ready.
 
@@ -759,7 +999,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
                 "namespace": namespace,
                 "labels": {"app": "vcluster", "vcluster-name": name},
             },
-            "data": {"config": base64.b64encode(sample_kubeconfig(name, server).encode()).decode()},
+            "data": {"config": base64.b64encode(sample_kubeconfig(name, server, token).encode()).decode()},
         }
         secrets = self.served[("", "v1", "secrets")]
         if (namespace, f"vc-{name}") not in self.store[secrets.key]:
@@ -870,8 +1110,22 @@ def _without(obj: Obj, *keys: str) -> Obj:
     return {k: v for k, v in obj.items() if k not in keys}
 
 
-def sample_kubeconfig(name: str, server: str) -> str:
-    """The shape of the kubeconfig vCluster writes to `vc-<name>`."""
+def sample_kubeconfig(name: str, server: str, token: str = "") -> str:
+    """The shape of the kubeconfig vCluster writes to `vc-<name>` (with `token`: the admin's bearer token, as
+    `exportKubeConfig.serviceAccount` writes it, so that a virtual-cluster stand-in can authenticate it)."""
+    if token:
+        return yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": name,
+                "clusters": [
+                    {"name": name, "cluster": {"server": server, "certificate-authority-data": "Q0E="}}
+                ],
+                "users": [{"name": name, "user": {"token": token}}],
+                "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
+            }
+        )
     return yaml.safe_dump(
         {
             "apiVersion": "v1",
@@ -967,4 +1221,22 @@ def start_emulator(
     """Start an emulator serving the named CRDs (see `CRDS`); stop it with `.stop()`."""
     emulator = KubeEmulator(server_version=server_version, faults=faults)
     emulator.register_crds(*crds)
+    return RunningEmulator(emulator).start()
+
+
+VCLUSTER_ADMIN_TOKEN = "vcluster-admin-token-7d1e"
+
+
+def start_virtual_cluster(*, oidc: OidcIssuer | None = None) -> RunningEmulator:
+    """Start a stand-in for a tenant's vCluster API: RBAC, ServiceAccounts, TokenRequest, authentication.
+
+    `VCLUSTER_ADMIN_TOKEN` is its admin (`system:masters`): pass it to `make_vcluster_ready(token=…)` on the
+    host stand-in, so the `vc-<name>` secret names this server and that credential.
+    """
+    auth = Authenticator(
+        tokens={VCLUSTER_ADMIN_TOKEN: UserInfo("kubernetes-admin", ("system:masters",))}, oidc=oidc
+    )
+    emulator = KubeEmulator(auth=auth)
+    emulator.register_resources(VIRTUAL)
+    emulator.bootstrap_rbac()
     return RunningEmulator(emulator).start()

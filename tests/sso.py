@@ -3,6 +3,8 @@ loopback, and helpers that sign in through it over plain HTTP."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import os
 import re
@@ -12,7 +14,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urljoin
+from urllib.parse import parse_qs, urljoin, urlsplit
 
 import pytest
 import requests
@@ -22,6 +24,7 @@ from tests.tools import free_port, unavailable
 
 HERE = Path(__file__).parent / "oidc"
 CLIENT_ID, CLIENT_SECRET = "gpucloud", "test-client-secret-4f7a"
+CLI_CLIENT_ID = "gpucloud-cli"  # the public client `kubectl oidc-login` uses (OIDC_KUBERNETES_CLIENT_ID)
 ADMIN_GROUP = "gpucloud-admins"
 
 
@@ -65,6 +68,7 @@ def oidc_provider(
         "REDIRECT_URI": f"{live_server.url}/oidc/callback/",
         "POST_LOGOUT_REDIRECT_URI": f"{live_server.url}/login/",
         "USERS_FILE": str(users_file),
+        "CLI_CLIENT_ID": CLI_CLIENT_ID,
     }
     process = subprocess.Popen(
         ["node", str(HERE / "provider.mjs")], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
@@ -126,3 +130,60 @@ def sign_in(
     if response.is_redirect:
         response = browser.get(response.headers["Location"])
     return browser, response
+
+
+def kubelogin_id_token(provider: Provider, login: str, password: str = "correct horse") -> str:
+    """An ID token for the CLI's client, got as `kubectl oidc-login get-token` gets it: the authorization
+    code flow with PKCE to its loopback redirect, the login form passed, the code exchanged for tokens."""
+    document = requests.get(f"{provider.issuer}/.well-known/openid-configuration", timeout=5).json()
+    verifier = base64.urlsafe_b64encode(os.urandom(32)).rstrip(b"=").decode()
+    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+    redirect = "http://localhost:8000"
+    browser = requests.Session()
+    page = browser.get(
+        document["authorization_endpoint"],
+        params={
+            "client_id": CLI_CLIENT_ID,
+            "response_type": "code",
+            "redirect_uri": redirect,
+            "scope": "openid email profile groups",
+            "code_challenge": challenge,
+            "code_challenge_method": "S256",
+            "state": "kubelogin-state",
+            "nonce": "kubelogin-nonce",
+        },
+    )
+    action = re.search(r'action="([^"]+)"', page.text)
+    assert page.status_code == 200 and action, page.text
+    response = browser.post(
+        urljoin(page.url, action[1]),
+        data={"prompt": "login", "login": login, "password": password},
+        allow_redirects=False,
+    )
+    while True:
+        if response.is_redirect and not response.headers["Location"].startswith(redirect):
+            response = browser.get(urljoin(response.url, response.headers["Location"]), allow_redirects=False)
+        elif not response.is_redirect and 'value="consent"' in response.text:
+            # The provider asks a person to confirm a native client once (they click Continue in the browser).
+            consent = re.search(r'action="([^"]+)"', response.text)
+            assert consent, response.text
+            response = browser.post(
+                urljoin(response.url, consent[1]), data={"prompt": "consent"}, allow_redirects=False
+            )
+        else:
+            break
+    assert response.is_redirect, response.text
+    code = parse_qs(urlsplit(response.headers["Location"]).query)["code"][0]
+    tokens = requests.post(
+        document["token_endpoint"],
+        data={
+            "grant_type": "authorization_code",
+            "code": code,
+            "redirect_uri": redirect,
+            "client_id": CLI_CLIENT_ID,
+            "code_verifier": verifier,
+        },
+        timeout=5,
+    )
+    tokens.raise_for_status()
+    return str(tokens.json()["id_token"])

@@ -34,8 +34,10 @@ MATRIX: dict[tuple[str, str], tuple[int, int, int, int]] = {
     ("tenant-detail", "PATCH"): (200, 403, 404, 401),
     ("tenant-detail", "DELETE"): (202, 403, 404, 401),
     ("tenant-suspend", "POST"): (202, 403, 404, 401),
+    ("tenant-wake", "POST"): (202, 202, 404, 401),  # the team wakes its idle cluster
     ("tenant-resume", "POST"): (409, 403, 404, 401),  # alice may, but a ready tenant cannot resume
-    ("tenant-kubeconfig", "GET"): (200, 403, 404, 401),  # viewers may not reach the cluster
+    ("tenant-kubeconfig", "GET"): (200, 200, 404, 401),  # viewers get their own (view) kubeconfig
+    ("tenant-kubeconfig-admin", "GET"): (200, 403, 404, 401),  # break-glass: owners only
     ("gpu-class-list", "GET"): (200, 200, 200, 401),
     ("gpu-class-detail", "GET"): (200, 200, 200, 401),
     ("host-cluster-list", "GET"): (200, 200, 200, 401),

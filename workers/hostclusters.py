@@ -25,7 +25,7 @@ from workers.drivers.base import DriverError
 from workers.drivers.kubernetes import ClusterDiscovery, GpuNode, UnsupportedCluster, check_profile, discover
 from workers.kube.api import KubeApi, NotFound, RetryPolicy, api_client_from_kubeconfig
 from workers.kube.kinds import TENANT_RESOURCE
-from workers.render.profile import ClusterProfile
+from workers.render.profile import ClusterProfile, OidcSettings
 
 NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 VCLUSTER_MODES = ("helmrelease", "platform")
@@ -42,6 +42,21 @@ def profile_of(host_cluster: HostCluster) -> ClusterProfile:
         vcluster_mode=host_cluster.vcluster_mode,  # type: ignore[arg-type]
         topology_levels=tuple(host_cluster.topology_levels),
         platform_cluster=host_cluster.name,
+        sleep_after_inactivity=settings.VCLUSTER_SLEEP_AFTER_INACTIVITY,
+        oidc=oidc_settings(),
+    )
+
+
+def oidc_settings() -> OidcSettings | None:
+    """The provider tenant API servers trust: gpucloud's own, for the CLI's client id; None without SSO."""
+    if not settings.OIDC_ISSUER:
+        return None
+    return OidcSettings(
+        issuer=settings.OIDC_ISSUER,
+        client_id=settings.OIDC_KUBERNETES_CLIENT_ID,
+        username_claim=settings.OIDC_KUBERNETES_USERNAME_CLAIM,
+        groups_claim=settings.OIDC_GROUPS_CLAIM,
+        prefix=settings.OIDC_KUBERNETES_PREFIX,
     )
 
 

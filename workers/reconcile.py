@@ -63,7 +63,8 @@ def tenant_spec(tenant: Tenant) -> TenantSpec:
             node_labels=(("nvidia.com/gpu.product", q.gpu_class.gpu_model.product_label),),
             guaranteed=q.guaranteed,
             burst=q.burst,
-            lendable=q.lendable,
+            # Asleep, its pods are gone and its whole guarantee is lent to the cohort until it wakes.
+            lendable=None if tenant.asleep_since else q.lendable,
             weight=q.weight,
         )
         for q in sorted(tenant.quotas.all(), key=lambda q: q.gpu_class.name)
@@ -75,6 +76,8 @@ def tenant_spec(tenant: Tenant) -> TenantSpec:
         desired=tenant.desired,  # type: ignore[arg-type]
         namespace=tenant.cluster.namespace,
         quotas=quotas,
+        sleep_after_inactivity=tenant.sleep_after_inactivity,
+        asleep=tenant.asleep_since is not None,
     )
 
 

@@ -15,7 +15,7 @@ from gpucloud.celery import enqueue
 from gpucloud.tasks import task
 from scheduling.models import HostCluster
 from tenants.models import Tenant
-from workers import coalesce, reconcile, simulator
+from workers import access, coalesce, reconcile, simulator
 
 log = logging.getLogger(__name__)
 # After a long pause (beat stopped), the periodic task simulates at most this much of the missed time.
@@ -55,6 +55,8 @@ def reconcile_host_cluster(host_cluster_id: int) -> None:
         raise
     if outcome.transitional:
         _ask_for_pass(host_cluster_id, outcome.transitional, countdown=settings.REQUEUE_DELAY)
+    # Then the bindings inside the changed tenants' vClusters (membership changes come this way).
+    access.sync_due(access.tenants_of(host_cluster_id, tenant_ids))
 
 
 def _ask_for_pass(host_cluster_id: int, tenant_ids: list[int], countdown: float | None = None) -> None:
@@ -69,6 +71,7 @@ def reconcile_all() -> None:
     for outcome in reconcile.reconcile_all().values():
         if outcome.transitional:
             _ask_for_pass(outcome.host_cluster_id, outcome.transitional, countdown=settings.REQUEUE_DELAY)
+        access.sync_due(access.tenants_of(outcome.host_cluster_id))
 
 
 @task(names.AUDIT_STUCK, max_retries=0)

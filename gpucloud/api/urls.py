@@ -21,7 +21,7 @@ from tenants.api.views import (
     TenantViewSet,
     TokenViewSet,
 )
-from workers.api.views import HostClusterViewSet, KubeconfigView
+from workers.api.views import AdminKubeconfigView, HostClusterViewSet, KubeconfigView
 
 router = SimpleRouter()
 router.register("tenants", TenantViewSet, basename="tenant")
@@ -53,5 +53,10 @@ urlpatterns = [
         "tenants/<slug:tenant_slug>/kubeconfig/",
         KubeconfigView.as_view({"get": "retrieve"}),
         name="tenant-kubeconfig",
+    ),
+    path(
+        "tenants/<slug:tenant_slug>/kubeconfig/admin/",
+        AdminKubeconfigView.as_view({"get": "retrieve"}),
+        name="tenant-kubeconfig-admin",
     ),
 ]

@@ -18,7 +18,7 @@ from scheduling.models import host_cluster_named
 from tenants import services
 from tenants.api.views import gpu_class_named
 from tenants.models import Tenant
-from workers.kubeconfigs import tenant_kubeconfig
+from workers.kubeconfigs import admin_kubeconfig, tenant_kubeconfig
 
 # Cluster states that are on their way somewhere: the status panel polls while the cluster is in one.
 MOVING: set[str] = {Tenant.State.PENDING, Tenant.State.PROVISIONING, Tenant.State.DELETING}
@@ -88,7 +88,16 @@ def _live(request: HttpRequest, tenant: Tenant) -> dict[str, Any]:
         # Also while the cluster has not caught up with the tenant yet (suspending, resuming).
         "moving": bool({tenant.cluster.state, tenant.state} & MOVING) or tenant.cluster.state != tenant.state,
         "connectable": tenant.cluster.state in (Tenant.State.READY, Tenant.State.SUSPENDED),
-        "can": allowed(request, tenant, "kubeconfig.download", "tenant.suspend", "tenant.delete"),
+        "can": allowed(
+            request,
+            tenant,
+            "kubeconfig.download",
+            "kubeconfig.admin",
+            "tenant.suspend",
+            "tenant.delete",
+            "tenant.update",
+            "tenant.wake",
+        ),
     }
 
 
@@ -114,6 +123,16 @@ def kubeconfig(request: HttpRequest, slug: str) -> HttpResponse:
     return response
 
 
+@login_required
+def admin_kubeconfig_download(request: HttpRequest, slug: str) -> HttpResponse:
+    """Break-glass: the vCluster's own admin kubeconfig (owners only; audited by the service)."""
+    tenant = tenant_for(request, slug)
+    text = admin_kubeconfig(actor=actor_of(request), tenant=tenant)
+    response = HttpResponse(text, content_type="application/yaml")
+    response["Content-Disposition"] = f'attachment; filename="{tenant.slug}-admin-kubeconfig.yaml"'
+    return response
+
+
 def _lifecycle(request: HttpRequest, slug: str, service: Any, done: str) -> HttpResponse:
     tenant = tenant_for(request, slug)
     try:
@@ -135,6 +154,30 @@ def tenant_suspend(request: HttpRequest, slug: str) -> HttpResponse:
 @require_POST
 def tenant_resume(request: HttpRequest, slug: str) -> HttpResponse:
     return _lifecycle(request, slug, services.resume_tenant, "Resuming {slug}.")
+
+
+@login_required
+@require_POST
+def tenant_wake(request: HttpRequest, slug: str) -> HttpResponse:
+    return _lifecycle(request, slug, services.wake_tenant, "Waking {slug}: its quota comes back to it.")
+
+
+@login_required
+@require_POST
+def tenant_sleep_settings(request: HttpRequest, slug: str) -> HttpResponse:
+    tenant = tenant_for(request, slug)
+    try:
+        services.set_sleep_settings(
+            actor=actor_of(request),
+            tenant=tenant,
+            sleep_after_inactivity=request.POST.get("sleep_after_inactivity", ""),
+            sleep_when_idle=request.POST.get("sleep_when_idle") == "on",
+        )
+    except ServiceError as error:
+        messages.error(request, error.detail)
+    else:
+        messages.success(request, f"The sleep settings of {tenant.slug} are saved.")
+    return redirect("portal:tenant-detail", tenant.slug)
 
 
 @login_required

@@ -7,12 +7,25 @@ from scheduling.models import GpuClass
 from tenants.models import ApiToken, AuditEvent, Membership, Quota, Tenant, TenantCluster
 
 
+class ClusterAccessSerializer(serializers.Serializer):
+    """Whether the bindings inside the tenant's cluster reflect its latest membership change."""
+
+    in_sync = serializers.BooleanField(source="access_in_sync", help_text="the cluster reflects every change")
+    synced_at = serializers.DateTimeField(
+        source="access_synced_at", allow_null=True, help_text="when it last came to reflect them"
+    )
+    message = serializers.CharField(
+        source="access_message", help_text="why the last attempt failed, if it did"
+    )
+
+
 class TenantClusterSerializer(ModelSerializer):
     host_cluster = serializers.CharField(source="host_cluster.name")
+    access = ClusterAccessSerializer(source="*", read_only=True)
 
     class Meta:
         model = TenantCluster
-        fields = ["host_cluster", "namespace", "state", "endpoint", "message", "observed_at"]
+        fields = ["host_cluster", "namespace", "state", "endpoint", "message", "observed_at", "access"]
 
 
 class TenantSerializer(ModelSerializer):
@@ -33,11 +46,25 @@ class TenantSerializer(ModelSerializer):
             "state_reason",
             "cluster",
             "host_cluster",
+            "sleep_after_inactivity",
+            "sleep_when_idle",
+            "idle_since",
+            "asleep_since",
             "created_at",
             "updated_at",
             "deleted_at",
         ]
-        read_only_fields = ["state", "state_reason", "created_at", "updated_at", "deleted_at"]
+        read_only_fields = [
+            "state",
+            "state_reason",
+            "sleep_after_inactivity",
+            "sleep_when_idle",
+            "idle_since",
+            "asleep_since",
+            "created_at",
+            "updated_at",
+            "deleted_at",
+        ]
         extra_kwargs = {
             # Validation of the slug (form, uniqueness) is the service's; the serializer only carries it,
             # untrimmed: "ab\n" is refused, never quietly created as "ab".
@@ -51,6 +78,15 @@ class TenantUpdateSerializer(serializers.Serializer):
     display_name = model_field(Tenant, "display_name", required=False, allow_blank=True)
     trust_tier = serializers.CharField(
         required=False, max_length=Tenant._meta.get_field("trust_tier").max_length
+    )
+    sleep_after_inactivity = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=Tenant._meta.get_field("sleep_after_inactivity").max_length,
+        help_text="vCluster sleep mode after this long without requests (45m, 2h); empty: the host cluster's",
+    )
+    sleep_when_idle = serializers.BooleanField(
+        required=False, help_text="put the cluster to sleep when its GPUs were idle for the idle window"
     )
 
 

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 import django_filters
+from django.db import transaction
 from django.db.models import QuerySet
 from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404
@@ -82,9 +83,12 @@ class TenantViewSet(
     def partial_update(self, request: Request, slug: str) -> Response:
         serializer = TenantUpdateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        tenant = services.update_tenant(
-            actor=self.actor(), tenant=self.get_object(), **serializer.validated_data
-        )
+        data = dict(serializer.validated_data)
+        sleep = {key: data.pop(key) for key in ("sleep_after_inactivity", "sleep_when_idle") if key in data}
+        with transaction.atomic():  # all of the change or none of it
+            tenant = services.update_tenant(actor=self.actor(), tenant=self.get_object(), **data)
+            if sleep:
+                tenant = services.set_sleep_settings(actor=self.actor(), tenant=tenant, **sleep)
         return Response(TenantSerializer(tenant).data)
 
     @extend_schema(responses={202: TenantSerializer})
@@ -102,6 +106,13 @@ class TenantViewSet(
     @action(detail=True, methods=["post"])
     def resume(self, request: Request, slug: str) -> Response:
         tenant = services.resume_tenant(actor=self.actor(), tenant=self.get_object())
+        return Response(TenantSerializer(tenant).data, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(request=None, responses={202: TenantSerializer})
+    @action(detail=True, methods=["post"])
+    def wake(self, request: Request, slug: str) -> Response:
+        """Wake a cluster gpucloud put to sleep when idle (or clear the idle flag); its lent quota returns."""
+        tenant = services.wake_tenant(actor=self.actor(), tenant=self.get_object())
         return Response(TenantSerializer(tenant).data, status=status.HTTP_202_ACCEPTED)
 
 

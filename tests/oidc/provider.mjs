@@ -1,6 +1,8 @@
 // A real OpenID provider for gpucloud's sign-in tests (npm oidc-provider).
 //
-// Environment: PORT, CLIENT_ID, CLIENT_SECRET, REDIRECT_URI, POST_LOGOUT_REDIRECT_URI, and USERS_FILE: a JSON
+// Environment: PORT, CLIENT_ID, CLIENT_SECRET, REDIRECT_URI, POST_LOGOUT_REDIRECT_URI, CLI_CLIENT_ID (optional: a
+// public native client with PKCE for `kubectl oidc-login`, redirecting to http://localhost:8000 as kubelogin
+// does), and USERS_FILE: a JSON
 // object {login: {password, email, name, groups}} read at every sign-in, so a test can change someone's groups
 // between two logins. devInteractions draws the login form; the middleware below checks the password, which
 // devInteractions alone would not.
@@ -13,14 +15,26 @@ const env = process.env;
 const issuer = `http://127.0.0.1:${env.PORT}`;
 const users = () => JSON.parse(readFileSync(env.USERS_FILE, 'utf8'));
 
+const clients = [{
+  client_id: env.CLIENT_ID,
+  client_secret: env.CLIENT_SECRET,
+  redirect_uris: [env.REDIRECT_URI],
+  post_logout_redirect_uris: [env.POST_LOGOUT_REDIRECT_URI],
+  token_endpoint_auth_method: 'client_secret_post',
+}];
+if (env.CLI_CLIENT_ID) {
+  clients.push({
+    client_id: env.CLI_CLIENT_ID,
+    application_type: 'native',
+    redirect_uris: ['http://localhost:8000', 'http://localhost:18000'],
+    token_endpoint_auth_method: 'none',
+  });
+}
+
 const provider = new Provider(issuer, {
-  clients: [{
-    client_id: env.CLIENT_ID,
-    client_secret: env.CLIENT_SECRET,
-    redirect_uris: [env.REDIRECT_URI],
-    post_logout_redirect_uris: [env.POST_LOGOUT_REDIRECT_URI],
-    token_endpoint_auth_method: 'client_secret_post',
-  }],
+  clients,
+  // Claims in the ID token itself, as Keycloak puts them: a Kubernetes API server reads only the ID token.
+  conformIdTokenClaims: false,
   claims: {
     openid: ['sub'],
     email: ['email', 'email_verified'],

@@ -15,7 +15,7 @@ from scheduling.models import HostCluster
 from tenants.api.viewsets import BaseViewSet
 from workers.api.serializers import HostClusterRegistrationSerializer, HostClusterSerializer
 from workers.hostclusters import register_host_cluster
-from workers.kubeconfigs import tenant_kubeconfig
+from workers.kubeconfigs import admin_kubeconfig, tenant_kubeconfig
 
 
 class HostClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewSet):
@@ -42,7 +42,8 @@ class HostClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseV
 
 
 class KubeconfigView(BaseViewSet):
-    """The tenant cluster's kubeconfig, server set to its external endpoint. Every download is audited."""
+    """The caller's own kubeconfig of the tenant cluster: kubelogin with single sign-on, else a short-lived
+    token of their own ServiceAccount. Owners, admins, members and viewers; every download is audited."""
 
     @extend_schema(
         responses={
@@ -57,4 +58,23 @@ class KubeconfigView(BaseViewSet):
         text = tenant_kubeconfig(actor=self.actor(), tenant=tenant)
         response = HttpResponse(text, content_type="application/yaml", status=status.HTTP_200_OK)
         response["Content-Disposition"] = f'attachment; filename="{tenant.slug}-kubeconfig.yaml"'
+        return response
+
+
+class AdminKubeconfigView(BaseViewSet):
+    """Break-glass: the vCluster's own admin kubeconfig, owners only; audited as `kubeconfig.break_glass`."""
+
+    @extend_schema(
+        responses={
+            (200, "application/yaml"): OpenApiResponse(OpenApiTypes.STR, description="a kubeconfig file")
+        },
+        operation_id="tenants_kubeconfig_admin_retrieve",
+    )
+    def retrieve(self, request: Request, tenant_slug: str) -> HttpResponse:
+        tenant = get_object_or_404(
+            self.visible_tenants().select_related("cluster__host_cluster"), slug=tenant_slug
+        )
+        text = admin_kubeconfig(actor=self.actor(), tenant=tenant)
+        response = HttpResponse(text, content_type="application/yaml", status=status.HTTP_200_OK)
+        response["Content-Disposition"] = f'attachment; filename="{tenant.slug}-admin-kubeconfig.yaml"'
         return response

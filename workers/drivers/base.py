@@ -54,6 +54,8 @@ class TenantSpec:
     desired: Desired
     namespace: str  # host namespace, "tenant-<slug>"
     quotas: tuple[QuotaSpec, ...] = ()
+    sleep_after_inactivity: str = ""  # the tenant's own setting; empty = the host cluster's
+    asleep: bool = False  # put to sleep by gpucloud after an idle window (see workers/idle.py)
 
 
 @dataclass(frozen=True)

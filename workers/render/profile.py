@@ -17,6 +17,32 @@ DEFAULT_PRIORITY_CLASSES: tuple[tuple[str, int, str], ...] = (
 
 
 @dataclass(frozen=True)
+class OidcSettings:
+    """The OpenID provider tenant API servers trust (docs/kubernetes.md, "Cluster access").
+
+    Names from the token get `prefix`, so a person or group can never pass for a ServiceAccount or a
+    built-in group (`system:…`).
+    """
+
+    issuer: str
+    client_id: str
+    username_claim: str = "sub"
+    groups_claim: str = "groups"
+    prefix: str = "oidc:"
+
+    def api_server_args(self) -> list[str]:
+        """The kube-apiserver flags of the vCluster's API server."""
+        return [
+            f"--oidc-issuer-url={self.issuer}",
+            f"--oidc-client-id={self.client_id}",
+            f"--oidc-username-claim={self.username_claim}",
+            f"--oidc-username-prefix={self.prefix}",
+            f"--oidc-groups-claim={self.groups_claim}",
+            f"--oidc-groups-prefix={self.prefix}",
+        ]
+
+
+@dataclass(frozen=True)
 class ClusterProfile:
     """How one host cluster is set up, as far as rendering tenant objects is concerned.
 
@@ -36,6 +62,7 @@ class ClusterProfile:
     platform_project_namespace: str = "p-gpucloud"  # where VirtualClusterInstances live (platform mode)
     platform_cluster: str = ""  # the Platform's name for this host cluster (platform mode)
     priority_classes: tuple[tuple[str, int, str], ...] = DEFAULT_PRIORITY_CLASSES
+    oidc: OidcSettings | None = None  # set when gpucloud has an OpenID provider
 
     def endpoint(self, slug: str) -> str:
         """The external URL of a tenant's API server."""

@@ -40,10 +40,27 @@ def render_values(tenant: TenantSpec, profile: ClusterProfile) -> dict[str, Any]
     if profile.scheduler == "kai":
         # KAI's pod-grouper walks owner references, which vCluster would point at its own Service.
         values["experimental"] = {"syncSettings": {"setOwner": False}}
-    sleep_after = SUSPENDED_SLEEP_AFTER if tenant.desired == "suspended" else profile.sleep_after_inactivity
-    if sleep_after:
-        values["sleep"] = {"auto": {"afterInactivity": sleep_after}}
+    if profile.oidc is not None:
+        # The API server trusts gpucloud's provider: people reach it with their own tokens (kubelogin).
+        values["controlPlane"]["distro"] = {
+            "k8s": {"enabled": True, "apiServer": {"extraArgs": profile.oidc.api_server_args()}}
+        }
+    values.update(render_sleep(tenant, profile))
     return values
+
+
+def render_sleep(tenant: TenantSpec, profile: ClusterProfile) -> dict[str, Any]:
+    """vCluster sleep mode: after how long without requests its workloads sleep (releasing their GPUs).
+
+    A suspended tenant, or one gpucloud put to sleep after an idle window, sleeps after a minute; any
+    kubectl call wakes it (vCluster's own sleep mode). Otherwise the tenant's setting, else the host
+    cluster's, applies; empty means never.
+    """
+    if tenant.desired == "suspended" or tenant.asleep:
+        sleep_after = SUSPENDED_SLEEP_AFTER
+    else:
+        sleep_after = tenant.sleep_after_inactivity or profile.sleep_after_inactivity
+    return {"sleep": {"auto": {"afterInactivity": sleep_after}}} if sleep_after else {}
 
 
 def render_helm_repository(tenant: TenantSpec, profile: ClusterProfile) -> Manifest:

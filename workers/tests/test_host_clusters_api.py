@@ -10,7 +10,7 @@ import yaml
 
 from scheduling.models import HostCluster, Node
 from tenants.models import AuditEvent, Tenant
-from tests.kube_emulator import Faults, start_emulator
+from tests.kube_emulator import VCLUSTER_ADMIN_TOKEN, Faults, start_emulator, start_virtual_cluster
 from workers import reconcile
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
@@ -201,12 +201,16 @@ def test_the_kubeconfig_goes_to_members_only_and_every_download_is_audited(
     make_user("alice"), make_user("charlie")
     client.post("/api/v1/tenants/vision/members/", {"username": "alice", "role": "member"}, format="json")
     reconcile.reconcile_host_cluster(host)
-    kube_emulator.make_vcluster_ready("tenant-vision", "vision")
+    vcluster = start_virtual_cluster()  # the tenant's own API, which issues alice's token
+    kube_emulator.make_vcluster_ready(
+        "tenant-vision", "vision", server=vcluster.url, token=VCLUSTER_ADMIN_TOKEN
+    )
     reconcile.reconcile_host_cluster(host)
 
     from django.contrib.auth.models import User
 
-    response = api(User.objects.get(username="alice")).get("/api/v1/tenants/vision/kubeconfig/")
+    with vcluster:
+        response = api(User.objects.get(username="alice")).get("/api/v1/tenants/vision/kubeconfig/")
     assert response.status_code == 200 and response["Content-Type"] == "application/yaml"
     (cluster,) = yaml.safe_load(response.content)["clusters"]
     assert cluster["cluster"]["server"] == "https://vision.gpu-east.gpucloud.internal"
