@@ -114,6 +114,16 @@ class HostCluster(models.Model):
     addons = models.JSONField(default=dict, blank=True, help_text="add-ons discovered: kueue, kai, flux, …")
     topology_levels = models.JSONField(default=list, blank=True, help_text="node-label keys, outermost first")
     discovered_at = models.DateTimeField(null=True, blank=True)
+    # Re-checked every pass over a Kubernetes host cluster (workers/partitions.py, workers/conformance.py).
+    conformance = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="capabilities gpucloud uses: found/missing, version, fallback, fix",
+    )
+    partitions = models.JSONField(
+        default=dict, blank=True, help_text="the last partition pass: nodes waiting or failed, demand not met"
+    )
+    checked_at = models.DateTimeField(null=True, blank=True, help_text="when conformance was last checked")
 
     class Meta:
         ordering = ["name"]
@@ -232,3 +242,35 @@ class SimulatedPod(models.Model):
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+
+class NodePartition(models.Model):
+    """How a node of a Kubernetes host cluster is partitioned, as gpucloud asked and as the node reports it.
+
+    Written by the partition pass (workers/partitions.py) only when something changed. `advertised` holds the
+    units per GPU class the node offers now; MIG slices count only once the MIG manager reported `success`.
+    """
+
+    class MigState(models.TextChoices):
+        NONE = "", "not changed by gpucloud"
+        PENDING = "pending"
+        REBOOTING = "rebooting"
+        SUCCESS = "success"
+        FAILED = "failed"
+
+    node = models.OneToOneField(Node, on_delete=models.CASCADE, related_name="partition")
+    mig_config = models.CharField(max_length=80, blank=True, help_text="nvidia.com/mig.config on the node")
+    mig_state = models.CharField(max_length=20, choices=MigState.choices, blank=True)
+    layouts = models.JSONField(
+        default=list, blank=True, help_text="MIG layout per GPU index ([] = whole GPU)"
+    )
+    sharing = models.BooleanField(default=False, help_text="time-sliced by gpucloud")
+    advertised = models.JSONField(default=dict, blank=True, help_text="units per GPU class it offers now")
+    busy = models.BooleanField(default=False, help_text="pods held its GPUs at the last pass")
+    waiting = models.TextField(blank=True, help_text="why a change it needs is not made now")
+    failures = models.PositiveIntegerField(default=0, help_text="MIG changes failed in a row")
+    retry_at = models.DateTimeField(null=True, blank=True, help_text="when a failed change is tried again")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.node} {self.mig_config or 'whole'} {self.mig_state}"

@@ -17,7 +17,7 @@ from django.db import transaction
 from django.db.models import Count, Q, Sum
 
 from gpucloud.errors import CapacityExceeded, Conflict
-from scheduling.models import Gpu, GpuClass, GpuModel, HostCluster, Node
+from scheduling.models import Gpu, GpuClass, GpuModel, HostCluster, Node, NodePartition
 from tenants.models import AdmissionLock, Quota, Tenant
 
 Key = tuple[str, str]  # (host cluster name, GPU model slug)
@@ -35,6 +35,9 @@ class ClassCapacity:
     guaranteed: int  # units guaranteed to tenants of the host cluster
     available: int  # units that can still be guaranteed there, given every class of the same model
     healthy_gpus: int  # healthy GPUs of the model in the host cluster
+    # Units the nodes advertise now (MIG slices once the MIG manager reported success, time-sliced replicas),
+    # on host clusters whose partitions gpucloud manages; None elsewhere.
+    advertised: int | None = None
 
 
 def gpus_by_host_and_model(host_cluster: HostCluster | None = None) -> dict[Key, tuple[int, int]]:
@@ -88,8 +91,9 @@ def capacity_table(
     by_name = {c.name: c for c in classes}
     held = _held(guaranteed, by_name)
     keys = set(gpus) | {(cluster, by_name[name].gpu_model.slug) for cluster, name in guaranteed}
+    offered = advertised_units(host_cluster)
     rows = [
-        _row(cluster, c, gpus.get((cluster, model), (0, 0))[1], guaranteed, held)
+        _row(cluster, c, gpus.get((cluster, model), (0, 0))[1], guaranteed, held, offered)
         for cluster, model in keys
         for c in classes
         if c.gpu_model.slug == model and cluster is not None
@@ -103,8 +107,10 @@ def _row(
     healthy: int,
     guaranteed: dict[tuple[str, str], int],
     held: dict[Key, int],
+    offered: dict[str, dict[str, int]] | None = None,
 ) -> ClassCapacity:
     model = gpu_class.gpu_model.slug
+    on_cluster = (offered or {}).get(cluster)
     per_gpu = gpu_class.units_per_gpu()
     mine = guaranteed.get((cluster, gpu_class.name), 0)
     # GPUs held by the other classes of this model are out of reach of this class.
@@ -118,7 +124,22 @@ def _row(
         guaranteed=mine,
         available=max(0, free_gpus * per_gpu - mine),
         healthy_gpus=healthy,
+        advertised=None if on_cluster is None else on_cluster.get(gpu_class.name, 0),
     )
+
+
+def advertised_units(host_cluster: HostCluster | None = None) -> dict[str, dict[str, int]]:
+    """Units per GPU class the nodes advertise, per host cluster whose partitions gpucloud manages (those
+    with partition rows); one query."""
+    rows = NodePartition.objects.all()
+    if host_cluster is not None:
+        rows = rows.filter(node__host_cluster=host_cluster)
+    out: dict[str, dict[str, int]] = {}
+    for cluster, offered in rows.values_list("node__host_cluster__name", "advertised"):
+        per_class = out.setdefault(cluster, {})
+        for name, units in offered.items():
+            per_class[name] = per_class.get(name, 0) + units
+    return out
 
 
 def capacity_of(

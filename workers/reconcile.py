@@ -25,7 +25,8 @@ from gpucloud.observability import (
 from scheduling.models import HostCluster
 from tenants import audit
 from tenants.audit import Actor
-from tenants.models import Tenant, TenantCluster
+from tenants.models import Quota, Tenant, TenantCluster
+from workers import partitions
 from workers.drivers.base import (
     Driver,
     PermanentDriverError,
@@ -54,14 +55,24 @@ def driver_for(host_cluster: HostCluster) -> Driver:
     raise PermanentDriverError(f"host cluster {host_cluster.name}: no driver called {host_cluster.driver}")
 
 
-def tenant_spec(tenant: Tenant) -> TenantSpec:
-    """The plain desired state of a tenant that a driver works from."""
+def tenant_spec(tenant: Tenant, ready: dict[tuple[int, str], int] | None = None) -> TenantSpec:
+    """The plain desired state of a tenant that a driver works from.
+
+    With `ready` (a host cluster whose partitions gpucloud manages, see `workers.partitions.ready_units`),
+    a MIG or shared class is guaranteed only as many units as its nodes advertise now.
+    """
+
+    def guaranteed(q: Quota) -> int:
+        if ready is None or q.gpu_class.kind not in partitions.PARTITIONED:
+            return q.guaranteed
+        return min(q.guaranteed, ready.get((tenant.pk, q.gpu_class.name), 0))
+
     quotas = tuple(
         QuotaSpec(
             gpu_class=q.gpu_class.name,
             resource_name=q.gpu_class.resource_name,
             node_labels=(("nvidia.com/gpu.product", q.gpu_class.gpu_model.product_label),),
-            guaranteed=q.guaranteed,
+            guaranteed=guaranteed(q),
             burst=q.burst,
             lendable=q.lendable,
             weight=q.weight,
@@ -116,7 +127,8 @@ def _drive(
     """
     driver = driver_for(host_cluster)
     try:
-        result = driver.reconcile([tenant_spec(t) for t in tenants], complete=complete)
+        ready = _partition(host_cluster, driver)
+        result = driver.reconcile([tenant_spec(t, ready) for t in tenants], complete=complete)
     except PartialReconcile as exc:  # most of the pass worked; keep what it saw, retry the rest
         return exc.result, exc
     except TemporaryDriverError as exc:
@@ -133,6 +145,15 @@ def _drive(
     if host_cluster.state != HostCluster.State.READY:
         host_cluster.mark(HostCluster.State.READY, "")
     return result, None
+
+
+def _partition(host_cluster: HostCluster, driver: Driver) -> dict[tuple[int, str], int] | None:
+    """The partition pass (MIG layouts, time-slicing) on a Kubernetes host cluster running the GPU Operator;
+    returns the units of partitioned classes each tenant may count on (None: quotas are not capped)."""
+    if not isinstance(driver, KubernetesDriver) or not partitions.manages_partitions(host_cluster):
+        return None
+    partitions.run_partition_pass(host_cluster, driver.api)
+    return partitions.ready_units(host_cluster)
 
 
 def _tenants(host_cluster: HostCluster, tenant_ids: Sequence[int] | None) -> list[Tenant]:

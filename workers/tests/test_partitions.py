@@ -1,0 +1,210 @@
+"""GPU partitions on a Kubernetes host cluster (issue 15): MIG layouts from guarantees, time-slicing for
+shared classes, capacity counted only once advertised. The cluster is the API stand-in with GPU nodes
+labelled as the GPU Operator labels them; `play_gpu_operator` plays the MIG manager and the device plugin.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+import yaml
+from django.utils import timezone
+
+from scheduling.models import HostCluster, NodePartition
+from tenants.capacity import capacity_table
+from tests.kube_emulator import gpu_node, gpu_pod
+from workers import reconcile
+from workers.tests.test_host_clusters_api import kubeconfig_for
+
+OPERATOR_NS = "gpu-operator"
+MIG_1G = "h200-141gb.mig-1g.18gb"
+
+
+@pytest.fixture
+def cluster(kube_emulator, api, admin, gpu_catalog):
+    """`gpu-east`: two 8 × H200 nodes (all GPUs whole), the GPU Operator's namespace, Kueue and Flux."""
+    kube_emulator.put_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": OPERATOR_NS}})
+    for n in (1, 2):
+        kube_emulator.put_object(gpu_node(f"h200-{n}"))
+    body = {"name": "gpu-east", "kubeconfig": kubeconfig_for(kube_emulator.url), "scheduler": "kueue"}
+    assert api(admin).post("/api/v1/host-clusters/", body, format="json").status_code == 201
+    return HostCluster.objects.get(name="gpu-east")
+
+
+def tenant(api: Any, admin: Any, slug: str, quotas: dict[str, int], tier: str = "standard") -> None:
+    client = api(admin)
+    body = {"slug": slug, "host_cluster": "gpu-east", "trust_tier": tier}
+    assert client.post("/api/v1/tenants/", body, format="json").status_code == 201
+    for gpu_class, units in quotas.items():
+        response = client.put(
+            f"/api/v1/tenants/{slug}/quotas/{gpu_class}/", {"guaranteed": units}, format="json"
+        )
+        assert response.status_code in (200, 201), response.json()
+
+
+def label(em: Any, node: str, key: str) -> str | None:
+    return (em.get_object("v1", "Node", node)["metadata"].get("labels") or {}).get(key)
+
+
+def mig_configs(em: Any) -> dict[str, Any]:
+    configmap = em.get_object("v1", "ConfigMap", "gpucloud-mig-config", OPERATOR_NS)
+    return yaml.safe_load(configmap["data"]["config.yaml"])["mig-configs"]
+
+
+def hard(em: Any, slug: str) -> dict[str, str]:
+    return em.get_object("v1", "ResourceQuota", "gpucloud-gpu-quota", f"tenant-{slug}")["spec"]["hard"]
+
+
+def advertised(cluster: HostCluster, gpu_class: str) -> int | None:
+    return next(r.advertised for r in capacity_table(cluster) if r.gpu_class == gpu_class)
+
+
+def test_a_mig_guarantee_becomes_a_layout_a_label_and_slices_counted_only_after_success(
+    cluster, kube_emulator, api, admin
+):
+    tenant(api, admin, "vision", {MIG_1G: 14})
+
+    reconcile.reconcile_host_cluster(cluster)
+
+    # Two GPUs of one node sliced into 7 × 1g.18gb; its other six stay whole.
+    name = label(kube_emulator, "h200-1", "nvidia.com/mig.config")
+    assert name.startswith("gpucloud-") and label(kube_emulator, "h200-2", "nvidia.com/mig.config") is None
+    assert label(kube_emulator, "h200-1", "nvidia.com/mig.config.state") == "pending"
+    assert mig_configs(kube_emulator)[name] == [
+        {"devices": [0, 1], "mig-enabled": True, "mig-devices": {"1g.18gb": 7}},
+        {"devices": [2, 3, 4, 5, 6, 7], "mig-enabled": False},
+    ]
+    assert mig_configs(kube_emulator)["all-disabled"] == [{"devices": "all", "mig-enabled": False}]
+    # Nothing advertises the slices yet: the tenant's quota and the capacity count none of them.
+    assert hard(kube_emulator, "vision")["requests.nvidia.com/mig-1g.18gb"] == "0"
+    assert advertised(cluster, MIG_1G) == 0
+
+    kube_emulator.play_gpu_operator("h200-1")
+    reconcile.reconcile_host_cluster(cluster)
+
+    assert hard(kube_emulator, "vision")["requests.nvidia.com/mig-1g.18gb"] == "14"
+    assert advertised(cluster, MIG_1G) == 14 and advertised(cluster, "h200-141gb") == 14
+    row = NodePartition.objects.get(node__name="h200-1")
+    assert (row.mig_state, row.layouts[0], row.layouts[7]) == ("success", ["1g.18gb"] * 7, [])
+
+    writes = kube_emulator.writes
+    reconcile.reconcile_host_cluster(cluster)
+    assert kube_emulator.writes == writes  # settled: a pass costs no writes
+
+
+def test_a_busy_gpu_node_is_never_reconfigured_and_the_need_is_reported(cluster, kube_emulator, api, admin):
+    kube_emulator.put_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "jobs"}})
+    kube_emulator.put_object(gpu_pod("train-0", "jobs", "h200-1"))
+    tenant(api, admin, "vision", {MIG_1G: 14})
+
+    reconcile.reconcile_host_cluster(cluster)
+
+    # The free node takes the layout; the busy one keeps its labels.
+    assert label(kube_emulator, "h200-1", "nvidia.com/mig.config") is None
+    assert label(kube_emulator, "h200-2", "nvidia.com/mig.config").startswith("gpucloud-")
+
+    # Both nodes busy: a layout that must grow is waited for and reported, never applied.
+    kube_emulator.put_object(gpu_pod("serve-0", "jobs", "h200-2", "nvidia.com/mig-1g.18gb"))
+    kube_emulator.play_gpu_operator("h200-2")
+    api(admin).put(f"/api/v1/tenants/vision/quotas/{MIG_1G}/", {"guaranteed": 28}, format="json")
+    before = kube_emulator.get_object("v1", "Node", "h200-2")["metadata"]["labels"]
+    reconcile.reconcile_host_cluster(cluster)
+
+    assert kube_emulator.get_object("v1", "Node", "h200-2")["metadata"]["labels"] == before
+    assert label(kube_emulator, "h200-1", "nvidia.com/mig.config") is None
+    cluster.refresh_from_db()
+    assert cluster.partitions["busy"] == ["h200-1", "h200-2"]
+    assert cluster.partitions["unsatisfied"] == {MIG_1G: 14}
+    assert NodePartition.objects.get(node__name="h200-2").busy
+
+
+def test_a_failed_layout_is_reported_and_retried_with_backoff(cluster, kube_emulator, api, admin, settings):
+    settings.MIG_RETRY_SECONDS = 300
+    tenant(api, admin, "vision", {MIG_1G: 7})
+    reconcile.reconcile_host_cluster(cluster)
+    first = label(kube_emulator, "h200-1", "nvidia.com/mig.config")
+
+    kube_emulator.play_gpu_operator("h200-1", mig="failed")
+    reconcile.reconcile_host_cluster(cluster)
+
+    cluster.refresh_from_db()
+    assert cluster.partitions["failed"] == ["h200-1"]
+    assert "retrying at" in cluster.partitions["waiting"]["h200-1"]
+    row = NodePartition.objects.get(node__name="h200-1")
+    assert row.failures == 1 and row.retry_at is not None
+    assert row.retry_at > timezone.now() + timedelta(seconds=250)
+    assert hard(kube_emulator, "vision")["requests.nvidia.com/mig-1g.18gb"] == "0"
+    reconcile.reconcile_host_cluster(cluster)
+    assert label(kube_emulator, "h200-1", "nvidia.com/mig.config") == first  # not before the backoff ends
+
+    NodePartition.objects.filter(pk=row.pk).update(retry_at=timezone.now() - timedelta(seconds=1))
+    reconcile.reconcile_host_cluster(cluster)
+
+    # The same layout under a new name, so that the label changes and the MIG manager runs again.
+    assert label(kube_emulator, "h200-1", "nvidia.com/mig.config") == f"{first}-r1"
+    assert label(kube_emulator, "h200-1", "nvidia.com/mig.config.state") == "pending"
+    assert mig_configs(kube_emulator)[f"{first}-r1"] == mig_configs(kube_emulator)[first]
+    kube_emulator.play_gpu_operator("h200-1")
+    reconcile.reconcile_host_cluster(cluster)
+    assert hard(kube_emulator, "vision")["requests.nvidia.com/mig-1g.18gb"] == "7"
+    assert NodePartition.objects.get(pk=row.pk).failures == 0
+
+
+def test_at_most_n_nodes_change_at_a_time(cluster, kube_emulator, api, admin, settings):
+    settings.MIG_MAX_NODES = 1
+    tenant(api, admin, "vision", {MIG_1G: 63})  # nine GPUs of slices: both nodes must change
+
+    reconcile.reconcile_host_cluster(cluster)
+    assert label(kube_emulator, "h200-1", "nvidia.com/mig.config").startswith("gpucloud-")
+    assert label(kube_emulator, "h200-2", "nvidia.com/mig.config") is None
+    cluster.refresh_from_db()
+    assert "at most 1 nodes change at a time" in cluster.partitions["waiting"]["h200-2"]
+
+    reconcile.reconcile_host_cluster(cluster)  # still pending: no second node yet
+    assert label(kube_emulator, "h200-2", "nvidia.com/mig.config") is None
+
+    kube_emulator.play_gpu_operator("h200-1")
+    reconcile.reconcile_host_cluster(cluster)
+    assert label(kube_emulator, "h200-2", "nvidia.com/mig.config").startswith("gpucloud-")
+    kube_emulator.play_gpu_operator("h200-2")
+    reconcile.reconcile_host_cluster(cluster)
+    assert hard(kube_emulator, "vision")["requests.nvidia.com/mig-1g.18gb"] == "63"
+
+
+def test_a_shared_class_of_a_trusted_tenant_gets_a_time_sliced_node(cluster, kube_emulator, api, admin):
+    tenant(api, admin, "labs", {"h200-141gb.shared": 8}, tier="trusted")
+
+    reconcile.reconcile_host_cluster(cluster)
+
+    assert label(kube_emulator, "h200-1", "nvidia.com/device-plugin.config") == "gpucloud-time-sliced"
+    assert label(kube_emulator, "h200-2", "nvidia.com/device-plugin.config") is None
+    configmap = kube_emulator.get_object("v1", "ConfigMap", "gpucloud-device-plugin-config", OPERATOR_NS)
+    sliced = yaml.safe_load(configmap["data"]["gpucloud-time-sliced"])["sharing"]["timeSlicing"]
+    assert sliced["renameByDefault"] is True
+    assert sliced["resources"] == [{"name": "nvidia.com/gpu", "replicas": 4}]
+    assert yaml.safe_load(configmap["data"]["default"]) == {
+        "version": "v1",
+        "flags": {"migStrategy": "mixed"},
+    }
+    assert hard(kube_emulator, "labs")["requests.nvidia.com/gpu.shared"] == "0"
+
+    kube_emulator.play_gpu_operator("h200-1")
+    reconcile.reconcile_host_cluster(cluster)
+
+    assert label(kube_emulator, "h200-1", "nvidia.com/gpu.replicas") == "4"
+    assert advertised(cluster, "h200-141gb.shared") == 32  # gpu.count × gpu.replicas
+    assert hard(kube_emulator, "labs")["requests.nvidia.com/gpu.shared"] == "8"
+
+
+def test_a_node_whose_mig_config_someone_else_set_is_left_alone(cluster, kube_emulator, api, admin):
+    kube_emulator.edit_object(
+        "v1", "Node", "h200-1", None, {"metadata": {"labels": {"nvidia.com/mig.config": "all-1g.18gb"}}}
+    )
+    tenant(api, admin, "vision", {MIG_1G: 7})
+
+    reconcile.reconcile_host_cluster(cluster)
+
+    assert label(kube_emulator, "h200-1", "nvidia.com/mig.config") == "all-1g.18gb"
+    assert label(kube_emulator, "h200-2", "nvidia.com/mig.config").startswith("gpucloud-")
