@@ -42,6 +42,7 @@ class GpuClass(models.Model):
         WHOLE = catalog.WHOLE
         MIG = catalog.MIG
         SHARED = catalog.SHARED
+        FRACTION = catalog.FRACTION
 
     name = models.CharField(max_length=60, unique=True)
     kind = models.CharField(max_length=10, choices=Kind.choices)
@@ -66,6 +67,8 @@ class GpuClass(models.Model):
             return Fraction(self._profile()["compute_slices"], catalog.COMPUTE_SLICES)
         if self.kind == self.Kind.SHARED:
             return Fraction(1, settings.SHARED_GPU_REPLICAS)
+        if self.kind == self.Kind.FRACTION:
+            return Fraction(catalog.hami_percent(self.name), 100)
         return Fraction(1)
 
     def units_per_gpu(self) -> int:
@@ -74,6 +77,8 @@ class GpuClass(models.Model):
             return self._profile()["max_count"]
         if self.kind == self.Kind.SHARED:
             return int(settings.SHARED_GPU_REPLICAS)
+        if self.kind == self.Kind.FRACTION:
+            return 100 // catalog.hami_percent(self.name)
         return 1
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.db.models import Count, Q, Sum
 
-from gpucloud.errors import CapacityExceeded, Conflict
+from gpucloud.errors import CapacityExceeded, Conflict, ValidationFailed
 from scheduling.models import Gpu, GpuClass, GpuModel, HostCluster, Node, NodePartition
 from tenants.models import AdmissionLock, Quota, Tenant
 
@@ -175,6 +175,18 @@ def lock_admission(host_cluster: HostCluster, gpu_model: GpuModel) -> None:
     AdmissionLock.objects.select_for_update().get(host_cluster=host_cluster, gpu_model=gpu_model)
 
 
+def _require_hami(host_cluster: HostCluster, gpu_class: GpuClass) -> None:
+    """HAMi fractions exist only where HAMi serves them: a Kubernetes host cluster without it refuses them."""
+    if gpu_class.kind != GpuClass.Kind.FRACTION or host_cluster.driver != HostCluster.Driver.KUBERNETES:
+        return
+    if not host_cluster.addons.get("hami"):
+        message = (
+            f"{gpu_class.name} is a HAMi fraction, and host cluster {host_cluster.name} does not run HAMi "
+            "(no GPU node carries hami.io/node-nvidia-register); see its conformance report"
+        )
+        raise ValidationFailed.on("gpu_class", message)
+
+
 def admit(tenant: Tenant, gpu_class: GpuClass, guaranteed: int) -> None:
     """Admit a guarantee of the tenant, or refuse it (422) if the tenant's host cluster cannot hold it next to
     every other guarantee there, the tenant's own of the other classes of the model included. Every path that
@@ -186,6 +198,7 @@ def admit(tenant: Tenant, gpu_class: GpuClass, guaranteed: int) -> None:
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("admit() must run inside the transaction that writes the guarantee")
     host_cluster = host_cluster_of(tenant)
+    _require_hami(host_cluster, gpu_class)
     lock_admission(host_cluster, gpu_class.gpu_model)
     row = capacity_of(gpu_class, host_cluster, exclude=(tenant, gpu_class))
     if guaranteed <= row.available:

@@ -119,6 +119,12 @@ CRDS: dict[str, tuple[Resource, ...]] = {
     ),
     "cilium": (_r("cilium.io/v2", "ciliumnetworkpolicies", "CiliumNetworkPolicy", True),),
     "gpu-operator": (_r("nvidia.com/v1", "clusterpolicies", "ClusterPolicy", False),),
+    # Built into Kubernetes 1.34+ (not a CRD there); registered the same way to serve resource.k8s.io/v1.
+    "dra": (
+        _r("resource.k8s.io/v1", "deviceclasses", "DeviceClass", False),
+        _r("resource.k8s.io/v1", "resourceclaimtemplates", "ResourceClaimTemplate", True),
+        _r("resource.k8s.io/v1", "resourceslices", "ResourceSlice", False),
+    ),
 }
 
 

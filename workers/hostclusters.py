@@ -41,6 +41,7 @@ def profile_of(host_cluster: HostCluster) -> ClusterProfile:
         vcluster_mode=host_cluster.vcluster_mode,  # type: ignore[arg-type]
         topology_levels=tuple(host_cluster.topology_levels),
         platform_cluster=host_cluster.name,
+        dra=bool(host_cluster.addons.get("dra") and host_cluster.addons.get("nvidia_dra_driver")),
     )
 
 

@@ -32,6 +32,7 @@ from scheduling.engine.partitions import NodeTarget, PartitionNode, PartitionPla
 from scheduling.models import GpuClass, HostCluster, Node, NodePartition
 from tenants.capacity import advertised_units, guaranteed_by_class
 from tenants.models import Quota, Tenant
+from workers.drivers import conformance
 from workers.drivers.base import DriverError
 from workers.drivers.gpu_operator import (
     MIG_CONFIG,
@@ -295,6 +296,43 @@ def ready_units(host_cluster: HostCluster) -> dict[tuple[int, str], int]:
         ready[(tenant_id, name)] = min(guaranteed, offered[name])
         offered[name] -= ready[(tenant_id, name)]
     return ready
+
+
+CHECKED_EVERY = timedelta(minutes=5)  # checked_at is rewritten at most this often when nothing changed
+
+
+def check_conformance(host_cluster: HostCluster, api: KubeApi) -> None:
+    """Re-check what the cluster runs (every pass): the conformance report and the add-on flags, written
+    only when they change (and `checked_at` at most every few minutes). Fails soft, like the partition
+    pass."""
+    try:
+        seen = conformance.observe(api)
+    except DriverError as exc:
+        log.warning("conformance check failed", extra={"host_cluster": host_cluster.name, "error": str(exc)})
+        return
+    report = [
+        c.as_dict()
+        for c in conformance.check(
+            seen, mig_configmap=settings.MIG_CONFIGMAP, plugin_configmap=settings.DEVICE_PLUGIN_CONFIGMAP
+        )
+    ]
+    addons = {**host_cluster.addons, **conformance.addons_of(seen)}
+    now = timezone.now()
+    changed = [
+        name
+        for name, value in (
+            ("conformance", report),
+            ("addons", addons),
+            ("server_version", seen.server_version or host_cluster.server_version),
+        )
+        if getattr(host_cluster, name) != value
+    ]
+    stale = host_cluster.checked_at is None or now - host_cluster.checked_at > CHECKED_EVERY
+    if not changed and not stale:
+        return
+    host_cluster.conformance, host_cluster.addons, host_cluster.checked_at = report, addons, now
+    host_cluster.server_version = seen.server_version or host_cluster.server_version
+    host_cluster.save(update_fields=[*changed, "checked_at"])
 
 
 def manages_partitions(host_cluster: HostCluster) -> bool:

@@ -22,7 +22,8 @@ from gpucloud.observability import (
     RECONCILE_RUNS,
     RECONCILE_WRITES,
 )
-from scheduling.models import HostCluster
+from scheduling import catalog
+from scheduling.models import GpuClass, HostCluster
 from tenants import audit
 from tenants.audit import Actor
 from tenants.models import Quota, Tenant, TenantCluster
@@ -73,6 +74,7 @@ def tenant_spec(tenant: Tenant, ready: dict[tuple[int, str], int] | None = None)
             resource_name=q.gpu_class.resource_name,
             node_labels=(("nvidia.com/gpu.product", q.gpu_class.gpu_model.product_label),),
             guaranteed=guaranteed(q),
+            per_unit=_per_unit(q.gpu_class),
             burst=q.burst,
             lendable=q.lendable,
             weight=q.weight,
@@ -147,10 +149,23 @@ def _drive(
     return result, None
 
 
+def _per_unit(gpu_class: GpuClass) -> tuple[tuple[str, int], ...]:
+    """HAMi classes are quota'd in HAMi's memory and cores too, per unit (one vGPU)."""
+    model = catalog.model_by_slug(gpu_class.gpu_model.slug)
+    if gpu_class.kind != GpuClass.Kind.FRACTION or model is None:
+        return ()
+    asks = catalog.hami_resources(model, catalog.hami_percent(gpu_class.name))
+    return tuple((name, amount) for name, amount in asks.items() if name != gpu_class.resource_name)
+
+
 def _partition(host_cluster: HostCluster, driver: Driver) -> dict[tuple[int, str], int] | None:
-    """The partition pass (MIG layouts, time-slicing) on a Kubernetes host cluster running the GPU Operator;
-    returns the units of partitioned classes each tenant may count on (None: quotas are not capped)."""
-    if not isinstance(driver, KubernetesDriver) or not partitions.manages_partitions(host_cluster):
+    """On a Kubernetes host cluster: the conformance check, then the partition pass (MIG layouts,
+    time-slicing) where it runs the GPU Operator. Returns the units of partitioned classes each tenant may
+    count on (None: quotas are not capped)."""
+    if not isinstance(driver, KubernetesDriver):
+        return None
+    partitions.check_conformance(host_cluster, driver.api)
+    if not partitions.manages_partitions(host_cluster):
         return None
     partitions.run_partition_pass(host_cluster, driver.api)
     return partitions.ready_units(host_cluster)

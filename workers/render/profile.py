@@ -36,6 +36,9 @@ class ClusterProfile:
     platform_project_namespace: str = "p-gpucloud"  # where VirtualClusterInstances live (platform mode)
     platform_cluster: str = ""  # the Platform's name for this host cluster (platform mode)
     priority_classes: tuple[tuple[str, int, str], ...] = DEFAULT_PRIORITY_CLASSES
+    dra: bool = (
+        False  # serves resource.k8s.io/v1 and runs NVIDIA's DRA driver: DeviceClasses, claim templates
+    )
 
     def endpoint(self, slug: str) -> str:
         """The external URL of a tenant's API server."""

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from scheduling.models import HostCluster, NodePartition
 from tenants.capacity import capacity_table
-from tests.kube_emulator import gpu_node, gpu_pod
+from tests.kube_emulator import gpu_node, gpu_pod, start_emulator
 from workers import reconcile
 from workers.tests.test_host_clusters_api import kubeconfig_for
 
@@ -208,3 +208,136 @@ def test_a_node_whose_mig_config_someone_else_set_is_left_alone(cluster, kube_em
 
     assert label(kube_emulator, "h200-1", "nvidia.com/mig.config") == "all-1g.18gb"
     assert label(kube_emulator, "h200-2", "nvidia.com/mig.config").startswith("gpucloud-")
+
+
+def test_a_hami_cluster_gets_hami_names_in_the_quota_and_others_refuse_hami_classes(
+    kube_emulator, api, admin, gpu_catalog
+):
+    kube_emulator.put_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": OPERATOR_NS}})
+    node = gpu_node("h200-1")
+    node["metadata"]["annotations"] = {
+        "hami.io/node-nvidia-register": "GPU-0,10,143360,100,NVIDIA-H200,0,true"
+    }
+    kube_emulator.put_object(node)
+    body = {"name": "gpu-east", "kubeconfig": kubeconfig_for(kube_emulator.url), "scheduler": "kueue"}
+    assert api(admin).post("/api/v1/host-clusters/", body, format="json").status_code == 201
+    cluster = HostCluster.objects.get(name="gpu-east")
+    assert cluster.addons["hami"] is True
+    tenant(api, admin, "labs", {"h200-141gb.hami-25": 8}, tier="trusted")
+
+    reconcile.reconcile_host_cluster(cluster)
+
+    # Eight quarter GPUs: 8 vGPUs, each a quarter of 141 GB and 25 % of the cores.
+    assert hard(kube_emulator, "labs") == {
+        "requests.nvidia.com/gpu": "8",
+        "requests.nvidia.com/gpumem": str(8 * 141 * 1024 // 4),
+        "requests.nvidia.com/gpucores": "200",
+    }
+    row = next(r for r in capacity_table(cluster) if r.gpu_class == "h200-141gb.hami-25")
+    assert (row.capacity, row.guaranteed) == (32, 8)  # four per GPU
+
+    # Without HAMi on the cluster, a HAMi class is refused with the reason.
+    HostCluster.objects.filter(pk=cluster.pk).update(addons={**cluster.addons, "hami": False})
+    response = api(admin).put(
+        "/api/v1/tenants/labs/quotas/h200-141gb.hami-50/", {"guaranteed": 2}, format="json"
+    )
+    assert response.status_code == 400
+    assert "does not run HAMi" in response.json()["errors"]["gpu_class"][0]
+
+
+DRA = "resource.k8s.io/v1"
+
+
+def test_a_dra_cluster_gets_device_classes_claim_templates_and_device_quotas(api, admin, gpu_catalog):
+    with start_emulator(crds=("kueue", "flux", "gpu-operator", "dra")) as em:
+        em.put_object(gpu_node("h200-1"))
+        driver_class = {"apiVersion": DRA, "kind": "DeviceClass", "metadata": {"name": "gpu.nvidia.com"}}
+        em.put_object(driver_class)
+        body = {"name": "gpu-east", "kubeconfig": kubeconfig_for(em.url), "scheduler": "kueue"}
+        assert api(admin).post("/api/v1/host-clusters/", body, format="json").status_code == 201
+        cluster = HostCluster.objects.get(name="gpu-east")
+        assert cluster.addons["dra"] and cluster.addons["nvidia_dra_driver"]
+        tenant(api, admin, "vision", {"h200-141gb": 2, MIG_1G: 7})
+
+        reconcile.reconcile_host_cluster(cluster)
+
+        mig = em.get_object(DRA, "DeviceClass", "gpucloud-h200-141gb.mig-1g.18gb")
+        expression = mig["spec"]["selectors"][0]["cel"]["expression"]
+        assert "device.driver == 'gpu.nvidia.com'" in expression
+        assert "device.attributes['gpu.nvidia.com'].profile == '1g.18gb'" in expression
+        assert "'NVIDIA H200'" in expression and ".type == 'mig'" in expression
+        whole = em.get_object(DRA, "DeviceClass", "gpucloud-h200-141gb")
+        assert ".type == 'gpu'" in whole["spec"]["selectors"][0]["cel"]["expression"]
+        template = em.get_object(DRA, "ResourceClaimTemplate", "h200-141gb.mig-1g.18gb", "tenant-vision")
+        (request,) = template["spec"]["spec"]["devices"]["requests"]
+        assert request["exactly"] == {
+            "deviceClassName": "gpucloud-h200-141gb.mig-1g.18gb",
+            "allocationMode": "ExactCount",
+            "count": 1,
+        }
+        quota = hard(em, "vision")
+        assert quota["gpucloud-h200-141gb.deviceclass.resource.k8s.io/devices"] == "2"
+        # MIG devices too count only once the node advertises them.
+        assert quota["gpucloud-h200-141gb.mig-1g.18gb.deviceclass.resource.k8s.io/devices"] == "0"
+
+
+def test_a_cluster_without_dra_gets_no_dra_objects(cluster, kube_emulator, api, admin):
+    tenant(api, admin, "vision", {MIG_1G: 7})
+    reconcile.reconcile_host_cluster(cluster)
+    assert cluster.addons["dra"] is False
+    assert not any("deviceclass" in key for key in hard(kube_emulator, "vision"))
+    assert not any("deviceclasses" in path for _, path, _ in kube_emulator.log)
+
+
+def test_the_conformance_report_lists_what_the_cluster_lacks_and_is_rechecked_every_pass(
+    cluster, kube_emulator, api, admin, client
+):
+    kube_emulator.put_object(
+        {
+            "apiVersion": "nvidia.com/v1",
+            "kind": "ClusterPolicy",
+            "metadata": {"name": "cluster-policy"},
+            "spec": {
+                "mig": {"strategy": "mixed"},
+                "migManager": {"config": {"name": "gpucloud-mig-config", "default": "all-disabled"}},
+                "devicePlugin": {"config": {"name": "other-config"}},
+            },
+        }
+    )
+    reconcile.reconcile_host_cluster(cluster)
+
+    body = api(admin).get("/api/v1/host-clusters/gpu-east/conformance/").json()
+    found = {c["name"]: c for c in body["capabilities"]}
+    assert found["kueue"]["found"] and "kueue.x-k8s.io/v1beta2" in found["kueue"]["version"]
+    assert found["gpu_operator"]["found"] and found["mig_manager"]["found"]
+    sharing = found["device_plugin_sharing"]
+    assert not sharing["found"] and "gpucloud-device-plugin-config" in sharing["how"]
+    assert "time-sliced" in sharing["without"]
+    assert set(body["missing"]) == {
+        "device_plugin_sharing",
+        "hami",
+        "dra",
+        "dcgm_exporter",
+        "node_problem_detector",
+    }
+
+    # DRA installed later: the next pass notices, without registering the cluster again.
+    kube_emulator.register_crds("dra")
+    kube_emulator.put_object(
+        {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu.nvidia.com"}}
+    )
+    reconcile.reconcile_host_cluster(cluster)
+    body = api(admin).get("/api/v1/host-clusters/gpu-east/conformance/").json()
+    assert "dra" not in body["missing"]
+    cluster.refresh_from_db()
+    assert cluster.addons["dra"] and cluster.addons["nvidia_dra_driver"]
+
+    client.force_login(admin)
+    page = client.get("/host-clusters/").content.decode()
+    assert "Conformance" in page and "node_problem_detector" in page and "missing" in page
+    assert "helm install node-problem-detector" in page
+
+
+def test_a_simulated_host_cluster_reports_no_conformance(api, admin, demo_fleet):
+    body = api(admin).get("/api/v1/host-clusters/demo/conformance/").json()
+    assert (body["driver"], body["capabilities"], body["missing"]) == ("simulated", [], [])
