@@ -28,6 +28,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from scheduling.engine.errors import EngineError
 from scheduling.engine.partitions import NodeTarget, PartitionNode, PartitionPlan, plan_partitions
 from scheduling.models import GpuClass, HostCluster, Node, NodePartition
 from tenants.capacity import advertised_units, guaranteed_by_class
@@ -65,6 +66,8 @@ class PartitionOutcome:
 
     plan: PartitionPlan
     relabelled: list[str] = field(default_factory=list)
+    cordoned: list[str] = field(default_factory=list)
+    uncordoned: list[str] = field(default_factory=list)
     configmaps_written: int = 0
     db_writes: int = 0
 
@@ -144,6 +147,7 @@ def _partition_node(
             held=hold,
             retry=failed and not hold,
             foreign_slices=advertised(obs, count_mig=not obs.in_flight) if not obs.managed else {},
+            pods=obs.pods,
         ),
         failures,
         retry_at,
@@ -183,6 +187,13 @@ def reconcile_partitions(host_cluster: HostCluster, api: KubeApi) -> PartitionOu
     for name, wanted in labels.items():
         client.label(name, wanted)
         outcome.relabelled.append(name)
+    for obs in observed:
+        # Cordoned while it must drain for MIG, and until the change it drained for has finished.
+        keep = obs.cordoned_for_mig and (obs.in_flight or MIG_CONFIG in labels.get(obs.name, {}))
+        want = obs.name in plan.drain or keep
+        if want != obs.cordoned_for_mig:
+            client.cordon_for_mig(obs, want)
+            (outcome.cordoned if want else outcome.uncordoned).append(obs.name)
     outcome.db_writes = _write_back(host_cluster, nodes, observed, planned, plan, labels)
     return outcome
 
@@ -271,6 +282,7 @@ def _write_back(
             "waiting": dict(sorted(plan.waiting.items())),
             "failed": sorted(o.name for o in observed if o.managed and o.mig_state == "failed"),
             "busy": sorted(o.name for o in observed if o.busy),
+            "cordoned": sorted(plan.drain),
             "unsatisfied": dict(sorted(plan.unsatisfied.items())),
             "shared_short": dict(sorted(plan.shared_short.items())),
         }
@@ -349,7 +361,7 @@ def run_partition_pass(host_cluster: HostCluster, api: KubeApi) -> PartitionOutc
         return None
     try:
         return reconcile_partitions(host_cluster, api)
-    except DriverError as exc:
+    except (DriverError, EngineError) as exc:  # EngineError: a hand-edited layout the model cannot hold
         log.warning("partition pass failed", extra={"host_cluster": host_cluster.name, "error": str(exc)})
         if host_cluster.partitions.get("error") != str(exc):
             host_cluster.partitions = {**host_cluster.partitions, "error": str(exc)}

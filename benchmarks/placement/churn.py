@@ -11,8 +11,9 @@ each step a random 30 % of the nodes run pods (busy).
   layout would, and changes every GPU whose layout differs, busy or not.
 
 Figures per policy: GPUs reconfigured over the day (and of those, GPUs on busy nodes, i.e. running pods
-disrupted), nodes relabelled, slices stranded (configured but not guaranteed) and slices short (guaranteed
-but not configured), averaged over the steps.
+disrupted), nodes relabelled, and averaged over the steps, in compute slices (of 7 per GPU): stranded
+(instances no guarantee asks for), short (guarantees no instance holds) and fragments (left in no instance on
+GPUs with MIG on, which neither a slice of the demanded profiles nor a whole GPU can use).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ class Tally:
     nodes_changed: int = 0
     stranded: list[int] = field(default_factory=list)
     short: list[int] = field(default_factory=list)
+    fragments: list[int] = field(default_factory=list)
     seconds: float = 0.0
 
 
@@ -64,15 +66,20 @@ def replay(rng: np.random.Generator) -> list[dict[str, int]]:
     return days
 
 
-def _stranded_short(layouts: dict[str, Layouts], demand: dict[str, int]) -> tuple[int, int]:
+def _stranded_short(layouts: dict[str, Layouts], demand: dict[str, int]) -> tuple[int, int, int]:
+    """Compute slices of instances no guarantee asks for, of guarantees no instance holds, and left in no
+    instance on GPUs with MIG on (fragments neither a slice nor a whole GPU can use)."""
     have: Counter[str] = Counter()
+    fragments = 0
     for node in layouts.values():
         for layout in node:
             have.update(f"{MODEL}.mig-{p}" for p in layout)
+            if layout:
+                fragments += 7 - sum(SLICES[p] for p in layout)
     want = Counter(demand)
     stranded = sum(SLICES[k.split(".mig-")[1]] * n for k, n in (have - want).items())
     short = sum(SLICES[k.split(".mig-")[1]] * n for k, n in (want - have).items())
-    return stranded, short
+    return stranded, short, fragments
 
 
 def _count(before: dict[str, Layouts], after: dict[str, Layouts], busy: set[str], tally: Tally) -> None:
@@ -101,9 +108,10 @@ def incremental(days: list[dict[str, int]], busy_steps: list[set[str]]) -> Tally
             after[name] = plan.targets[name].layouts
         _count(state, after, busy, tally)
         state = after
-        stranded, short = _stranded_short(state, demand)
+        stranded, short, fragments = _stranded_short(state, demand)
         tally.stranded.append(stranded)
         tally.short.append(short)
+        tally.fragments.append(fragments)
     return tally
 
 
@@ -119,9 +127,10 @@ def from_scratch(days: list[dict[str, int]], busy_steps: list[set[str]]) -> Tall
         after = {n: tuple(plan.layouts[f"{n}#{g}"] for g in range(GPUS_PER_NODE)) for n in names}
         _count(state, after, busy, tally)
         state = after
-        stranded, short = _stranded_short(state, demand)
+        stranded, short, fragments = _stranded_short(state, demand)
         tally.stranded.append(stranded)
         tally.short.append(short)
+        tally.fragments.append(fragments)
     return tally
 
 
@@ -140,6 +149,7 @@ def run(seeds: list[int]) -> dict[str, dict[str, float]]:
                 "nodes_relabelled": tally.nodes_changed,
                 "stranded_slices_mean": statistics.fmean(tally.stranded),
                 "short_slices_mean": statistics.fmean(tally.short),
+                "fragment_slices_mean": statistics.fmean(tally.fragments),
                 "plan_ms_mean": 1000 * tally.seconds / len(days),
             }
             for key, value in figures.items():

@@ -7,8 +7,9 @@ the device plugin re-reads its sharing config when `nvidia.com/device-plugin.con
 
 - a node that runs pods holding GPUs is *busy*; none of its GPUs is reconfigured (the API does not say which
   GPU a pod holds, so the whole node counts). Its MIG instances count as held by running work, so the
-  planner keeps them and packs new demand on idle GPUs first; a busy node that would have to change is
-  reported and waits;
+  planner keeps them and packs new demand on idle GPUs first; when the demand does not fit on idle GPUs,
+  the busy nodes with the fewest GPU pods that would hold it are *cordoned for MIG* (`drain`): no new pod
+  lands there, and once their pods finish they are idle and the next pass lays them out;
 - a node whose MIG config is not gpucloud's (set by hand, or by another tool) is never touched; the slices
   it advertises are subtracted from the demand;
 - at most `max_changes` nodes are being changed at once (counting those still `pending`);
@@ -23,7 +24,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from scheduling.engine.mig import MODELS, MigGpu, plan_mig
+from scheduling.engine.mig import COMPUTE_SLICES, MODELS, MigGpu, plan_mig
 
 Layouts = tuple[tuple[str, ...], ...]  # MIG layout per GPU index; () = MIG disabled on that GPU
 
@@ -43,6 +44,7 @@ class PartitionNode:
     in_flight: bool = False  # a MIG change gpucloud asked for has not finished yet
     held: str = ""  # why it must not change now (backoff after a failure…); "" when it may
     retry: bool = False  # its last MIG change failed and is due to be tried again
+    pods: int = 0  # pods holding its GPUs (busy nodes with fewer go first when one must be drained)
     foreign_slices: Mapping[str, int] = field(default_factory=dict)  # slices advertised by an unmanaged node
 
     def whole(self) -> Layouts:
@@ -64,6 +66,7 @@ class PartitionPlan:
     waiting: dict[str, str] = field(default_factory=dict)
     unsatisfied: dict[str, int] = field(default_factory=dict)  # class -> units no layout will hold
     shared_short: dict[str, int] = field(default_factory=dict)  # model -> GPUs short for time-slicing
+    drain: list[str] = field(default_factory=list)  # busy nodes cordoned so that their layout can change
 
 
 def _gpu_id(node: str, index: int) -> str:
@@ -134,8 +137,38 @@ def plan_partitions(
         plan.targets[node.name] = NodeTarget(layouts, node.name in sharing)
     _add_sharing(nodes, shared_gpus, sharing, plan)
     _hold_busy(by_name, mig.reconfigured_busy, plan)
+    _drain(nodes, plan)
     _schedule(nodes, plan, max_changes)
     return plan
+
+
+def _drain(nodes: Sequence[PartitionNode], plan: PartitionPlan) -> None:
+    """Busy MIG-capable nodes to cordon for the MIG slices no idle GPU can hold: fewest GPU pods first, as
+    many as the missing compute slices need (whole nodes, ⌈slices ÷ 7⌉ GPUs at least)."""
+    missing: Counter[str] = Counter()
+    for name, units in plan.unsatisfied.items():
+        model, _, profile_name = name.partition(".mig-")
+        if model in MODELS and profile_name in MODELS[model]:
+            missing[model] += MODELS[model][profile_name].compute * units
+    for model, slices in missing.items():
+        gpus = -(-slices // COMPUTE_SLICES)
+        busy = [
+            n
+            for n in nodes
+            if n.model == model
+            and n.busy
+            and n.managed
+            and n.mig_capable
+            and not (n.held or n.in_flight or plan.targets[n.name].sharing)
+        ]
+        for node in sorted(busy, key=lambda n: (n.pods, n.name)):
+            if gpus <= 0:
+                break
+            plan.drain.append(node.name)
+            plan.waiting[node.name] = (
+                f"cordoned for MIG: {node.pods} pods hold its GPUs; its layout changes once they finish"
+            )
+            gpus -= node.gpus
 
 
 def _keep_sharing(nodes: Sequence[PartitionNode], shared_gpus: Mapping[str, int]) -> set[str]:

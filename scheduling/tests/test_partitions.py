@@ -69,3 +69,12 @@ def test_no_plan_ever_changes_a_busy_node_or_exceeds_the_budget():
                 assert plan.targets[n.name].layouts == n.layouts
             assert all(not lay or is_valid("h200-141gb", lay) for lay in plan.targets[n.name].layouts)
         assert len(plan.apply_now) <= max(0, budget - sum(1 for n in nodes if n.in_flight))
+        assert set(plan.drain) <= {n.name for n in nodes if n.busy}
+
+
+def test_when_idle_gpus_cannot_hold_the_slices_the_busy_node_with_fewest_pods_is_cordoned_for_mig():
+    nodes = [node("a", busy=True, pods=3), node("b", busy=True, pods=1), node("c", busy=True, pods=1)]
+    plan = plan_partitions(nodes, {"h200-141gb.mig-1g.18gb": 14}, {}, max_changes=2)
+    assert plan.apply_now == [] and plan.drain == ["b"]
+    assert plan.unsatisfied == {"h200-141gb.mig-1g.18gb": 14}
+    assert plan.waiting["b"].startswith("cordoned for MIG")

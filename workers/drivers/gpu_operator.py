@@ -10,6 +10,7 @@ layout's.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -30,6 +31,8 @@ REPLICAS = "nvidia.com/gpu.replicas"
 MIG_RESOURCE = "nvidia.com/mig-"
 CONFIG_MAP = k.Kind("v1", "ConfigMap", "configmaps", True)
 POD = k.Kind("v1", "Pod", "pods", True)
+# Keeps new pods off a busy node whose MIG layout must change, until its pods finish and the change is made.
+MIG_TAINT = "gpucloud.io/mig-reconfigure"
 DONE_PHASES = ("Succeeded", "Failed")
 
 
@@ -44,6 +47,13 @@ class ObservedNode:
     labels: dict[str, str]
     allocatable: dict[str, int]  # nvidia.com/* resources the node offers now
     busy: bool  # pods that are not finished hold GPU resources (or DRA claims) on it
+    pods: int = 0  # how many
+    taints: tuple[dict[str, Any], ...] = ()
+    resource_version: str = ""
+
+    @property
+    def cordoned_for_mig(self) -> bool:
+        return any(t.get("key") == MIG_TAINT for t in self.taints)
 
     @property
     def mig_config(self) -> str:
@@ -119,9 +129,8 @@ class GpuOperatorClient:
     def observe(self, configmaps: tuple[str, str]) -> OperatorView:
         """Nodes with `nvidia.com/gpu.product`, which of them run GPU pods, and the two ConfigMaps."""
         view = OperatorView()
-        busy = {
-            pod["spec"]["nodeName"] for pod in self.api.get(POD.path()).get("items") or [] if _holds_gpu(pod)
-        }
+        pods = [pod for pod in self.api.get(POD.path()).get("items") or [] if _holds_gpu(pod)]
+        busy = Counter(pod["spec"]["nodeName"] for pod in pods)
         for node in self.api.get(k.NODE.path(), {"labelSelector": PRODUCT}).get("items") or []:
             labels = node["metadata"].get("labels") or {}
             allocatable = (node.get("status") or {}).get("allocatable") or {}
@@ -134,6 +143,9 @@ class GpuOperatorClient:
                     labels=dict(labels),
                     allocatable={n: _units(v) for n, v in allocatable.items() if n.startswith("nvidia.com/")},
                     busy=node["metadata"]["name"] in busy,
+                    pods=busy[node["metadata"]["name"]],
+                    taints=tuple((node.get("spec") or {}).get("taints") or ()),
+                    resource_version=node["metadata"].get("resourceVersion", ""),
                 )
             )
         for name in configmaps:
@@ -157,6 +169,19 @@ class GpuOperatorClient:
                 return False
         self.api.apply(CONFIG_MAP.object_path(manifest), manifest)
         return True
+
+    def cordon_for_mig(self, node: ObservedNode, on: bool) -> None:
+        """Add or remove gpucloud's NoSchedule taint, keeping every other taint as read in this pass; the
+        resourceVersion makes the API server refuse (409, retried next pass) if the node changed since."""
+        taints = [t for t in node.taints if t.get("key") != MIG_TAINT]
+        if on:
+            taints.append({"key": MIG_TAINT, "value": "pending", "effect": "NoSchedule"})
+        self.api.request(
+            "PATCH",
+            k.NODE.path(name=node.name),
+            body={"metadata": {"resourceVersion": node.resource_version}, "spec": {"taints": taints}},
+            content_type="application/merge-patch+json",
+        )
 
     def label(self, node: str, labels: dict[str, str | None]) -> None:
         """Set (or, with None, remove) node labels with a merge patch."""

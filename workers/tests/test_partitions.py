@@ -48,6 +48,10 @@ def label(em: Any, node: str, key: str) -> str | None:
     return (em.get_object("v1", "Node", node)["metadata"].get("labels") or {}).get(key)
 
 
+def taints(em: Any, node: str) -> list[dict[str, str]]:
+    return (em.get_object("v1", "Node", node).get("spec") or {}).get("taints") or []
+
+
 def mig_configs(em: Any) -> dict[str, Any]:
     configmap = em.get_object("v1", "ConfigMap", "gpucloud-mig-config", OPERATOR_NS)
     return yaml.safe_load(configmap["data"]["config.yaml"])["mig-configs"]
@@ -118,6 +122,22 @@ def test_a_busy_gpu_node_is_never_reconfigured_and_the_need_is_reported(cluster,
     assert cluster.partitions["busy"] == ["h200-1", "h200-2"]
     assert cluster.partitions["unsatisfied"] == {MIG_1G: 14}
     assert NodePartition.objects.get(node__name="h200-2").busy
+    # One busy node is cordoned for MIG (the taint keeps new pods off; running ones are left to finish).
+    assert cluster.partitions["cordoned"] == ["h200-1"]
+    assert "cordoned for MIG" in cluster.partitions["waiting"]["h200-1"]
+    assert taints(kube_emulator, "h200-1") == [
+        {"key": "gpucloud.io/mig-reconfigure", "value": "pending", "effect": "NoSchedule"}
+    ]
+
+    # Its pod finishes: the node is laid out, and uncordoned once the MIG manager reports success.
+    kube_emulator.remove_object("v1", "Pod", "train-0", "jobs")
+    reconcile.reconcile_host_cluster(cluster)
+    assert label(kube_emulator, "h200-1", "nvidia.com/mig.config").startswith("gpucloud-")
+    assert taints(kube_emulator, "h200-1") != []
+    kube_emulator.play_gpu_operator("h200-1")
+    reconcile.reconcile_host_cluster(cluster)
+    assert taints(kube_emulator, "h200-1") == []
+    assert hard(kube_emulator, "vision")["requests.nvidia.com/mig-1g.18gb"] == "28"
 
 
 def test_a_failed_layout_is_reported_and_retried_with_backoff(cluster, kube_emulator, api, admin, settings):
