@@ -1,5 +1,5 @@
 """Cost of change of MIG layouts: the partition planner against re-planning from scratch, over a day of quota
-changes on a 1,000-GPU fleet (``python -m benchmarks.placement churn``).
+changes on a 1,000-GPU fleet (``python -m benchmarks.placement mig-churn --seeds 42-44``).
 
 The fleet: 125 nodes × 8 H200. The replay: 40 tenants with MIG guarantees over the four H200 profiles; every
 15 minutes (96 steps) a few tenants raise or lower one guarantee, the aggregate staying within the fleet. At
@@ -19,7 +19,6 @@ GPUs with MIG on, which neither a slice of the demanded profiles nor a whole GPU
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 from collections import Counter
@@ -134,7 +133,8 @@ def from_scratch(days: list[dict[str, int]], busy_steps: list[set[str]]) -> Tall
     return tally
 
 
-def run(seeds: list[int]) -> dict[str, dict[str, float]]:
+def measure(seeds: list[int]) -> dict[str, dict[str, float]]:
+    """Mean figures per policy over the seeds."""
     out: dict[str, dict[str, list[float]]] = {"incremental": {}, "from scratch": {}}
     for seed in seeds:
         rng = np.random.default_rng(seed)
@@ -157,17 +157,11 @@ def run(seeds: list[int]) -> dict[str, dict[str, float]]:
     return {label: {k: statistics.fmean(v) for k, v in figs.items()} for label, figs in out.items()}
 
 
-def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.placement churn", description=__doc__)
-    p.add_argument("--seeds", default="42-44")
-    p.add_argument("--json", action="store_true")
-    args = p.parse_args(argv)
-    lo, _, hi = args.seeds.partition("-")
-    seeds = list(range(int(lo), int(hi or lo) + 1))
-    result = run(seeds)
+def run(args: argparse.Namespace) -> dict[str, dict[str, float]]:
+    """`python -m benchmarks.placement mig-churn`: the table (unless --json); returns the figures."""
+    result = measure(args.seeds)
     if args.json:
-        print(json.dumps(result, indent=2))
-        return
+        return result
     print(
         f"MIG cost of change: {NODES * GPUS_PER_NODE} H200 GPUs, {STEPS} quota-change steps, "
         f"seeds {args.seeds}"
@@ -181,7 +175,4 @@ def main(argv: list[str] | None = None) -> None:
         "anchor: re-planning from scratch (what a controller that recomputes the layout does) reconfigures "
         "busy GPUs; the incremental planner must reconfigure none"
     )
-
-
-if __name__ == "__main__":
-    main()
+    return result

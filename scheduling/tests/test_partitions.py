@@ -78,3 +78,15 @@ def test_when_idle_gpus_cannot_hold_the_slices_the_busy_node_with_fewest_pods_is
     assert plan.apply_now == [] and plan.drain == ["b"]
     assert plan.unsatisfied == {"h200-141gb.mig-1g.18gb": 14}
     assert plan.waiting["b"].startswith("cordoned for MIG")
+
+
+def test_the_churn_benchmark_never_reconfigures_a_busy_gpu_incrementally(monkeypatch):
+    from benchmarks.placement import churn
+
+    monkeypatch.setattr(churn, "NODES", 12)
+    monkeypatch.setattr(churn, "STEPS", 8)
+    monkeypatch.setattr(churn, "TENANTS", 6)
+    figures = churn.measure([7])
+    assert figures["incremental"]["busy_gpus_reconfigured"] == 0
+    assert figures["from scratch"]["busy_gpus_reconfigured"] > 0
+    assert figures["incremental"]["gpus_reconfigured"] > 0

@@ -16,6 +16,7 @@ from workers.kube.api import ApiStatusError, KubeApi, NotFound
 
 CLUSTER_POLICY = k.Kind("nvidia.com/v1", "ClusterPolicy", "clusterpolicies", False)
 HAMI_REGISTER = "hami.io/node-nvidia-register"
+KUEUE_SELECTOR = "app.kubernetes.io/name=kueue"  # the Kueue chart's controller Deployment
 NPD_CONDITIONS = ("KernelDeadlock", "ReadonlyFilesystem", "FrequentKubeletRestart", "CorruptDockerOverlay2")
 
 
@@ -40,6 +41,7 @@ class Seen:
     nodes: list[dict[str, Any]]
     cluster_policy: dict[str, Any] | None
     dra_driver: bool
+    kueue_image: str = ""  # the Kueue controller's image, whose tag is its version
 
 
 def _get(api: KubeApi, path: str, query: dict[str, str] | None = None) -> Any:
@@ -67,7 +69,15 @@ def observe(api: KubeApi) -> Seen:
         _get(api, k.DEVICE_CLASS.path(name="gpu.nvidia.com")) is not None
     )
     version = (api.get("/version") or {}).get("gitVersion", "")
-    return Seen(version, groups, nodes, policy, dra_driver)
+    image = ""
+    if "kueue.x-k8s.io" in groups:
+        deployments = _get(api, "/apis/apps/v1/deployments", {"labelSelector": KUEUE_SELECTOR}) or {}
+        for item in deployments.get("items") or []:
+            containers = ((item.get("spec") or {}).get("template") or {}).get("spec", {}).get(
+                "containers"
+            ) or []
+            image = next((c.get("image", "") for c in containers if "kueue" in c.get("image", "")), image)
+    return Seen(version, groups, nodes, policy, dra_driver, image)
 
 
 def _served(seen: Seen, group: str, version: str) -> tuple[bool, str]:
@@ -152,11 +162,13 @@ def check(seen: Seen, *, mig_configmap: str, plugin_configmap: str) -> list[Capa
 def _scheduler(seen: Seen, name: str) -> Capability:
     if name == "kueue":
         found, versions = _served(seen, "kueue.x-k8s.io", "v1beta2")
+        tag = seen.kueue_image.rpartition(":")[2] if ":" in seen.kueue_image else ""
+        release = f"Kueue {tag}" if tag else "Kueue 0.15+"
         return Capability(
             "kueue",
             found,
             versions
-            + (" (Kueue 0.15+)" if found else " (too old: gpucloud needs v1beta2)" if versions else ""),
+            + (f" ({release})" if found else " (too old: gpucloud needs v1beta2)" if versions else ""),
             "tenants cannot use scheduler kueue here: no ClusterQueues, quotas only as ResourceQuotas",
             "helm install kueue oci://registry.k8s.io/kueue/charts/kueue --version 0.15.x -n kueue-system",
         )

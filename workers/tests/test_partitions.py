@@ -324,11 +324,26 @@ def test_the_conformance_report_lists_what_the_cluster_lacks_and_is_rechecked_ev
             },
         }
     )
+    kube_emulator.put_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kueue-system"}})
+    manager = {"name": "manager", "image": "registry.k8s.io/kueue/kueue:v0.15.2"}
+    kube_emulator.put_object(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {
+                "name": "kueue-controller-manager",
+                "namespace": "kueue-system",
+                "labels": {"app.kubernetes.io/name": "kueue"},
+            },
+            "spec": {"template": {"spec": {"containers": [manager]}}},
+        }
+    )
     reconcile.reconcile_host_cluster(cluster)
 
     body = api(admin).get("/api/v1/host-clusters/gpu-east/conformance/").json()
     found = {c["name"]: c for c in body["capabilities"]}
-    assert found["kueue"]["found"] and "kueue.x-k8s.io/v1beta2" in found["kueue"]["version"]
+    kueue = found["kueue"]
+    assert kueue["found"] and kueue["version"] == "kueue.x-k8s.io/v1beta2 (Kueue v0.15.2)"
     assert found["gpu_operator"]["found"] and found["mig_manager"]["found"]
     sharing = found["device_plugin_sharing"]
     assert not sharing["found"] and "gpucloud-device-plugin-config" in sharing["how"]
