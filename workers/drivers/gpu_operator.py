@@ -34,6 +34,7 @@ POD = k.Kind("v1", "Pod", "pods", True)
 # Keeps new pods off a busy node whose MIG layout must change, until its pods finish and the change is made.
 MIG_TAINT = "gpucloud.io/mig-reconfigure"
 DONE_PHASES = ("Succeeded", "Failed")
+UNFINISHED = "status.phase!=Succeeded,status.phase!=Failed"
 
 
 @dataclass(frozen=True)
@@ -129,7 +130,9 @@ class GpuOperatorClient:
     def observe(self, configmaps: tuple[str, str]) -> OperatorView:
         """Nodes with `nvidia.com/gpu.product`, which of them run GPU pods, and the two ConfigMaps."""
         view = OperatorView()
-        pods = [pod for pod in self.api.get(POD.path()).get("items") or [] if _holds_gpu(pod)]
+        # Finished pods hold nothing: the API server leaves them out (the phase is checked again below).
+        listed = self.api.get(POD.path(), {"fieldSelector": UNFINISHED}).get("items") or []
+        pods = [pod for pod in listed if _holds_gpu(pod)]
         busy = Counter(pod["spec"]["nodeName"] for pod in pods)
         for node in self.api.get(k.NODE.path(), {"labelSelector": PRODUCT}).get("items") or []:
             labels = node["metadata"].get("labels") or {}
