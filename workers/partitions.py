@@ -148,6 +148,7 @@ def _partition_node(
             retry=failed and not hold,
             foreign_slices=advertised(obs, count_mig=not obs.in_flight) if not obs.managed else {},
             pods=obs.pods,
+            cordoned=obs.cordoned_for_mig,
         ),
         failures,
         retry_at,

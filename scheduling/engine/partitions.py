@@ -45,6 +45,7 @@ class PartitionNode:
     held: str = ""  # why it must not change now (backoff after a failure…); "" when it may
     retry: bool = False  # its last MIG change failed and is due to be tried again
     pods: int = 0  # pods holding its GPUs (busy nodes with fewer go first when one must be drained)
+    cordoned: bool = False  # cordoned for MIG already (kept so, rather than cordoning another node)
     foreign_slices: Mapping[str, int] = field(default_factory=dict)  # slices advertised by an unmanaged node
 
     def whole(self) -> Layouts:
@@ -144,7 +145,8 @@ def plan_partitions(
 
 def _drain(nodes: Sequence[PartitionNode], plan: PartitionPlan) -> None:
     """Busy MIG-capable nodes to cordon for the MIG slices no idle GPU can hold: fewest GPU pods first, as
-    many as the missing compute slices need (whole nodes, ⌈slices ÷ 7⌉ GPUs at least)."""
+    many as the missing compute slices need (whole nodes, ⌈slices ÷ 7⌉ GPUs at least). Nodes cordoned
+    already come first, so that a pass does not trade one drained node for another."""
     missing: Counter[str] = Counter()
     for name, units in plan.unsatisfied.items():
         model, _, profile_name = name.partition(".mig-")
@@ -161,7 +163,7 @@ def _drain(nodes: Sequence[PartitionNode], plan: PartitionPlan) -> None:
             and n.mig_capable
             and not (n.held or n.in_flight or plan.targets[n.name].sharing)
         ]
-        for node in sorted(busy, key=lambda n: (n.pods, n.name)):
+        for node in sorted(busy, key=lambda n: (not n.cordoned, n.pods, n.name)):
             if gpus <= 0:
                 break
             plan.drain.append(node.name)

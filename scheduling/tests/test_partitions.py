@@ -78,6 +78,10 @@ def test_when_idle_gpus_cannot_hold_the_slices_the_busy_node_with_fewest_pods_is
     assert plan.apply_now == [] and plan.drain == ["b"]
     assert plan.unsatisfied == {"h200-141gb.mig-1g.18gb": 14}
     assert plan.waiting["b"].startswith("cordoned for MIG")
+    # Once cordoned, a node stays the one drained even if another now runs fewer pods.
+    nodes = [node("a", busy=True, pods=3, cordoned=True), node("b", busy=True, pods=1)]
+    plan = plan_partitions(nodes, {"h200-141gb.mig-1g.18gb": 14}, {}, max_changes=2)
+    assert plan.drain == ["a"]
 
 
 def test_the_churn_benchmark_never_reconfigures_a_busy_gpu_incrementally(monkeypatch):
