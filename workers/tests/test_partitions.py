@@ -371,6 +371,8 @@ def test_the_conformance_report_lists_what_the_cluster_lacks_and_is_rechecked_ev
     page = client.get("/host-clusters/").content.decode()
     assert "Conformance" in page and "node_problem_detector" in page and "missing" in page
     assert "helm install node-problem-detector" in page
+    addons = page.split("<dt>Add-ons</dt><dd>", 1)[1].split("</dd>", 1)[0]
+    assert "<code>kueue</code>" in addons and "<code>hami</code>" not in addons  # only what was found
 
 
 def test_a_simulated_host_cluster_reports_no_conformance(api, admin, demo_fleet):
