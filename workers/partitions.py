@@ -11,8 +11,8 @@ Once per reconcile pass, before the tenants' objects are rendered (docs/kubernet
 5. store per node what it advertises (MIG slices only after the MIG manager's `success`), failures with a
    backoff, and what waits and why; on the host cluster, a summary (`HostCluster.partitions`).
 
-An unchanged cluster costs three lists and a ConfigMap read each, and no writes, in the cluster or in the
-database. The tenants' quotas then count only what is advertised (`ready_units`).
+An unchanged cluster costs two lists (unfinished pods, GPU nodes) and two ConfigMap reads, and no writes, in
+the cluster or in the database. The tenants' quotas then count only what is advertised (`ready_units`).
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """What a Kubernetes host cluster has of the capabilities gpucloud uses, and what it lacks.
 
-`check` reads the served API groups, the GPU nodes, the GPU Operator's ClusterPolicy and NVIDIA's DRA
-DeviceClass (five requests at most) and answers one `Capability` per thing gpucloud uses: found or missing,
-the version seen, what gpucloud does without it, and how to add it. The reconciler runs it on every pass
-(workers/partitions.py), so installing an add-on later is noticed without registering the cluster again.
+`observe` reads the server version, the served API groups, the GPU nodes, the GPU Operator's ClusterPolicy,
+NVIDIA's DRA DeviceClass and Kueue's controller Deployment (six requests at most); `check` answers one
+`Capability` per thing gpucloud uses: found or missing, the version seen, what gpucloud does without it, and
+how to add it. The reconciler runs it on every pass (workers/partitions.py), so installing an add-on later is
+noticed without registering the cluster again.
 """
 
 from __future__ import annotations
