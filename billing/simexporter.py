@@ -154,7 +154,7 @@ def cluster_facts(host_cluster: HostCluster, at: datetime, window: float) -> Clu
         finished = pod.finished_at.timestamp() if pod.finished_at else None
         lifecycle[ref] = PodLifecycle(pod.started_at.timestamp(), finished)
         classes[ref] = pod.gpu_class.name
-        if pod.gpu_class.kind == catalog.SHARED:
+        if pod.gpu_class.kind in (catalog.SHARED, catalog.FRACTION):  # a HAMi pod: its declared fraction
             fractions[ref] = pod.gpu_milli / 1000
     return ClusterFacts(lifecycle=lifecycle, fractions=fractions, classes=classes)
 

@@ -337,6 +337,13 @@ SIMULATED_PROVISION_DELAY = env_float("GPUCLOUD_SIM_PROVISION_DELAY", 2.0, minim
 SIMULATED_DELETE_DELAY = env_float("GPUCLOUD_SIM_DELETE_DELAY", 1.0, minimum=0.0)
 GPUCLOUD_FLEET = env_str("GPUCLOUD_FLEET", str(BASE_DIR / "deploy" / "fleets" / "demo.yaml"))
 SHARED_GPU_REPLICAS = env_int("GPUCLOUD_SHARED_REPLICAS", 4, minimum=1)
+# GPU partitions on Kubernetes host clusters (workers/partitions.py, docs/kubernetes.md "Partitions").
+GPU_OPERATOR_NAMESPACE = env_str("GPUCLOUD_GPU_OPERATOR_NAMESPACE", "gpu-operator")
+MIG_CONFIGMAP = env_str("GPUCLOUD_MIG_CONFIGMAP", "gpucloud-mig-config")
+DEVICE_PLUGIN_CONFIGMAP = env_str("GPUCLOUD_DEVICE_PLUGIN_CONFIGMAP", "gpucloud-device-plugin-config")
+MIG_MAX_NODES = env_int("GPUCLOUD_MIG_MAX_NODES", 2, minimum=1)  # nodes being repartitioned at once
+MIG_RETRY_SECONDS = env_float("GPUCLOUD_MIG_RETRY_SECONDS", 60.0, minimum=0.0)  # first backoff; doubles
+MIG_RETRY_MAX_SECONDS = env_float("GPUCLOUD_MIG_RETRY_MAX_SECONDS", 3600.0, minimum=0.0)
 ENDPOINT_DOMAIN = env_str("GPUCLOUD_ENDPOINT_DOMAIN", "gpucloud.internal")
 STUCK_AFTER = env_float("GPUCLOUD_STUCK_AFTER", 600.0, minimum=1.0)
 # The simulated fleet's workloads (workers/simulator.py): on by default in the embedded default only.

@@ -88,7 +88,12 @@ GPU_MODELS: tuple[GpuModelSpec, ...] = (
     GpuModelSpec("l40s-48gb", "NVIDIA L40S", 48, "NVIDIA-L40S", ("NVIDIA L40S",)),
 )
 
-WHOLE, MIG, SHARED = "whole", "mig", "shared"
+WHOLE, MIG, SHARED, FRACTION = "whole", "mig", "shared", "fraction"
+# HAMi fractional classes: `<model>.hami-<percent>` is that percentage of one GPU's memory and compute,
+# served by HAMi's device plugin and scheduler (reference/kubernetes-objects.md §4) where a cluster runs it.
+HAMI_PERCENTS = (50, 25)
+HAMI_RESOURCE = "nvidia.com/gpu"  # HAMi counts vGPUs in it; memory and cores in the two below
+HAMI_MEMORY, HAMI_CORES = "nvidia.com/gpumem", "nvidia.com/gpucores"
 
 
 @dataclass(frozen=True)
@@ -115,7 +120,21 @@ def classes_of(model: GpuModelSpec) -> list[GpuClassSpec]:
             )
         )
     classes.append(GpuClassSpec(f"{model.slug}.shared", SHARED, model.slug, "nvidia.com/gpu.shared"))
+    for percent in HAMI_PERCENTS:
+        classes.append(GpuClassSpec(f"{model.slug}.hami-{percent}", FRACTION, model.slug, HAMI_RESOURCE))
     return classes
+
+
+def hami_percent(gpu_class: str) -> int:
+    """The share of a GPU a HAMi class declares, in percent (`h200-141gb.hami-25` → 25); 0 for others."""
+    _, _, rest = gpu_class.partition(".")
+    suffix = rest.removeprefix("hami-")
+    return int(suffix) if rest.startswith("hami-") and suffix.isdigit() else 0
+
+
+def hami_resources(model: GpuModelSpec, percent: int) -> dict[str, int]:
+    """What one unit of a HAMi class asks HAMi for: one vGPU, its memory in MiB and its cores in percent."""
+    return {HAMI_RESOURCE: 1, HAMI_MEMORY: model.memory_gb * 1024 * percent // 100, HAMI_CORES: percent}
 
 
 def all_classes() -> list[GpuClassSpec]:

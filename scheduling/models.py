@@ -42,6 +42,7 @@ class GpuClass(models.Model):
         WHOLE = catalog.WHOLE
         MIG = catalog.MIG
         SHARED = catalog.SHARED
+        FRACTION = catalog.FRACTION
 
     name = models.CharField(max_length=60, unique=True)
     kind = models.CharField(max_length=10, choices=Kind.choices)
@@ -66,6 +67,8 @@ class GpuClass(models.Model):
             return Fraction(self._profile()["compute_slices"], catalog.COMPUTE_SLICES)
         if self.kind == self.Kind.SHARED:
             return Fraction(1, settings.SHARED_GPU_REPLICAS)
+        if self.kind == self.Kind.FRACTION:
+            return Fraction(catalog.hami_percent(self.name), 100)
         return Fraction(1)
 
     def units_per_gpu(self) -> int:
@@ -74,6 +77,8 @@ class GpuClass(models.Model):
             return self._profile()["max_count"]
         if self.kind == self.Kind.SHARED:
             return int(settings.SHARED_GPU_REPLICAS)
+        if self.kind == self.Kind.FRACTION:
+            return 100 // catalog.hami_percent(self.name)
         return 1
 
 
@@ -119,6 +124,16 @@ class HostCluster(models.Model):
         blank=True,
         help_text="namespace whose Tenant and RateCard custom resources gpucloud applies (--watch-tenants)",
     )
+    # Re-checked every pass over a Kubernetes host cluster (workers/partitions.py, workers/conformance.py).
+    conformance = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="capabilities gpucloud uses: found/missing, version, fallback, fix",
+    )
+    partitions = models.JSONField(
+        default=dict, blank=True, help_text="the last partition pass: nodes waiting or failed, demand not met"
+    )
+    checked_at = models.DateTimeField(null=True, blank=True, help_text="when conformance was last checked")
 
     class Meta:
         ordering = ["name"]
@@ -237,3 +252,35 @@ class SimulatedPod(models.Model):
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+
+class NodePartition(models.Model):
+    """How a node of a Kubernetes host cluster is partitioned, as gpucloud asked and as the node reports it.
+
+    Written by the partition pass (workers/partitions.py) only when something changed. `advertised` holds the
+    units per GPU class the node offers now; MIG slices count only once the MIG manager reported `success`.
+    """
+
+    class MigState(models.TextChoices):
+        NONE = "", "not changed by gpucloud"
+        PENDING = "pending"
+        REBOOTING = "rebooting"
+        SUCCESS = "success"
+        FAILED = "failed"
+
+    node = models.OneToOneField(Node, on_delete=models.CASCADE, related_name="partition")
+    mig_config = models.CharField(max_length=80, blank=True, help_text="nvidia.com/mig.config on the node")
+    mig_state = models.CharField(max_length=20, choices=MigState.choices, blank=True)
+    layouts = models.JSONField(
+        default=list, blank=True, help_text="MIG layout per GPU index ([] = whole GPU)"
+    )
+    sharing = models.BooleanField(default=False, help_text="time-sliced by gpucloud")
+    advertised = models.JSONField(default=dict, blank=True, help_text="units per GPU class it offers now")
+    busy = models.BooleanField(default=False, help_text="pods held its GPUs at the last pass")
+    waiting = models.TextField(blank=True, help_text="why a change it needs is not made now")
+    failures = models.PositiveIntegerField(default=0, help_text="MIG changes failed in a row")
+    retry_at = models.DateTimeField(null=True, blank=True, help_text="when a failed change is tried again")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.node} {self.mig_config or 'whole'} {self.mig_state}"

@@ -25,6 +25,7 @@ from django.conf import settings
 from django.db.models import Q, Sum
 from django.utils import timezone
 
+from scheduling import catalog
 from scheduling.engine import (
     Engine,
     EngineError,
@@ -82,7 +83,15 @@ def pod_request(
             tier=Tier(tier),
             mig_profile=gpu_class.mig_profile,
         )
-    return PodRequest(name, CPU_PER_SLICE, MEMORY_PER_SLICE, 1, share_milli(), model, tenant, Tier(tier))
+    milli = unit_milli(gpu_class)
+    return PodRequest(name, CPU_PER_SLICE, MEMORY_PER_SLICE, 1, milli, model, tenant, Tier(tier))
+
+
+def unit_milli(gpu_class: GpuClass) -> int:
+    """GPU milli one unit of a shared class takes: a time-slice share, or a HAMi fraction's declared share."""
+    if gpu_class.kind == GpuClass.Kind.FRACTION:
+        return MILLI * catalog.hami_percent(gpu_class.name) // 100
+    return share_milli()
 
 
 def engine_name(namespace: str, name: str) -> str:
@@ -383,7 +392,7 @@ def class_figures(models: Sequence[FleetModel]) -> dict[str, ClassFigures]:
 def _free_units(model: FleetModel, gpu_class: GpuClass) -> Iterator[tuple[str, tuple[str, ...], int]]:
     """(node, NVLink domain, free units of the class) for usable shared-pool nodes of the class's model."""
     fleet = model.engine.fleet
-    share = share_milli()
+    share = unit_milli(gpu_class)
     for i, spec in enumerate(fleet.specs):
         if spec.model != gpu_class.gpu_model.slug or not fleet.node_healthy[i] or fleet.node_owner[i] != FREE:
             continue
@@ -394,7 +403,7 @@ def _free_units(model: FleetModel, gpu_class: GpuClass) -> Iterator[tuple[str, t
             if gpu_class.kind == GpuClass.Kind.MIG:
                 slots = fleet.mig.get((i, g), [])
                 units += sum(1 for p, holder in slots if p == gpu_class.mig_profile and holder is None)
-            elif gpu_class.kind == GpuClass.Kind.SHARED:
+            elif gpu_class.kind in (GpuClass.Kind.SHARED, GpuClass.Kind.FRACTION):
                 units += max(0, int(fleet.gpu_free[i, g])) // share
             else:
                 units += int(fleet.gpu_free[i, g] == MILLI)

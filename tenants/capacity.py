@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.db.models import Count, Q, Sum
 
-from gpucloud.errors import CapacityExceeded, Conflict
-from scheduling.models import Gpu, GpuClass, GpuModel, HostCluster, Node
+from gpucloud.errors import CapacityExceeded, Conflict, ValidationFailed
+from scheduling.models import Gpu, GpuClass, GpuModel, HostCluster, Node, NodePartition
 from tenants.models import AdmissionLock, Quota, Tenant
 
 Key = tuple[str, str]  # (host cluster name, GPU model slug)
@@ -35,6 +35,9 @@ class ClassCapacity:
     guaranteed: int  # units guaranteed to tenants of the host cluster
     available: int  # units that can still be guaranteed there, given every class of the same model
     healthy_gpus: int  # healthy GPUs of the model in the host cluster
+    # Units the nodes advertise now (MIG slices once the MIG manager reported success, time-sliced replicas),
+    # on host clusters whose partitions gpucloud manages; None elsewhere.
+    advertised: int | None = None
 
 
 def gpus_by_host_and_model(host_cluster: HostCluster | None = None) -> dict[Key, tuple[int, int]]:
@@ -88,8 +91,9 @@ def capacity_table(
     by_name = {c.name: c for c in classes}
     held = _held(guaranteed, by_name)
     keys = set(gpus) | {(cluster, by_name[name].gpu_model.slug) for cluster, name in guaranteed}
+    offered = advertised_units(host_cluster)
     rows = [
-        _row(cluster, c, gpus.get((cluster, model), (0, 0))[1], guaranteed, held)
+        _row(cluster, c, gpus.get((cluster, model), (0, 0))[1], guaranteed, held, offered)
         for cluster, model in keys
         for c in classes
         if c.gpu_model.slug == model and cluster is not None
@@ -103,8 +107,10 @@ def _row(
     healthy: int,
     guaranteed: dict[tuple[str, str], int],
     held: dict[Key, int],
+    offered: dict[str, dict[str, int]] | None = None,
 ) -> ClassCapacity:
     model = gpu_class.gpu_model.slug
+    on_cluster = (offered or {}).get(cluster)
     per_gpu = gpu_class.units_per_gpu()
     mine = guaranteed.get((cluster, gpu_class.name), 0)
     # GPUs held by the other classes of this model are out of reach of this class.
@@ -118,7 +124,22 @@ def _row(
         guaranteed=mine,
         available=max(0, free_gpus * per_gpu - mine),
         healthy_gpus=healthy,
+        advertised=None if on_cluster is None else on_cluster.get(gpu_class.name, 0),
     )
+
+
+def advertised_units(host_cluster: HostCluster | None = None) -> dict[str, dict[str, int]]:
+    """Units per GPU class the nodes advertise, per host cluster whose partitions gpucloud manages (those
+    with partition rows); one query."""
+    rows = NodePartition.objects.all()
+    if host_cluster is not None:
+        rows = rows.filter(node__host_cluster=host_cluster)
+    out: dict[str, dict[str, int]] = {}
+    for cluster, offered in rows.values_list("node__host_cluster__name", "advertised"):
+        per_class = out.setdefault(cluster, {})
+        for name, units in offered.items():
+            per_class[name] = per_class.get(name, 0) + units
+    return out
 
 
 def capacity_of(
@@ -154,6 +175,18 @@ def lock_admission(host_cluster: HostCluster, gpu_model: GpuModel) -> None:
     AdmissionLock.objects.select_for_update().get(host_cluster=host_cluster, gpu_model=gpu_model)
 
 
+def _require_hami(host_cluster: HostCluster, gpu_class: GpuClass) -> None:
+    """HAMi fractions exist only where HAMi serves them: a Kubernetes host cluster without it refuses them."""
+    if gpu_class.kind != GpuClass.Kind.FRACTION or host_cluster.driver != HostCluster.Driver.KUBERNETES:
+        return
+    if not host_cluster.addons.get("hami"):
+        message = (
+            f"{gpu_class.name} is a HAMi fraction, and host cluster {host_cluster.name} does not run HAMi "
+            "(no GPU node carries hami.io/node-nvidia-register); see its conformance report"
+        )
+        raise ValidationFailed.on("gpu_class", message)
+
+
 def admit(tenant: Tenant, gpu_class: GpuClass, guaranteed: int) -> None:
     """Admit a guarantee of the tenant, or refuse it (422) if the tenant's host cluster cannot hold it next to
     every other guarantee there, the tenant's own of the other classes of the model included. Every path that
@@ -165,6 +198,7 @@ def admit(tenant: Tenant, gpu_class: GpuClass, guaranteed: int) -> None:
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("admit() must run inside the transaction that writes the guarantee")
     host_cluster = host_cluster_of(tenant)
+    _require_hami(host_cluster, gpu_class)
     lock_admission(host_cluster, gpu_class.gpu_model)
     row = capacity_of(gpu_class, host_cluster, exclude=(tenant, gpu_class))
     if guaranteed <= row.available:

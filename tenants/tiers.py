@@ -15,9 +15,17 @@ from tenants.models import Tenant
 KINDS = {
     Tenant.TrustTier.ISOLATED: (GpuClass.Kind.WHOLE,),
     Tenant.TrustTier.STANDARD: (GpuClass.Kind.WHOLE, GpuClass.Kind.MIG),
-    Tenant.TrustTier.TRUSTED: (GpuClass.Kind.WHOLE, GpuClass.Kind.MIG, GpuClass.Kind.SHARED),
+    Tenant.TrustTier.TRUSTED: (
+        GpuClass.Kind.WHOLE,
+        GpuClass.Kind.MIG,
+        GpuClass.Kind.SHARED,
+        GpuClass.Kind.FRACTION,
+    ),
 }
-RULE = "isolated tenants get whole GPUs only; standard: whole GPUs or MIG slices; trusted: also shared GPUs"
+RULE = (
+    "isolated tenants get whole GPUs only; standard: whole GPUs or MIG slices; trusted: also shared GPUs "
+    "(time-sliced or HAMi fractions)"
+)
 
 
 def allows(trust_tier: str, gpu_class: GpuClass) -> bool:

@@ -112,6 +112,7 @@ BUILTIN = (
     _r("v1", "limitranges", "LimitRange", True),
     _r("v1", "pods", "Pod", True),
     _r("v1", "services", "Service", True),
+    _r("apps/v1", "deployments", "Deployment", True),
     _r("networking.k8s.io/v1", "networkpolicies", "NetworkPolicy", True),
     _r("apiextensions.k8s.io/v1", "customresourcedefinitions", "CustomResourceDefinition", False),
 )
@@ -168,6 +169,12 @@ CRDS: dict[str, tuple[Resource, ...]] = {
     ),
     "cilium": (_r("cilium.io/v2", "ciliumnetworkpolicies", "CiliumNetworkPolicy", True),),
     "gpu-operator": (_r("nvidia.com/v1", "clusterpolicies", "ClusterPolicy", False),),
+    # Built into Kubernetes 1.34+ (not a CRD there); registered the same way to serve resource.k8s.io/v1.
+    "dra": (
+        _r("resource.k8s.io/v1", "deviceclasses", "DeviceClass", False),
+        _r("resource.k8s.io/v1", "resourceclaimtemplates", "ResourceClaimTemplate", True),
+        _r("resource.k8s.io/v1", "resourceslices", "ResourceSlice", False),
+    ),
 }
 
 
@@ -1030,6 +1037,66 @@ class KubeEmulator(kmock.KubernetesEmulator):
         )
         return True
 
+    def play_gpu_operator(
+        self,
+        node: str,
+        *,
+        mig: str = "success",
+        namespace: str = "gpu-operator",
+        mig_configmap: str = "gpucloud-mig-config",
+        plugin_configmap: str = "gpucloud-device-plugin-config",
+    ) -> Obj:
+        """Play the GPU Operator's MIG manager and device plugin on one node, as they react to its labels.
+
+        MIG manager: reads the config its `nvidia.com/mig.config` label names from the mig-parted file (key
+        `config.yaml` of `mig_configmap`) and sets `nvidia.com/mig.config.state` to `mig` (`success` or
+        `failed`; `failed` too when the file lacks the config). On success the device plugin (strategy mixed)
+        advertises the layout: `nvidia.com/mig-<profile>` per slice, `nvidia.com/gpu` per GPU left whole.
+        Device plugin: the `nvidia.com/device-plugin.config` label picks a key of `plugin_configmap`; with
+        time-slicing into N replicas (renameByDefault) the whole GPUs become N × `nvidia.com/gpu.shared`,
+        and GPU feature discovery labels `nvidia.com/gpu.replicas=N`. Returns the node.
+        """
+        res = self.served[("", "v1", "nodes")]
+        old = self._get(res, (None, node))
+        new = copy.deepcopy(old)
+        labels = new["metadata"].setdefault("labels", {})
+        allocatable = new.setdefault("status", {}).setdefault("allocatable", {})
+        gpus = int(labels.get("nvidia.com/gpu.count", "0"))
+        whole = int(allocatable.get("nvidia.com/gpu", allocatable.get("nvidia.com/gpu.shared", gpus)) or 0)
+        name = labels.get("nvidia.com/mig.config")
+        if name:
+            configs = self._config_yaml(namespace, mig_configmap, "config.yaml").get("mig-configs") or {}
+            if name == "all-disabled":
+                configs.setdefault(name, [{"devices": "all", "mig-enabled": False}])
+            if name not in configs or mig != "success":
+                labels["nvidia.com/mig.config.state"] = "failed"
+            else:
+                labels["nvidia.com/mig.config.state"] = "success"
+                slices, whole = _mig_slices(configs[name], gpus)
+                for key in [k for k in allocatable if k.startswith("nvidia.com/mig-")]:
+                    del allocatable[key]
+                allocatable.update({f"nvidia.com/mig-{p}": str(n) for p, n in slices.items()})
+        replicas = 1
+        key = labels.get("nvidia.com/device-plugin.config")
+        if key:
+            config = self._config_yaml(namespace, plugin_configmap, key)
+            sliced = (config.get("sharing") or {}).get("timeSlicing") or {}
+            for resource in sliced.get("resources") or []:
+                if resource.get("name") == "nvidia.com/gpu":
+                    replicas = int(resource.get("replicas", 1))
+        allocatable.pop("nvidia.com/gpu.shared", None)
+        if replicas > 1:
+            allocatable["nvidia.com/gpu.shared"] = str(whole * replicas)
+            allocatable["nvidia.com/gpu"] = "0"
+        else:
+            allocatable["nvidia.com/gpu"] = str(whole)
+        labels["nvidia.com/gpu.replicas"] = str(replicas)
+        return self._commit(res, (None, node), old, new)
+
+    def _config_yaml(self, namespace: str, name: str, key: str) -> Obj:
+        configmap = self.store[("", "v1", "configmaps")].get((namespace, name)) or {}
+        return yaml.safe_load((configmap.get("data") or {}).get(key) or "") or {}
+
     def put_object(self, obj: Obj) -> Obj:
         """Create or overwrite an object directly, as someone else (kubectl, another controller) would."""
         res = self.served_resource(obj["apiVersion"], obj["kind"])
@@ -1092,6 +1159,56 @@ _REASONS = {
     500: "InternalError",
     503: "ServiceUnavailable",
 }
+
+
+def _mig_slices(entries: list[Obj], gpus: int) -> tuple[Counter[str], int]:
+    """Slices per profile and GPUs left whole under a mig-parted named config (a list of device entries)."""
+    layout: dict[int, dict[str, int]] = {}
+    for entry in entries:
+        devices = range(gpus) if entry.get("devices") == "all" else entry.get("devices") or []
+        for index in devices:
+            layout[int(index)] = dict(entry.get("mig-devices") or {}) if entry.get("mig-enabled") else {}
+    slices: Counter[str] = Counter()
+    for index in range(gpus):
+        slices.update(layout.get(index, {}))
+    return slices, sum(1 for index in range(gpus) if not layout.get(index))
+
+
+def gpu_node(name: str, product: str = "NVIDIA-H200", gpus: int = 8, **labels: str) -> Obj:
+    """A GPU node as the GPU Operator labels it: product, count, MIG-capable, all GPUs whole."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "nvidia.com/gpu.present": "true",
+                "nvidia.com/gpu.product": product,
+                "nvidia.com/gpu.count": str(gpus),
+                "nvidia.com/mig.capable": "true",
+                "nvidia.com/mig.strategy": "mixed",
+                **labels,
+            },
+        },
+        "status": {"allocatable": {"cpu": "96", "memory": "1024Gi", "nvidia.com/gpu": str(gpus)}},
+    }
+
+
+def gpu_pod(name: str, namespace: str, node: str, resource: str = "nvidia.com/gpu", units: int = 1) -> Obj:
+    """A running pod holding GPU resources on a node."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "nodeName": node,
+            "containers": [
+                {"name": "main", "image": "cuda", "resources": {"limits": {resource: str(units)}}}
+            ],
+        },
+        "status": {"phase": "Running"},
+    }
 
 
 def _status(exc: ApiError) -> Obj:

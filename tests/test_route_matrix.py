@@ -43,6 +43,7 @@ MATRIX: dict[tuple[str, str], tuple[int, int, int, int]] = {
     ("host-cluster-list", "GET"): (200, 200, 200, 401),
     ("host-cluster-list", "POST"): (403, 403, 403, 401),  # platform administrators register clusters
     ("host-cluster-detail", "GET"): (200, 200, 200, 401),
+    ("host-cluster-conformance", "GET"): (200, 200, 200, 401),
     ("capacity-list", "GET"): (200, 200, 200, 401),
     ("what-if-list", "POST"): (200, 200, 404, 401),  # asking about tenant A's gang: charlie may not
     ("audit-event-list", "GET"): (200, 200, 200, 401),  # scoped: bob and charlie see none of A's
@@ -177,6 +178,7 @@ def world(people, api, demo_fleet):
         "service-token-detail": {"id": service.public_id},
         "gpu-class-detail": {"name": "h200-141gb"},
         "host-cluster-detail": {"name": demo_fleet.name},
+        "host-cluster-conformance": {"name": demo_fleet.name},
         "rate-card-detail": {"id": card.public_id},
         "invoice-detail": {"id": invoice.public_id},
         "invoice-csv": {"id": invoice.public_id},

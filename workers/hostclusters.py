@@ -44,6 +44,7 @@ def profile_of(host_cluster: HostCluster) -> ClusterProfile:
         platform_cluster=host_cluster.name,
         sleep_after_inactivity=settings.VCLUSTER_SLEEP_AFTER_INACTIVITY,
         oidc=oidc_settings(),
+        dra=bool(host_cluster.addons.get("dra") and host_cluster.addons.get("nvidia_dra_driver")),
     )
 
 

@@ -22,10 +22,12 @@ from gpucloud.observability import (
     RECONCILE_RUNS,
     RECONCILE_WRITES,
 )
-from scheduling.models import HostCluster
+from scheduling import catalog
+from scheduling.models import GpuClass, HostCluster
 from tenants import audit
 from tenants.audit import Actor
-from tenants.models import Tenant, TenantCluster
+from tenants.models import Quota, Tenant, TenantCluster
+from workers import partitions
 from workers.drivers.base import (
     Driver,
     PermanentDriverError,
@@ -54,14 +56,25 @@ def driver_for(host_cluster: HostCluster) -> Driver:
     raise PermanentDriverError(f"host cluster {host_cluster.name}: no driver called {host_cluster.driver}")
 
 
-def tenant_spec(tenant: Tenant) -> TenantSpec:
-    """The plain desired state of a tenant that a driver works from."""
+def tenant_spec(tenant: Tenant, ready: dict[tuple[int, str], int] | None = None) -> TenantSpec:
+    """The plain desired state of a tenant that a driver works from.
+
+    With `ready` (a host cluster whose partitions gpucloud manages, see `workers.partitions.ready_units`),
+    a MIG or shared class is guaranteed only as many units as its nodes advertise now.
+    """
+
+    def guaranteed(q: Quota) -> int:
+        if ready is None or q.gpu_class.kind not in partitions.PARTITIONED:
+            return q.guaranteed
+        return min(q.guaranteed, ready.get((tenant.pk, q.gpu_class.name), 0))
+
     quotas = tuple(
         QuotaSpec(
             gpu_class=q.gpu_class.name,
             resource_name=q.gpu_class.resource_name,
             node_labels=(("nvidia.com/gpu.product", q.gpu_class.gpu_model.product_label),),
-            guaranteed=q.guaranteed,
+            guaranteed=guaranteed(q),
+            per_unit=_per_unit(q.gpu_class),
             burst=q.burst,
             # Asleep, its pods are gone and its whole guarantee is lent to the cohort until it wakes.
             lendable=None if tenant.asleep_since else q.lendable,
@@ -119,7 +132,8 @@ def _drive(
     """
     driver = driver_for(host_cluster)
     try:
-        result = driver.reconcile([tenant_spec(t) for t in tenants], complete=complete)
+        ready = _partition(host_cluster, driver)
+        result = driver.reconcile([tenant_spec(t, ready) for t in tenants], complete=complete)
     except PartialReconcile as exc:  # most of the pass worked; keep what it saw, retry the rest
         return exc.result, exc
     except TemporaryDriverError as exc:
@@ -136,6 +150,28 @@ def _drive(
     if host_cluster.state != HostCluster.State.READY:
         host_cluster.mark(HostCluster.State.READY, "")
     return result, None
+
+
+def _per_unit(gpu_class: GpuClass) -> tuple[tuple[str, int], ...]:
+    """HAMi classes are quota'd in HAMi's memory and cores too, per unit (one vGPU)."""
+    model = catalog.model_by_slug(gpu_class.gpu_model.slug)
+    if gpu_class.kind != GpuClass.Kind.FRACTION or model is None:
+        return ()
+    asks = catalog.hami_resources(model, catalog.hami_percent(gpu_class.name))
+    return tuple((name, amount) for name, amount in asks.items() if name != gpu_class.resource_name)
+
+
+def _partition(host_cluster: HostCluster, driver: Driver) -> dict[tuple[int, str], int] | None:
+    """On a Kubernetes host cluster: the conformance check, then the partition pass (MIG layouts,
+    time-slicing) where it runs the GPU Operator. Returns the units of partitioned classes each tenant may
+    count on (None: quotas are not capped)."""
+    if not isinstance(driver, KubernetesDriver):
+        return None
+    partitions.check_conformance(host_cluster, driver.api)
+    if not partitions.manages_partitions(host_cluster):
+        return None
+    partitions.run_partition_pass(host_cluster, driver.api)
+    return partitions.ready_units(host_cluster)
 
 
 def _tenants(host_cluster: HostCluster, tenant_ids: Sequence[int] | None) -> list[Tenant]:

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from benchmarks.placement import gangs, mig, openb, replay, suite
+from benchmarks.placement import churn, gangs, mig, openb, replay, suite
 from scheduling.engine.errors import EngineError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,6 +62,9 @@ def parser() -> argparse.ArgumentParser:
     m = sub.add_parser("mig", help="MIG planner against the lower bound and an exact solver")
     m.add_argument("--seeds", type=seeds, default=seeds("42-51"))
     m.add_argument("--json", action="store_true")
+    c = sub.add_parser("mig-churn", help="MIG cost of change over a day of quota changes, 1,000 GPUs")
+    c.add_argument("--seeds", type=seeds, default=seeds("42-44"))
+    c.add_argument("--json", action="store_true")
     return p
 
 
@@ -74,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         "replay": replay.run,
         "gangs": gangs.run,
         "mig": mig.run,
+        "mig-churn": churn.run,
     }
     try:
         summary = commands[args.command](args)

@@ -164,7 +164,7 @@ class _RoundWriter:
         _describe(record, result, samples, out)
         cells = self.cells[node]
         for key, usage in out.ledger.items():
-            cell_key = (key, class_name(key.gpu_class, (key.namespace, key.pod) in shared))
+            cell_key = (key, _billed_class(key, shared, self.facts.classes))
             cell = cells.get(cell_key)
             if cell is None:
                 cells[cell_key] = metering.Usage(usage.gpu_seconds, usage.util_gpu_seconds, usage.joules)
@@ -310,6 +310,23 @@ def _shared_pods(
             elif len(sample.holders) > 1 or (h.fraction is not None and h.fraction < 1):
                 shared.add(ref)
     return shared
+
+
+def _billed_class(
+    key: metering.LedgerKey, shared: set[metering.PodRef], classes: Mapping[metering.PodRef, str]
+) -> str:
+    """The class a ledger key is billed as: from DCGM's model and MIG profile, except that a HAMi fraction the
+    cluster names for the pod (`h100-80gb.hami-25`, metered by its declared fraction) keeps its name."""
+    ref = (key.namespace, key.pod)
+    name = class_name(key.gpu_class, ref in shared)
+    known = classes.get(ref, "")
+    if (
+        key.device.gpu_instance is None
+        and catalog.hami_percent(known)
+        and known.split(".")[0] == name.split(".")[0]
+    ):
+        return known
+    return name
 
 
 def class_name(gpu_class: metering.GpuClassInput, shared: bool = False) -> str:

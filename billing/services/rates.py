@@ -112,7 +112,7 @@ def price_of(card: RateCard, gpu_class: str) -> Decimal | None:
     whole = card.prices.get(model_slug)
     if whole is None:
         return None
-    if rest == "shared":
+    if rest == "shared" or catalog.hami_percent(gpu_class):
         return Decimal(whole)  # a share's usage is already its fraction of a GPU
     if rest.startswith("mig-"):
         fraction = _mig_fraction(model_slug, rest.removeprefix("mig-"))

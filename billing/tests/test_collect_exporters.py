@@ -142,3 +142,15 @@ def test_the_periodic_task_collects_every_host_cluster_on_its_schedule(mini, wor
         stop_all()
     assert set(ScrapeRecord.objects.values_list("node", flat=True)) == {"h100-0", "a100-0"}
     assert CollectionSource.objects.get(host_cluster=mini).last_status == "ok"
+
+
+def test_hami_pods_sharing_a_gpu_are_metered_by_their_declared_fractions(mini, tenant_on, make_pod, pool):
+    labs = tenant_on("labs")
+    make_pod("q1", "tenant-labs", "h100-80gb.hami-25", "h100-0", [2], at(-600), milli=250)
+    make_pod("h1", "tenant-labs", "h100-80gb.hami-50", "h100-0", [2], at(-600), milli=500)
+    exporters, clock = pool
+    for t in (0, 30, 60):
+        clock.now = at(t)
+        collect_exporters(mini, at(t), exporters.targets, cluster_facts(mini, at(t), 60))
+    # A quarter and a half of one GPU for 60 s; the last quarter is nobody's.
+    assert seconds(tenant=labs) == {"h100-80gb.hami-25": 15, "h100-80gb.hami-50": 30}

@@ -37,6 +37,11 @@ class CapacitySerializer(serializers.Serializer):
     guaranteed = serializers.IntegerField()
     available = serializers.IntegerField()
     healthy_gpus = serializers.IntegerField()
+    advertised = serializers.IntegerField(
+        allow_null=True,
+        help_text="units the nodes advertise now (MIG slices after the MIG manager's success, time-sliced "
+        "replicas), on Kubernetes host clusters whose partitions gpucloud manages; null elsewhere",
+    )
     allocated = serializers.IntegerField(help_text="units held by running simulated pods")
     free = serializers.IntegerField(
         help_text="units a new pod of a shared-pool tenant could take now (healthy, not dedicated, not held)"

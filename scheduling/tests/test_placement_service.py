@@ -198,3 +198,18 @@ def test_finished_pods_hold_nothing(new_tenant, demo_fleet):
     assert FleetModel.build(demo_fleet).place(pod_request("p2", h200, 1, a.slug, a.trust_tier)) is None
     SimulatedPod.objects.filter(pk=row.pk).update(finished_at=timezone.now())
     assert FleetModel.build(demo_fleet).place(pod_request("p2", h200, 1, a.slug, a.trust_tier))
+
+
+def test_hami_fractions_take_their_declared_share_of_a_gpu(new_tenant, demo_fleet):
+    a = new_tenant("a", trust_tier="trusted")
+    only_healthy(first_gpu())
+    model = FleetModel.build(demo_fleet)
+    half, quarter = cls("h200-141gb.hami-50"), cls("h200-141gb.hami-25")
+
+    placed = [
+        model.place(pod_request(f"p{i}", c, 1, a.slug, a.trust_tier))
+        for i, c in enumerate([half, quarter, quarter])
+    ]
+
+    assert all(placed) and [model.holding(p).gpu_milli for p in placed if p] == [500, 250, 250]
+    assert model.place(pod_request("p3", quarter, 1, a.slug, a.trust_tier)) is None  # the GPU is full

@@ -53,3 +53,29 @@ class HostClusterRegistrationSerializer(serializers.Serializer):
         default="",
         help_text="a namespace: apply the Tenant and RateCard custom resources declared there",
     )
+
+
+class CapabilitySerializer(serializers.Serializer):
+    name = serializers.CharField()
+    found = serializers.BooleanField()
+    version = serializers.CharField(
+        help_text="what was seen: API versions, configuration; empty when missing"
+    )
+    without = serializers.CharField(help_text="what gpucloud does without it")
+    how = serializers.CharField(help_text="how to add it")
+
+
+class ConformanceSerializer(serializers.Serializer):
+    """What a host cluster has of what gpucloud uses, re-checked on every reconcile pass."""
+
+    host_cluster = serializers.CharField(source="name")
+    driver = serializers.CharField()
+    checked_at = serializers.DateTimeField(allow_null=True)
+    capabilities = CapabilitySerializer(many=True, source="conformance")
+    missing = serializers.SerializerMethodField()
+    partitions = serializers.JSONField(
+        help_text="the last partition pass: nodes waiting (and why), failed, busy; demand no layout holds"
+    )
+
+    def get_missing(self, host_cluster: HostCluster) -> list[str]:
+        return [c["name"] for c in host_cluster.conformance if not c["found"]]

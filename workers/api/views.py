@@ -8,12 +8,17 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import mixins, status
+from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from scheduling.models import HostCluster
 from tenants.api.viewsets import BaseViewSet
-from workers.api.serializers import HostClusterRegistrationSerializer, HostClusterSerializer
+from workers.api.serializers import (
+    ConformanceSerializer,
+    HostClusterRegistrationSerializer,
+    HostClusterSerializer,
+)
 from workers.hostclusters import register_host_cluster
 from workers.kubeconfigs import admin_kubeconfig, tenant_kubeconfig
 
@@ -39,6 +44,15 @@ class HostClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseV
         data["topology_levels"] = tuple(data["topology_levels"])
         host_cluster = register_host_cluster(actor=self.actor(), **data)
         return Response(HostClusterSerializer(self.get_queryset().get(pk=host_cluster.pk)).data, status=201)
+
+    @extend_schema(responses={200: ConformanceSerializer})
+    @action(detail=True, methods=["get"])
+    def conformance(self, request: Request, name: str) -> Response:
+        """What the host cluster has and lacks of the capabilities gpucloud uses (re-checked every pass).
+
+        A simulated host cluster lists none: it needs no add-ons.
+        """
+        return Response(ConformanceSerializer(self.get_object()).data)
 
 
 class KubeconfigView(BaseViewSet):

@@ -42,6 +42,8 @@ class QuotaSpec:
     burst: int  # how much more than guaranteed the tenant may borrow (Kueue borrowingLimit)
     lendable: int | None  # how much of the guarantee others may borrow (Kueue lendingLimit); None = all
     weight: int  # fair-share weight
+    # Other resources one unit is quota'd in (HAMi: `nvidia.com/gpumem` in MiB, `nvidia.com/gpucores` in %).
+    per_unit: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)

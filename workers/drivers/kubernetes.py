@@ -513,8 +513,11 @@ ADDONS: dict[str, tuple[str, str]] = {
     "vcluster_platform": ("management.loft.sh", "v1"),
     "cilium": ("cilium.io", "v2"),
     "gpu_operator": ("nvidia.com", "v1"),
+    "dra": ("resource.k8s.io", "v1"),
 }
+DRA_DRIVER = "gpu.nvidia.com"  # NVIDIA's DRA driver installs a DeviceClass of its driver's name
 GPU_PRODUCT = "nvidia.com/gpu.product"
+HAMI_REGISTER = "hami.io/node-nvidia-register"  # HAMi's device plugin annotates the GPU nodes it serves
 MAX_QUANTITY = 2**31 - 1  # the largest CPU (millicores) or memory (MiB) figure a node row holds
 TOPOLOGY_HINTS = ("topology", "kubernetes.io/hostname")
 
@@ -590,6 +593,14 @@ def _gpu_node(node: Manifest) -> GpuNode:
     )
 
 
+def _has(api: KubeApi, path: str) -> bool:
+    try:
+        api.get(path)
+    except NotFound:
+        return False
+    return True
+
+
 def discover(api_client: client.ApiClient, *, retry: RetryPolicy | None = None) -> ClusterDiscovery:
     """Server version, served API groups (which add-ons are installed) and GPU nodes."""
     api = KubeApi(api_client, retry)
@@ -600,6 +611,8 @@ def discover(api_client: client.ApiClient, *, retry: RetryPolicy | None = None) 
     }
     addons = {name: version_ in groups.get(group, ()) for name, (group, version_) in ADDONS.items()}
     nodes = api.get(k.NODE.path(), {"labelSelector": GPU_PRODUCT}).get("items") or []
+    addons["hami"] = any(HAMI_REGISTER in (n["metadata"].get("annotations") or {}) for n in nodes)
+    addons["nvidia_dra_driver"] = addons["dra"] and _has(api, k.DEVICE_CLASS.path(name=DRA_DRIVER))
     return ClusterDiscovery(
         server_version=version.get("gitVersion", ""),
         groups=groups,

@@ -21,7 +21,7 @@ from workers.models import SimulatedTenantCluster
 
 def _quotas(spec: TenantSpec) -> list[dict[str, object]]:
     return [
-        {k: v for k, v in asdict(q).items() if k != "node_labels"}
+        {k: v for k, v in asdict(q).items() if k not in ("node_labels", "per_unit")}
         for q in sorted(spec.quotas, key=lambda q: q.gpu_class)
     ]
 

@@ -56,6 +56,9 @@ NODE = Kind("v1", "Node", "nodes", False)
 # Not managed: Kueue makes one per job a tenant submits; the driver only reads them (one list per pass).
 WORKLOAD = Kind("kueue.x-k8s.io/v1beta2", "Workload", "workloads", True)
 
+DEVICE_CLASS = Kind("resource.k8s.io/v1", "DeviceClass", "deviceclasses", False)
+RESOURCE_CLAIM_TEMPLATE = Kind("resource.k8s.io/v1", "ResourceClaimTemplate", "resourceclaimtemplates", True)
+
 VCLUSTER_KINDS = (HELM_RELEASE, VIRTUAL_CLUSTER_INSTANCE)
 # Not managed either: declared by people (Argo CD, Flux, kubectl) in the namespace a host cluster registered
 # with --watch-tenants names; gpucloud applies them and writes their status (gitops.controller).
@@ -81,4 +84,6 @@ def kinds_for(profile: ClusterProfile) -> list[Kind]:
         kinds += [RESOURCE_FLAVOR, COHORT, WORKLOAD_PRIORITY_CLASS, CLUSTER_QUEUE, LOCAL_QUEUE]
         if profile.topology_levels:
             kinds.insert(kinds.index(RESOURCE_FLAVOR), KUEUE_TOPOLOGY)
+    if profile.dra:
+        kinds += [DEVICE_CLASS, RESOURCE_CLAIM_TEMPLATE]
     return kinds

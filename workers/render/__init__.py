@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from workers.drivers.base import TenantSpec
 
-from . import kai, kueue
+from . import dra, kai, kueue
 from .limitrange import render_limit_range
 from .meta import MANAGED_BY, MANAGER, SHARED, SPEC_HASH, TENANT, Manifest, spec_hash
 from .namespace import render_namespace
@@ -38,19 +38,22 @@ def render_tenant(tenant: TenantSpec, profile: ClusterProfile) -> list[Manifest]
     """Every object owned by one tenant, namespace first; nothing for a tenant that should be absent."""
     if tenant.desired == "absent":
         return []
-    objects = [render_namespace(tenant), render_resource_quota(tenant), render_limit_range(tenant)]
+    objects = [render_namespace(tenant), render_resource_quota(tenant, profile), render_limit_range(tenant)]
     objects += render_network_policies(tenant, profile)
     objects += render_vcluster(tenant, profile)
     if profile.scheduler == "kai":
         objects.append(kai.render_leaf_queue(tenant))
     else:
         objects += kueue.render_tenant_queues(tenant)
+    if profile.dra:
+        objects += dra.render_claim_templates(tenant)
     return objects
 
 
 def render_shared(tenants: Sequence[TenantSpec], profile: ClusterProfile) -> list[Manifest]:
     """The objects the present tenants need between them (labelled with the `SHARED` tenant)."""
     present = [tenant for tenant in tenants if tenant.desired != "absent"]
+    device_classes = dra.render_device_classes(present) if profile.dra else []
     if profile.scheduler == "kai":
-        return kai.render_shared(present)
-    return kueue.render_shared(present, profile)
+        return kai.render_shared(present) + device_classes
+    return kueue.render_shared(present, profile) + device_classes

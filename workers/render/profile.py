@@ -63,6 +63,9 @@ class ClusterProfile:
     platform_cluster: str = ""  # the Platform's name for this host cluster (platform mode)
     priority_classes: tuple[tuple[str, int, str], ...] = DEFAULT_PRIORITY_CLASSES
     oidc: OidcSettings | None = None  # set when gpucloud has an OpenID provider
+    dra: bool = (
+        False  # serves resource.k8s.io/v1 and runs NVIDIA's DRA driver: DeviceClasses, claim templates
+    )
 
     def endpoint(self, slug: str) -> str:
         """The external URL of a tenant's API server."""

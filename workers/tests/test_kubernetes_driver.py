@@ -479,6 +479,9 @@ def test_discovery_reads_version_addons_and_gpu_nodes(kube_emulator, kube_client
         "vcluster_platform": True,
         "cilium": True,
         "gpu_operator": True,
+        "dra": False,
+        "nvidia_dra_driver": False,
+        "hami": False,
     }
     (node,) = found.gpu_nodes
     assert (node.name, node.product, node.count, node.memory_mib, node.mig_capable) == (
