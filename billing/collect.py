@@ -1,5 +1,8 @@
 """Collection: fetch DCGM samples of every node of a host cluster and hand them to the ingest service.
 
+Where a host cluster runs HAMi, its source's `hami_url` names HAMi's scheduler metrics; they are read each
+round and say which pods share which GPU and by how much (`billing.hami`), as dcgm-exporter cannot.
+
 Two sources: (a) each node's dcgm-exporter `/metrics` (the simulated fleet serves one per node on loopback),
 (b) a Prometheus server's HTTP API (`/api/v1/query` for the DCGM families at one instant). A node that cannot
 be read is recorded as a failed scrape with the reason; what was read is kept; the unique scrape record
@@ -22,7 +25,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from billing import dcgm, simexporter
+from billing import dcgm, hami, simexporter
 from billing.metrics import METER_LAST_SUCCESS
 from billing.models import CollectionSource, ScrapeRecord
 from billing.services.ingest import ClusterFacts, Failure, ingest_round
@@ -136,19 +139,52 @@ def _note(
         METER_LAST_SUCCESS.labels(host_cluster.name).set(at.timestamp())
 
 
+def hami_facts(url: str) -> ClusterFacts | Failure:
+    """HAMi's allocations from its scheduler's metrics, as facts for the round; why not, if unreadable."""
+    body = fetch(url, settings.METER_SCRAPE_TIMEOUT)
+    if isinstance(body, Failure):
+        return Failure(f"HAMi scheduler metrics: {body.reason}")
+    allocations = hami.parse(body)
+    if not allocations.family and allocations.bad_lines:
+        return Failure(
+            f"HAMi scheduler metrics at {url}: no readable allocation (line {allocations.bad_lines[0][0]})"
+        )
+    return ClusterFacts(hami_allocations=allocations)
+
+
 def collect_host_cluster(host_cluster: HostCluster, at: datetime | None = None) -> dict[str, ScrapeRecord]:
     """One collection round of a host cluster from its configured source."""
     at = (at or timezone.now()).replace(microsecond=0)
     source = CollectionSource.objects.filter(host_cluster=host_cluster).first()
+    facts: ClusterFacts | None = None
+    if source is not None and source.hami_url:
+        read = hami_facts(source.hami_url)
+        if isinstance(read, Failure):
+            # Without HAMi's word its pods' GPUs would read as idle: the round is not taken. The next round
+            # bills the interval from the last good samples (up to METER_MAX_GAP), as after any failed scrape.
+            nodes = Node.objects.filter(host_cluster=host_cluster).values_list("name", flat=True)
+            records = ingest_round(host_cluster, at, dict.fromkeys(nodes, read), source=_source_of(source))
+            _note(host_cluster, source.kind, source.url, at, records)
+            return records
+        facts = read
     if source is not None and source.kind == CollectionSource.Kind.PROMETHEUS:
-        return collect_prometheus(host_cluster, source.url, at)
+        return collect_prometheus(host_cluster, source.url, at, facts)
     if source is not None and source.url:
         nodes = Node.objects.filter(host_cluster=host_cluster).values_list("name", flat=True)
-        return collect_exporters(host_cluster, at, {n: source.url.format(node=n) for n in nodes})
+        return collect_exporters(host_cluster, at, {n: source.url.format(node=n) for n in nodes}, facts)
     if host_cluster.driver == HostCluster.Driver.SIMULATED:
-        facts = simexporter.cluster_facts(host_cluster, at, settings.METER_MAX_GAP)
-        return collect_exporters(host_cluster, at, simexporter.pool_for(host_cluster).targets, facts)
+        simulated = simexporter.cluster_facts(host_cluster, at, settings.METER_MAX_GAP)
+        return collect_exporters(host_cluster, at, simexporter.pool_for(host_cluster).targets, simulated)
     return {}
+
+
+def _source_of(source: CollectionSource) -> str:
+    kind = source.kind
+    return (
+        ScrapeRecord.Source.PROMETHEUS
+        if kind == CollectionSource.Kind.PROMETHEUS
+        else ScrapeRecord.Source.EXPORTER
+    )
 
 
 def collect_all(at: datetime | None = None) -> dict[str, Any]:

@@ -191,6 +191,12 @@ class CollectionSource(models.Model):
         blank=True,
         help_text="Prometheus base URL, or an exporter URL template with {node} (http://{node}:9400/metrics)",
     )
+    hami_url = models.CharField(
+        max_length=300,
+        blank=True,
+        help_text="Where the cluster runs HAMi: its scheduler's metrics "
+        "(http://hami-scheduler.kube-system:31993/metrics), read each round to bill HAMi fractions",
+    )
     last_collected_at = models.DateTimeField(null=True, blank=True)
     last_status = models.CharField(max_length=10, blank=True)
     last_message = models.TextField(blank=True)

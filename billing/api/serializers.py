@@ -153,7 +153,15 @@ class CollectionSourceSerializer(ModelSerializer):
 
     class Meta:
         model = CollectionSource
-        fields = ["host_cluster", "kind", "url", "last_collected_at", "last_status", "last_message"]
+        fields = [
+            "host_cluster",
+            "kind",
+            "url",
+            "hami_url",
+            "last_collected_at",
+            "last_status",
+            "last_message",
+        ]
 
 
 class ScrapeRecordSerializer(ModelSerializer):

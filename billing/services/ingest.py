@@ -19,7 +19,7 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from billing import dcgm, metering
+from billing import dcgm, hami, metering
 from billing.metrics import METER_ANOMALIES, METER_SCRAPES
 from billing.models import (
     MICRO,
@@ -46,11 +46,13 @@ class Failure:
 
 @dataclass
 class ClusterFacts:
-    """What the cluster says about pods, beside DCGM: exact start/finish, known shares, known classes."""
+    """What the cluster says about pods, beside DCGM: exact start/finish, known shares, known classes, and
+    HAMi's allocations where the cluster runs HAMi (`billing.hami`: which pods share which GPU, how much)."""
 
     lifecycle: Mapping[metering.PodRef, metering.PodLifecycle] = field(default_factory=dict)
     fractions: Mapping[metering.PodRef, float] = field(default_factory=dict)
     classes: Mapping[metering.PodRef, str] = field(default_factory=dict)
+    hami_allocations: hami.Allocations | None = None
 
 
 def ingest_scrape(
@@ -133,6 +135,8 @@ class _RoundWriter:
             TenantCluster.objects.filter(host_cluster=host_cluster).values_list("namespace", "tenant_id")
         )
         self.integrators: dict[str, metering.Integrator] = {}
+        # The cluster's shares and classes, plus those HAMi's allocations give (filled per scrape).
+        self.fractions, self.classes = dict(facts.fractions), dict(facts.classes)
         self.records: dict[tuple[str, datetime], ScrapeRecord] = {}
         self.last: dict[str, ScrapeRecord] = {}
         self.cells: dict[str, dict[tuple[metering.LedgerKey, str], metering.Usage]] = defaultdict(dict)
@@ -156,15 +160,18 @@ class _RoundWriter:
             return
         self.last[node] = record
         result = self.parser.parse(body, default_hostname=node)
-        samples = metering.samples_from_exposition(result, at.timestamp(), fractions=self.facts.fractions)
         integrator = self._integrator(node)
-        shared = _shared_pods(integrator, samples, self.facts.classes)
+        if self.facts.hami_allocations is not None:
+            _add_hami_holders(result, self.facts.hami_allocations, self.fractions, self.classes)
+            _remember_hami_classes(integrator, self.fractions, self.classes)
+        samples = metering.samples_from_exposition(result, at.timestamp(), fractions=self.fractions)
+        shared = _shared_pods(integrator, samples, self.classes)
         integrator.ingest_round(samples)
         out = integrator.drain()
         _describe(record, result, samples, out)
         cells = self.cells[node]
         for key, usage in out.ledger.items():
-            cell_key = (key, _billed_class(key, shared, self.facts.classes))
+            cell_key = (key, _billed_class(key, shared, self.classes))
             cell = cells.get(cell_key)
             if cell is None:
                 cells[cell_key] = metering.Usage(usage.gpu_seconds, usage.util_gpu_seconds, usage.joules)
@@ -285,6 +292,77 @@ def _save_states(states: list[MeterState]) -> None:
                 f"FROM (VALUES {values}) AS v(id, state) WHERE m.id = v.id",
                 params,
             )
+
+
+def _add_hami_holders(
+    result: dcgm.ParseResult,
+    allocations: hami.Allocations,
+    fractions: dict[metering.PodRef, float],
+    classes: dict[metering.PodRef, str],
+) -> None:
+    """Put the pods HAMi allocated on each whole GPU of the exposition on its record, with their shares.
+
+    A pod whose memory is one of the catalog's HAMi fractions of the device's model (`h200-141gb.hami-25`
+    asks for 25 % of 141 GiB, `scheduling.catalog.hami_resources`) is billed by that declared fraction under
+    that class; any other allocation by its measured share of the device's memory, as a `.shared` GPU.
+    Devices are matched by UUID, which HAMi and DCGM both report; the shares of one GPU never add up to more
+    than the whole GPU (`metering.split_shares` scales them down).
+    """
+    for key, record in result.devices.items():
+        pods = allocations.pods.get(key.uuid)
+        if key.gpu_instance is not None or not pods:
+            continue
+        model = catalog.model_for_dcgm_name(record.model)
+        nominal = model.memory_gb * 2**30 if model is not None else 0.0
+        device = allocations.memory_bytes.get(key.uuid) or nominal
+        present = {(h.namespace, h.pod) for h in record.holders}
+        for pod in pods:
+            ref = (pod.namespace, pod.pod)
+            if ref not in present:
+                record.holders.append(dcgm.Holder(pod.namespace, pod.pod, ""))
+                present.add(ref)
+            percent = _declared_percent(pod.memory_bytes, nominal, device)
+            if model is not None and percent:
+                fractions[ref] = percent / 100
+                classes[ref] = f"{model.slug}.hami-{percent}"
+            elif device:
+                fractions[ref] = min(1.0, pod.memory_bytes / device)
+
+
+def _declared_percent(memory: float, nominal: float, device: float) -> int:
+    """The catalog HAMi percent an allocation is, against the model's memory or the memory HAMi manages on
+    the device (`gpumem-percentage` asks for a share of the latter); 0 when it is none of them."""
+    for percent in catalog.HAMI_PERCENTS:
+        for whole in (nominal, device):
+            if whole and abs(memory / whole - percent / 100) <= 0.005:
+                return percent
+    return 0
+
+
+def _remember_hami_classes(
+    integrator: metering.Integrator,
+    fractions: dict[metering.PodRef, float],
+    classes: dict[metering.PodRef, str],
+) -> None:
+    """A HAMi pod gone since the device's last sample is no longer in HAMi's metrics, but the trailing half of
+    its last interval is still billed: its class follows from the declared fraction kept in the state."""
+    for key, sample in integrator.last.items():
+        if key.gpu_instance is not None:
+            continue
+        model = None
+        for h in sample.holders:
+            ref = (h.namespace, h.pod)
+            if ref in classes or h.fraction is None:
+                continue
+            model = model or catalog.model_for_dcgm_name(sample.gpu_class[0])
+            percent = round(h.fraction * 100)
+            if (
+                model is not None
+                and percent in catalog.HAMI_PERCENTS
+                and abs(h.fraction * 100 - percent) < 1e-6
+            ):
+                classes[ref] = f"{model.slug}.hami-{percent}"
+                fractions.setdefault(ref, h.fraction)
 
 
 def _shared_pods(
