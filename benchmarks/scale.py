@@ -277,16 +277,96 @@ def report(title: str, tally: Tally, elapsed: float) -> None:
     print(f"5xx or no answer: {errors}")
 
 
-def max_connections(name: str, stop: threading.Event, seen: Counter) -> None:
+def max_connections(name: str, stop: threading.Event, seen: Counter, cpu: CpuMeter) -> None:
     with psycopg.connect(database_url("postgres"), autocommit=True) as conn:
         while not stop.is_set():
             rows = conn.execute(
-                "SELECT application_name, count(*) FROM pg_stat_activity WHERE datname = %s GROUP BY 1",
+                "SELECT application_name, count(*), array_agg(pid) FROM pg_stat_activity"
+                " WHERE datname = %s GROUP BY 1",
                 [name],
             ).fetchall()
-            for app, count in rows:
+            for app, count, pids in rows:
                 seen[app] = max(seen[app], count)
+                cpu.sample("postgres", pids)
+            cpu.sample("bench", [os.getpid()])
             stop.wait(0.5)
+
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU of one process so far (Linux /proc), or None once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def process_tree() -> dict[int, list[int]]:
+    """Each process's children (Linux /proc)."""
+    children: dict[int, list[int]] = defaultdict(list)
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError):
+                continue
+            children[ppid].append(int(entry.name))
+    return children
+
+
+def descendants(pid: int, children: dict[int, list[int]]) -> list[int]:
+    """`pid` and every process under it (gunicorn's workers under its master)."""
+    out, todo = [], [pid]
+    while todo:
+        out.append(todo.pop())
+        todo.extend(children.get(out[-1], []))
+    return out
+
+
+class CpuMeter:
+    """CPU seconds each kind of process (web, worker, scheduler, PostgreSQL backends, the bench's clients)
+    spends during the load phase: /proc sampled twice a second, the last figure of a process kept after it
+    dies (the killed worker's work until its death counts), so the work per request is measured whatever
+    else shares the machine."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.start: dict[int, float] = {}
+        self.last: dict[tuple[str, int], float] = {}
+        self.started = False
+
+    def sample(self, kind: str, pids: list[int]) -> None:
+        for pid in pids:
+            seconds = cpu_seconds(pid)
+            if seconds is None:
+                continue
+            with self.lock:
+                if self.started:
+                    self.last[(kind, pid)] = seconds
+                else:
+                    self.start[pid] = seconds
+
+    def begin(self) -> None:
+        with self.lock:
+            self.started = True
+
+    def by_kind(self) -> dict[str, float]:
+        with self.lock:
+            out: Counter = Counter()
+            for (kind, pid), seconds in self.last.items():
+                out[kind] += seconds - self.start.get(pid, 0.0)
+            return dict(out)
+
+
+def watch_processes(processes: dict[str, subprocess.Popen], stop: threading.Event, cpu: CpuMeter) -> None:
+    while not stop.is_set():
+        children = process_tree()
+        for label, process in processes.items():
+            cpu.sample(label.rstrip("0123456789"), descendants(process.pid, children))
+        stop.wait(0.5)
 
 
 def clear_broker() -> None:
@@ -324,6 +404,7 @@ def production(args: argparse.Namespace) -> None:
     processes: dict[str, subprocess.Popen] = {}
     seen: Counter = Counter()
     stop = threading.Event()
+    cpu = CpuMeter()
     try:
         gpucloud = [sys.executable, "-m", "gpucloud.cli"]
         subprocess.run([*gpucloud, "migrate"], env=env, cwd=ROOT, check=True, capture_output=True)
@@ -355,7 +436,8 @@ def production(args: argparse.Namespace) -> None:
         )
         for port in ports:
             wait_http(port)
-        threading.Thread(target=max_connections, args=(name, stop, seen), daemon=True).start()
+        threading.Thread(target=max_connections, args=(name, stop, seen, cpu), daemon=True).start()
+        threading.Thread(target=watch_processes, args=(processes, stop, cpu), daemon=True).start()
         deadline = time.monotonic() + 120
         while not converged(env) and time.monotonic() < deadline:
             time.sleep(0.5)
@@ -368,8 +450,20 @@ def production(args: argparse.Namespace) -> None:
             processes["worker0"].send_signal(signal.SIGKILL)
             print(f"killed worker0 (pid {processes['worker0'].pid}) at {args.duration / 2:.0f} s")
 
+        time.sleep(1)  # every process sampled once: the load phase's CPU is counted from here
+        cpu.begin()
         tally, elapsed = load(ports, setup["token"], setup["slugs"], args.clients, args.duration, kill_worker)
+        time.sleep(0.6)  # and sampled once more after the last request
+        used = cpu.by_kind()
         report(f"production processes, {args.clients} clients", tally, elapsed)
+        total = sum(tally.statuses.values())
+        cpus = os.cpu_count() or 1
+        print(
+            f"CPU during the load phase: {sum(used.values()):.1f} s of {cpus * elapsed:.0f} s on {cpus} CPUs;"
+            " per request, ms: "
+            + ", ".join(f"{kind} {1000 * s / total:.1f}" for kind, s in sorted(used.items()))
+            + f"; all {1000 * sum(used.values()) / total:.1f}"
+        )
         deadline = time.monotonic() + 180
         while not converged(env) and time.monotonic() < deadline:
             time.sleep(0.25)
