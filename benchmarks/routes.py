@@ -35,6 +35,7 @@ from typing import Any
 from benchmarks.scale import (
     ROOT,
     SETUP,
+    analyze,
     clear_broker,
     converged,
     cpu_seconds,
@@ -90,6 +91,7 @@ def set_up(name: str, env: dict[str, str], tenants: int) -> None:
     )
     started = time.monotonic()
     python(SETUP, env, str(tenants))
+    analyze(name)
     worker = subprocess.Popen(
         [*gpucloud, "worker"], env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )

@@ -39,7 +39,7 @@ from scheduling.engine import (
 )
 from scheduling.engine.fleet import FREE
 from scheduling.engine.mig import profile
-from scheduling.models import Gpu, GpuClass, HostCluster, Node, SimulatedPod
+from scheduling.models import Gpu, GpuClass, GpuModel, HostCluster, Node, SimulatedPod
 from tenants.capacity import capacity_table
 from tenants.models import Quota, Tenant
 
@@ -114,7 +114,7 @@ class FleetModel:
     engine: Engine
     nodes: dict[str, Node]
     gpus: dict[tuple[str, int], Gpu]
-    tiers: dict[str, str] = field(default_factory=dict)  # tenant slug -> trust tier
+    isolated: list[str] = field(default_factory=list)  # slugs of the live isolated tenants, sorted
 
     pods: list[SimulatedPod] = field(default_factory=list)  # running when it was built
 
@@ -126,7 +126,7 @@ class FleetModel:
     @classmethod
     def build_many(cls, host_clusters: Sequence[HostCluster], at: datetime | None = None) -> list[FleetModel]:
         """The fleet models of several host clusters at `at`, from the same seven queries whatever their
-        number (nodes, GPUs, running pods, tiers, isolated and MIG guarantees, each for all of them)."""
+        number (nodes, GPUs, running pods, isolated tenants, their guarantees, MIG guarantees)."""
         at = at or timezone.now()
         facts = _Facts.read(host_clusters, at)
         return [cls._from(c, facts.of(c)) for c in host_clusters]
@@ -140,7 +140,7 @@ class FleetModel:
         # instances, not milli); an idle cluster falls back to the engine's sample of common shapes.
         sample = [_request(pod) for pod in pods if pod.gpu_instance_id is None]
         engine = Engine([_node_spec(n, gpus) for n in nodes.values()], workload=sample)
-        model = cls(host_cluster, engine, nodes, gpus, facts.tiers, pods)
+        model = cls(host_cluster, engine, nodes, gpus, sorted(facts.isolated), pods)
         model._hold(pods)
         model._apply_health()
         model._dedicate_pools(pods, facts.isolated_guarantees)
@@ -182,9 +182,7 @@ class FleetModel:
         for pod in pods:
             if pod.tenant is not None:
                 running[pod.tenant.slug].add(pod.node.name)
-        for slug, tier in sorted(self.tiers.items()):
-            if tier != Tenant.TrustTier.ISOLATED:
-                continue
+        for slug in self.isolated:
             # A tenant that became isolated while sharing nodes keeps them shared until its pods end there.
             with suppress(EngineError):
                 fleet.dedicate(sorted(running.get(slug, ())), slug)
@@ -265,9 +263,8 @@ class FleetModel:
 
     def scratch(self) -> FleetModel:
         """A copy to try things on; the model it came from is untouched."""
-        return FleetModel(
-            self.host_cluster, copy.deepcopy(self.engine), self.nodes, self.gpus, dict(self.tiers), self.pods
-        )
+        engine = copy.deepcopy(self.engine)
+        return FleetModel(self.host_cluster, engine, self.nodes, self.gpus, list(self.isolated), self.pods)
 
     def holding(self, placement: Placement) -> Holding:
         """The database view of a placement: node row, GPU UUIDs, MIG instance and layout, milli."""
@@ -319,7 +316,7 @@ class _ClusterFacts:
     nodes: dict[str, Node] = field(default_factory=dict)  # by name, in name order
     gpus: dict[tuple[str, int], Gpu] = field(default_factory=dict)  # by (node name, index)
     pods: list[SimulatedPod] = field(default_factory=list)  # running, in start order
-    tiers: dict[str, str] = field(default_factory=dict)  # live tenant slug -> trust tier
+    isolated: list[str] = field(default_factory=list)  # slugs of the live isolated tenants
     isolated_guarantees: dict[str, dict[str, int]] = field(default_factory=dict)  # slug -> model -> GPUs
     mig_guarantees: dict[str, int] = field(default_factory=dict)  # MIG class -> instances (shared pool)
 
@@ -337,16 +334,24 @@ class _Facts:
     def read(cls, host_clusters: Sequence[HostCluster], at: datetime) -> _Facts:
         ids = [c.pk for c in host_clusters]
         facts: dict[int, _ClusterFacts] = defaultdict(_ClusterFacts)
+        nodes = {}
         for node in Node.objects.filter(host_cluster__in=ids).order_by("name"):
             facts[node.host_cluster_id].nodes[node.name] = node
-        gpus = Gpu.objects.filter(node__host_cluster__in=ids).select_related("node", "gpu_model")
-        for gpu in gpus:
+            nodes[node.pk] = node
+        # Each GPU gets its node and model from the rows read once, not from a join repeating them per GPU.
+        models = {m.pk: m for m in GpuModel.objects.all()}
+        for gpu in Gpu.objects.filter(node__host_cluster__in=ids):
+            gpu.node, gpu.gpu_model = nodes[gpu.node_id], models[gpu.gpu_model_id]
             facts[gpu.node.host_cluster_id].gpus[(gpu.node.name, gpu.index)] = gpu
         for pod in running_pods(ids, at):
             facts[pod.host_cluster_id].pods.append(pod)
-        live = Tenant.objects.filter(cluster__host_cluster__in=ids, state__in=LIVE_STATES)
-        for cluster, slug, tier in live.values_list("cluster__host_cluster", "slug", "trust_tier"):
-            facts[cluster].tiers[slug] = tier
+        # Only isolated tenants change the layout (nodes dedicated to them); the others' tiers come with
+        # their pods.
+        live = Tenant.objects.filter(
+            cluster__host_cluster__in=ids, state__in=LIVE_STATES, trust_tier=Tenant.TrustTier.ISOLATED
+        )
+        for cluster, slug in live.values_list("cluster__host_cluster", "slug"):
+            facts[cluster].isolated.append(slug)
         quotas = Quota.objects.filter(tenant__cluster__host_cluster__in=ids, tenant__state__in=LIVE_STATES)
         isolated = (
             quotas.filter(tenant__trust_tier=Tenant.TrustTier.ISOLATED, gpu_class__kind=GpuClass.Kind.WHOLE)
@@ -465,5 +470,5 @@ def capacity_rows(host_cluster: HostCluster | None = None) -> list[dict[str, obj
     figures = {m.host_cluster.name: class_figures([m], classes) for m in models}
     return [
         {**asdict(row), **asdict(figures.get(row.host_cluster, {}).get(row.gpu_class, ClassFigures()))}
-        for row in capacity_table(host_cluster)
+        for row in capacity_table(host_cluster, classes=classes)
     ]
