@@ -401,14 +401,19 @@ def production(args: argparse.Namespace) -> None:
         GPUCLOUD_SIM_DELETE_DELAY="0.5",
         GPUCLOUD_REQUEUE_DELAY="0.5",
         GPUCLOUD_WEB_WORKERS="2",
-        GPUCLOUD_WEB_THREADS="4",
-        GPUCLOUD_WORKER_CONCURRENCY="4",
         GPUCLOUD_METRICS_PORT="0",
         GPUCLOUD_CACHE_URL=os.environ["CELERY_BROKER_URL"],
         LOG_LEVEL="WARNING",
     )
     env.setdefault("SECRET_KEY", "bench-" + "x" * 50)
     env.setdefault("GPUCLOUD_ENCRYPTION_KEYS", "Ni1-sjkjCJx0Qm3HT3UxGrSgJjB5bW8-UbrMRRWSR9E=")
+    # Threads per gunicorn worker and per Celery worker: the environment may say (docs/operations.md).
+    env.setdefault("GPUCLOUD_WEB_THREADS", "4")
+    env.setdefault("GPUCLOUD_WORKER_CONCURRENCY", "4")
+    print(
+        f"web: 2 × {env['GPUCLOUD_WEB_WORKERS']} gunicorn workers × {env['GPUCLOUD_WEB_THREADS']} threads;"
+        f" workers: 2 × {env['GPUCLOUD_WORKER_CONCURRENCY']} threads"
+    )
     processes: dict[str, subprocess.Popen] = {}
     seen: Counter = Counter()
     stop = threading.Event()
