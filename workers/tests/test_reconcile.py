@@ -140,7 +140,7 @@ def test_a_full_pass_prunes_clusters_no_tenant_owns(make_tenant, demo_fleet, ins
 
 
 def test_a_pass_over_some_tenants_reads_only_their_simulated_clusters(
-    make_tenant, demo_fleet, instant, monkeypatch
+    make_tenant, demo_fleet, instant, monkeypatch, admin
 ):
     vision, *_ = [make_tenant(slug) for slug in ("vision", "speech", "audio")]
     reconcile.reconcile_host_cluster(demo_fleet)  # all three ready: three rows
@@ -151,7 +151,7 @@ def test_a_pass_over_some_tenants_reads_only_their_simulated_clusters(
         "from_db",
         classmethod(lambda cls, *args: read.append(args) or from_db(cls, *args)),
     )
-    services.update_tenant(actor=Actor.system("test"), tenant=vision, display_name="Vision")
+    services.update_tenant(actor=Actor.of(admin), tenant=vision, display_name="Vision")
     reconcile.reconcile_host_cluster(demo_fleet, [vision.pk])
 
     # The on-change pass of one tenant among a thousand must not read the other 999 rows.
