@@ -148,9 +148,14 @@ class Caller:
             "wsgi.run_once": False,
         }
         status: list[str] = []
+
+        def start_response(line: str, headers: Any, exc_info: Any = None) -> Callable[[bytes], object]:
+            status.append(line)
+            return lambda data: None
+
         self.statements = 0
         with self.connection.execute_wrapper(self._count):
-            result = self.application(environ, lambda s, headers, exc_info=None: status.append(s))
+            result = self.application(environ, start_response)
             try:
                 b"".join(result)
             finally:
@@ -212,7 +217,10 @@ def backends() -> float:
 def measure(mix: Mix, route: str, requests: int, warm: int) -> dict[str, Any]:
     for _ in range(warm):
         mix.request(route)
-    cpu, wall, statements, statuses = [], [], [], Counter()
+    cpu: list[float] = []
+    wall: list[float] = []
+    statements: list[int] = []
+    statuses: Counter[int] = Counter()
     database = backends()
     for _ in range(requests):
         c0, w0 = time.process_time(), time.perf_counter()

@@ -363,7 +363,7 @@ class CpuMeter:
 
     def by_kind(self) -> dict[str, float]:
         with self.lock:
-            out: Counter = Counter()
+            out: dict[str, float] = defaultdict(float)
             for (kind, pid), seconds in self.last.items():
                 out[kind] += seconds - self.start.get(pid, 0.0)
             return dict(out)

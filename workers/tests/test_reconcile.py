@@ -146,11 +146,12 @@ def test_a_pass_over_some_tenants_reads_only_their_simulated_clusters(
     reconcile.reconcile_host_cluster(demo_fleet)  # all three ready: three rows
     read = []
     from_db = SimulatedTenantCluster.from_db.__func__  # type: ignore[attr-defined]
-    monkeypatch.setattr(
-        SimulatedTenantCluster,
-        "from_db",
-        classmethod(lambda cls, *args: read.append(args) or from_db(cls, *args)),
-    )
+
+    def counted(cls, *args):
+        read.append(args)
+        return from_db(cls, *args)
+
+    monkeypatch.setattr(SimulatedTenantCluster, "from_db", classmethod(counted))
     services.update_tenant(actor=Actor.of(admin), tenant=vision, display_name="Vision")
     reconcile.reconcile_host_cluster(demo_fleet, [vision.pk])
 
