@@ -139,6 +139,14 @@ def fresh_database() -> str:
     return name
 
 
+def analyze(name: str) -> None:
+    """Give the planner statistics of the tables the set-up filled, as autovacuum would on a database that
+    has been running (this machine's PostgreSQL runs with autovacuum off: without this, a fresh database is
+    planned as if every table were empty, and joins over a thousand tenants become nested loops)."""
+    with psycopg.connect(database_url(name), autocommit=True) as conn:
+        conn.execute("ANALYZE")
+
+
 def drop_database(name: str) -> None:
     with psycopg.connect(database_url("postgres"), autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
@@ -277,16 +285,96 @@ def report(title: str, tally: Tally, elapsed: float) -> None:
     print(f"5xx or no answer: {errors}")
 
 
-def max_connections(name: str, stop: threading.Event, seen: Counter) -> None:
+def max_connections(name: str, stop: threading.Event, seen: Counter, cpu: CpuMeter) -> None:
     with psycopg.connect(database_url("postgres"), autocommit=True) as conn:
         while not stop.is_set():
             rows = conn.execute(
-                "SELECT application_name, count(*) FROM pg_stat_activity WHERE datname = %s GROUP BY 1",
+                "SELECT application_name, count(*), array_agg(pid) FROM pg_stat_activity"
+                " WHERE datname = %s GROUP BY 1",
                 [name],
             ).fetchall()
-            for app, count in rows:
+            for app, count, pids in rows:
                 seen[app] = max(seen[app], count)
+                cpu.sample("postgres", pids)
+            cpu.sample("bench", [os.getpid()])
             stop.wait(0.5)
+
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU of one process so far (Linux /proc), or None once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def process_tree() -> dict[int, list[int]]:
+    """Each process's children (Linux /proc)."""
+    children: dict[int, list[int]] = defaultdict(list)
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError):
+                continue
+            children[ppid].append(int(entry.name))
+    return children
+
+
+def descendants(pid: int, children: dict[int, list[int]]) -> list[int]:
+    """`pid` and every process under it (gunicorn's workers under its master)."""
+    out, todo = [], [pid]
+    while todo:
+        out.append(todo.pop())
+        todo.extend(children.get(out[-1], []))
+    return out
+
+
+class CpuMeter:
+    """CPU seconds each kind of process (web, worker, scheduler, PostgreSQL backends, the bench's clients)
+    spends during the load phase: /proc sampled twice a second, the last figure of a process kept after it
+    dies (the killed worker's work until its death counts), so the work per request is measured whatever
+    else shares the machine."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.start: dict[int, float] = {}
+        self.last: dict[tuple[str, int], float] = {}
+        self.started = False
+
+    def sample(self, kind: str, pids: list[int]) -> None:
+        for pid in pids:
+            seconds = cpu_seconds(pid)
+            if seconds is None:
+                continue
+            with self.lock:
+                if self.started:
+                    self.last[(kind, pid)] = seconds
+                else:
+                    self.start[pid] = seconds
+
+    def begin(self) -> None:
+        with self.lock:
+            self.started = True
+
+    def by_kind(self) -> dict[str, float]:
+        with self.lock:
+            out: dict[str, float] = defaultdict(float)
+            for (kind, pid), seconds in self.last.items():
+                out[kind] += seconds - self.start.get(pid, 0.0)
+            return dict(out)
+
+
+def watch_processes(processes: dict[str, subprocess.Popen], stop: threading.Event, cpu: CpuMeter) -> None:
+    while not stop.is_set():
+        children = process_tree()
+        for label, process in processes.items():
+            cpu.sample(label.rstrip("0123456789"), descendants(process.pid, children))
+        stop.wait(0.5)
 
 
 def clear_broker() -> None:
@@ -313,17 +401,23 @@ def production(args: argparse.Namespace) -> None:
         GPUCLOUD_SIM_DELETE_DELAY="0.5",
         GPUCLOUD_REQUEUE_DELAY="0.5",
         GPUCLOUD_WEB_WORKERS="2",
-        GPUCLOUD_WEB_THREADS="4",
-        GPUCLOUD_WORKER_CONCURRENCY="4",
         GPUCLOUD_METRICS_PORT="0",
         GPUCLOUD_CACHE_URL=os.environ["CELERY_BROKER_URL"],
         LOG_LEVEL="WARNING",
     )
     env.setdefault("SECRET_KEY", "bench-" + "x" * 50)
     env.setdefault("GPUCLOUD_ENCRYPTION_KEYS", "Ni1-sjkjCJx0Qm3HT3UxGrSgJjB5bW8-UbrMRRWSR9E=")
+    # Threads per gunicorn worker and per Celery worker: the environment may say (docs/operations.md).
+    env.setdefault("GPUCLOUD_WEB_THREADS", "4")
+    env.setdefault("GPUCLOUD_WORKER_CONCURRENCY", "4")
+    print(
+        f"web: 2 × {env['GPUCLOUD_WEB_WORKERS']} gunicorn workers × {env['GPUCLOUD_WEB_THREADS']} threads;"
+        f" workers: 2 × {env['GPUCLOUD_WORKER_CONCURRENCY']} threads"
+    )
     processes: dict[str, subprocess.Popen] = {}
     seen: Counter = Counter()
     stop = threading.Event()
+    cpu = CpuMeter()
     try:
         gpucloud = [sys.executable, "-m", "gpucloud.cli"]
         subprocess.run([*gpucloud, "migrate"], env=env, cwd=ROOT, check=True, capture_output=True)
@@ -340,6 +434,7 @@ def production(args: argparse.Namespace) -> None:
             f"{args.tenants} tenants with quotas created in {time.monotonic() - started:.0f} s"
             " (their reconciles queued)"
         )
+        analyze(name)
         ports = [free_port() for _ in range(2)]
         log = (var / "processes.log").open("w")
         for i, port in enumerate(ports):
@@ -355,7 +450,8 @@ def production(args: argparse.Namespace) -> None:
         )
         for port in ports:
             wait_http(port)
-        threading.Thread(target=max_connections, args=(name, stop, seen), daemon=True).start()
+        threading.Thread(target=max_connections, args=(name, stop, seen, cpu), daemon=True).start()
+        threading.Thread(target=watch_processes, args=(processes, stop, cpu), daemon=True).start()
         deadline = time.monotonic() + 120
         while not converged(env) and time.monotonic() < deadline:
             time.sleep(0.5)
@@ -368,8 +464,20 @@ def production(args: argparse.Namespace) -> None:
             processes["worker0"].send_signal(signal.SIGKILL)
             print(f"killed worker0 (pid {processes['worker0'].pid}) at {args.duration / 2:.0f} s")
 
+        time.sleep(1)  # every process sampled once: the load phase's CPU is counted from here
+        cpu.begin()
         tally, elapsed = load(ports, setup["token"], setup["slugs"], args.clients, args.duration, kill_worker)
+        time.sleep(0.6)  # and sampled once more after the last request
+        used = cpu.by_kind()
         report(f"production processes, {args.clients} clients", tally, elapsed)
+        total = sum(tally.statuses.values())
+        cpus = os.cpu_count() or 1
+        print(
+            f"CPU during the load phase: {sum(used.values()):.1f} s of {cpus * elapsed:.0f} s on {cpus} CPUs;"
+            " per request, ms: "
+            + ", ".join(f"{kind} {1000 * s / total:.1f}" for kind, s in sorted(used.items()))
+            + f"; all {1000 * sum(used.values()) / total:.1f}"
+        )
         deadline = time.monotonic() + 180
         while not converged(env) and time.monotonic() < deadline:
             time.sleep(0.25)

@@ -40,7 +40,7 @@ from scheduling.engine import (
 )
 from scheduling.engine.fleet import FREE
 from scheduling.engine.mig import profile
-from scheduling.models import Gpu, GpuClass, HostCluster, Node, SimulatedPod
+from scheduling.models import Gpu, GpuClass, GpuModel, HostCluster, Node, SimulatedPod
 from tenants.capacity import capacity_table
 from tenants.models import Quota, Tenant
 
@@ -123,29 +123,37 @@ class FleetModel:
     engine: Engine
     nodes: dict[str, Node]
     gpus: dict[tuple[str, int], Gpu]
-    tiers: dict[str, str] = field(default_factory=dict)  # tenant slug -> trust tier
+    isolated: list[str] = field(default_factory=list)  # slugs of the live isolated tenants, sorted
+
+    pods: list[SimulatedPod] = field(default_factory=list)  # running when it was built
 
     @classmethod
     def build(cls, host_cluster: HostCluster, at: datetime | None = None) -> FleetModel:
         """The fleet model of a host cluster at `at` (default now): running pods held, pools, MIG layouts."""
+        return cls.build_many([host_cluster], at)[0]
+
+    @classmethod
+    def build_many(cls, host_clusters: Sequence[HostCluster], at: datetime | None = None) -> list[FleetModel]:
+        """The fleet models of several host clusters at `at`, from the same seven queries whatever their
+        number (nodes, GPUs, running pods, isolated tenants, their guarantees, MIG guarantees)."""
         at = at or timezone.now()
-        nodes = {n.name: n for n in Node.objects.filter(host_cluster=host_cluster).order_by("name")}
+        facts = _Facts.read(host_clusters, at)
+        return [cls._from(c, facts.of(c)) for c in host_clusters]
+
+    @classmethod
+    def _from(cls, host_cluster: HostCluster, facts: _ClusterFacts) -> FleetModel:
+        nodes, gpus, pods = facts.nodes, facts.gpus, facts.pods
         if not nodes:
             raise EngineError("the host cluster has no nodes", f"host cluster {host_cluster.name}")
-        gpus = {
-            (g.node.name, g.index): g
-            for g in Gpu.objects.filter(node__host_cluster=host_cluster).select_related("node", "gpu_model")
-        }
-        pods = running_pods(host_cluster, at)
         # The running pods are the typical-pod sample fragmentation is measured against (MIG pods hold
         # instances, not milli); an idle cluster falls back to the engine's sample of common shapes.
         sample = [_request(pod) for pod in pods if pod.gpu_instance_id is None]
         engine = Engine([_node_spec(n, gpus) for n in nodes.values()], workload=sample)
-        model = cls(host_cluster, engine, nodes, gpus, _tiers(host_cluster))
+        model = cls(host_cluster, engine, nodes, gpus, sorted(facts.isolated), pods)
         model._hold(pods)
         model._apply_health()
-        model._dedicate_pools(pods)
-        model._plan_mig()
+        model._dedicate_pools(pods, facts.isolated_guarantees)
+        model._plan_mig(facts.mig_guarantees)
         return model
 
     # --- building ----------------------------------------------------------------------------------------
@@ -176,27 +184,24 @@ class FleetModel:
             if gpu.health != Gpu.Health.HEALTHY:
                 fleet.quarantine_gpu(node_name, index)
 
-    def _dedicate_pools(self, pods: Iterable[SimulatedPod]) -> None:
+    def _dedicate_pools(self, pods: Iterable[SimulatedPod], guarantees: dict[str, dict[str, int]]) -> None:
         """Isolated tenants: nodes running their pods stay theirs; more are carved to cover guarantees."""
         fleet = self.engine.fleet
         running: dict[str, set[str]] = defaultdict(set)
         for pod in pods:
             if pod.tenant is not None:
                 running[pod.tenant.slug].add(pod.node.name)
-        for slug, tier in sorted(self.tiers.items()):
-            if tier != Tenant.TrustTier.ISOLATED:
-                continue
+        for slug in self.isolated:
             # A tenant that became isolated while sharing nodes keeps them shared until its pods end there.
             with suppress(EngineError):
                 fleet.dedicate(sorted(running.get(slug, ())), slug)
-            for model, guaranteed in _isolated_guarantees(self.host_cluster, slug).items():
+            for model, guaranteed in guarantees.get(slug, {}).items():
                 have = sum(fleet.specs[i].gpus for i in self.pool(slug) if fleet.specs[i].model == model)
                 if guaranteed > have:
                     self.carve(slug, model, guaranteed - have)
 
-    def _plan_mig(self) -> None:
+    def _plan_mig(self, demand: dict[str, int]) -> None:
         """MIG layouts: GPUs with running instances keep theirs; idle GPUs are planned for the guarantees."""
-        demand = _mig_guarantees(self.host_cluster)
         if not demand:
             return
         fleet = self.engine.fleet
@@ -267,9 +272,8 @@ class FleetModel:
 
     def scratch(self) -> FleetModel:
         """A copy to try things on; the model it came from is untouched."""
-        return FleetModel(
-            self.host_cluster, copy.deepcopy(self.engine), self.nodes, self.gpus, dict(self.tiers)
-        )
+        engine = copy.deepcopy(self.engine)
+        return FleetModel(self.host_cluster, engine, self.nodes, self.gpus, list(self.isolated), self.pods)
 
     def holding(self, placement: Placement) -> Holding:
         """The database view of a placement: node row, GPU UUIDs, MIG instance and layout, milli."""
@@ -314,39 +318,77 @@ def _node_spec(node: Node, gpus: dict[tuple[str, int], Gpu]) -> NodeSpec:
     return NodeSpec(node.name, node.cpu_milli, node.memory_mib, len(own), next(iter(models), ""), topology)
 
 
-def _tiers(host_cluster: HostCluster) -> dict[str, str]:
-    rows = Tenant.objects.filter(cluster__host_cluster=host_cluster, state__in=LIVE_STATES)
-    return dict(rows.values_list("slug", "trust_tier"))
+@dataclass
+class _ClusterFacts:
+    """What the database says of one host cluster, for its fleet model."""
+
+    nodes: dict[str, Node] = field(default_factory=dict)  # by name, in name order
+    gpus: dict[tuple[str, int], Gpu] = field(default_factory=dict)  # by (node name, index)
+    pods: list[SimulatedPod] = field(default_factory=list)  # running, in start order
+    isolated: list[str] = field(default_factory=list)  # slugs of the live isolated tenants
+    isolated_guarantees: dict[str, dict[str, int]] = field(default_factory=dict)  # slug -> model -> GPUs
+    mig_guarantees: dict[str, int] = field(default_factory=dict)  # MIG class -> instances (shared pool)
 
 
-def _quotas(host_cluster: HostCluster) -> Q:
-    return Q(tenant__cluster__host_cluster=host_cluster, tenant__state__in=LIVE_STATES)
+@dataclass
+class _Facts:
+    """The facts of several host clusters, read with one query per kind whatever their number."""
+
+    by_cluster: dict[int, _ClusterFacts]
+
+    def of(self, host_cluster: HostCluster) -> _ClusterFacts:
+        return self.by_cluster.get(host_cluster.pk) or _ClusterFacts()
+
+    @classmethod
+    def read(cls, host_clusters: Sequence[HostCluster], at: datetime) -> _Facts:
+        ids = [c.pk for c in host_clusters]
+        facts: dict[int, _ClusterFacts] = defaultdict(_ClusterFacts)
+        nodes = {}
+        for node in Node.objects.filter(host_cluster__in=ids).order_by("name"):
+            facts[node.host_cluster_id].nodes[node.name] = node
+            nodes[node.pk] = node
+        # Each GPU gets its node and model from the rows read once, not from a join repeating them per GPU.
+        models = {m.pk: m for m in GpuModel.objects.all()}
+        for gpu in Gpu.objects.filter(node__host_cluster__in=ids):
+            gpu.node, gpu.gpu_model = nodes[gpu.node_id], models[gpu.gpu_model_id]
+            facts[gpu.node.host_cluster_id].gpus[(gpu.node.name, gpu.index)] = gpu
+        for pod in running_pods(ids, at):
+            facts[pod.host_cluster_id].pods.append(pod)
+        # Only isolated tenants change the layout (nodes dedicated to them); the others' tiers come with
+        # their pods.
+        live = Tenant.objects.filter(
+            cluster__host_cluster__in=ids, state__in=LIVE_STATES, trust_tier=Tenant.TrustTier.ISOLATED
+        )
+        for cluster, slug in live.values_list("cluster__host_cluster", "slug"):
+            facts[cluster].isolated.append(slug)
+        quotas = Quota.objects.filter(tenant__cluster__host_cluster__in=ids, tenant__state__in=LIVE_STATES)
+        isolated = (
+            quotas.filter(tenant__trust_tier=Tenant.TrustTier.ISOLATED, gpu_class__kind=GpuClass.Kind.WHOLE)
+            .values_list("tenant__cluster__host_cluster", "tenant__slug", "gpu_class__gpu_model__slug")
+            .annotate(n=Sum("guaranteed"))
+            .order_by("tenant__cluster__host_cluster", "tenant__slug", "gpu_class__gpu_model__slug")
+        )
+        for cluster, slug, model, n in isolated:
+            if n:
+                facts[cluster].isolated_guarantees.setdefault(slug, {})[model] = n
+        # Instances per MIG class guaranteed to tenants of the shared pool (isolated tenants run whole GPUs).
+        mig = (
+            quotas.filter(gpu_class__kind=GpuClass.Kind.MIG)
+            .exclude(tenant__trust_tier=Tenant.TrustTier.ISOLATED)
+            .values_list("tenant__cluster__host_cluster", "gpu_class__name")
+            .annotate(n=Sum("guaranteed"))
+            .order_by("tenant__cluster__host_cluster", "gpu_class__name")
+        )
+        for cluster, name, n in mig:
+            if n:
+                facts[cluster].mig_guarantees[name] = n
+        return cls(dict(facts))
 
 
-def _isolated_guarantees(host_cluster: HostCluster, slug: str) -> dict[str, int]:
-    rows = (
-        Quota.objects.filter(_quotas(host_cluster), tenant__slug=slug, gpu_class__kind=GpuClass.Kind.WHOLE)
-        .values("gpu_class__gpu_model__slug")
-        .annotate(n=Sum("guaranteed"))
-    )
-    return {r["gpu_class__gpu_model__slug"]: r["n"] for r in rows if r["n"]}
-
-
-def _mig_guarantees(host_cluster: HostCluster) -> dict[str, int]:
-    """Instances per MIG class guaranteed to tenants of the shared pool (isolated tenants run whole GPUs)."""
-    rows = (
-        Quota.objects.filter(_quotas(host_cluster), gpu_class__kind=GpuClass.Kind.MIG)
-        .exclude(tenant__trust_tier=Tenant.TrustTier.ISOLATED)
-        .values("gpu_class__name")
-        .annotate(n=Sum("guaranteed"))
-    )
-    return {r["gpu_class__name"]: r["n"] for r in rows if r["n"]}
-
-
-def running_pods(host_cluster: HostCluster, at: datetime) -> list[SimulatedPod]:
-    """Pods of the host cluster started by `at` and not finished by then."""
+def running_pods(host_cluster_ids: Sequence[int], at: datetime) -> list[SimulatedPod]:
+    """Pods of these host clusters started by `at` and not finished by then."""
     return list(
-        SimulatedPod.objects.filter(host_cluster=host_cluster, started_at__lte=at)
+        SimulatedPod.objects.filter(host_cluster__in=host_cluster_ids, started_at__lte=at)
         .filter(Q(finished_at__isnull=True) | Q(finished_at__gt=at))
         .select_related("tenant", "gpu_class__gpu_model", "node")
         .order_by("started_at", "id")
@@ -366,14 +408,19 @@ class ClassFigures:
     largest_free_in_nvlink_domain: int = 0  # most free units in one NVLink domain: the biggest tight gang
 
 
-def class_figures(models: Sequence[FleetModel]) -> dict[str, ClassFigures]:
-    """Allocated, free and fragmentation figures per GPU class, summed over the fleet models given."""
+def class_figures(
+    models: Sequence[FleetModel], classes: Sequence[GpuClass] | None = None
+) -> dict[str, ClassFigures]:
+    """Allocated, free and fragmentation figures per GPU class (all, or `classes`), summed over the fleet
+    models given; allocated counts the pods each model was built with."""
     allocated: Counter[str] = Counter()
     for model in models:
-        for pod in running_pods(model.host_cluster, timezone.now()):
+        for pod in model.pods:
             allocated[pod.gpu_class.name] += pod_units(pod)
     out = {}
-    for gpu_class in GpuClass.objects.select_related("gpu_model"):
+    if classes is None:
+        classes = list(GpuClass.objects.select_related("gpu_model"))
+    for gpu_class in classes:
         per_node: Counter[tuple[int, str]] = Counter()
         per_domain: Counter[tuple[int, tuple[str, ...]]] = Counter()
         for k, model in enumerate(models):
@@ -411,11 +458,12 @@ def _free_units(model: FleetModel, gpu_class: GpuClass) -> Iterator[tuple[str, t
 
 
 def fleet_models(host_cluster: HostCluster | None = None) -> list[FleetModel]:
-    """The fleet model of every host cluster that has nodes (or of the one given, if it has nodes)."""
+    """The fleet model of every host cluster that has nodes (or of the one given, if it has nodes); a
+    constant number of queries whatever the number of host clusters."""
     clusters = HostCluster.objects.filter(nodes__isnull=False).distinct().order_by("name")
     if host_cluster is not None:
         clusters = clusters.filter(pk=host_cluster.pk)
-    return [FleetModel.build(c) for c in clusters]
+    return FleetModel.build_many(list(clusters))
 
 
 def gpus_for(gpu_class: GpuClass, units: int) -> int:
@@ -427,8 +475,9 @@ def capacity_rows(host_cluster: HostCluster | None = None) -> list[dict[str, obj
     """fleet/capacity: quota admission's table (tenants.capacity), one row per host cluster and GPU class,
     with the engine's figures for that host cluster."""
     models = fleet_models(host_cluster)
-    figures = {m.host_cluster.name: class_figures([m]) for m in models}
+    classes = list(GpuClass.objects.select_related("gpu_model"))
+    figures = {m.host_cluster.name: class_figures([m], classes) for m in models}
     return [
         {**asdict(row), **asdict(figures.get(row.host_cluster, {}).get(row.gpu_class, ClassFigures()))}
-        for row in capacity_table(host_cluster)
+        for row in capacity_table(host_cluster, classes=classes)
     ]

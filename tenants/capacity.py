@@ -50,20 +50,24 @@ def gpus_by_host_and_model(host_cluster: HostCluster | None = None) -> dict[Key,
 
 
 def guaranteed_by_class(
-    host_cluster: HostCluster | None = None, exclude: Quotaholder | None = None
+    host_cluster: HostCluster | None = None,
+    exclude: Quotaholder | None = None,
+    gpu_model: GpuModel | None = None,
 ) -> dict[tuple[str, str], int]:
     """Units guaranteed per (host cluster name, GPU class name) to tenants that are not deleted, leaving out
     `exclude`'s quota (the one being replaced). Only that one quota: the tenant's guarantees of the other
-    classes of the model hold GPUs as much as anyone else's do."""
-    quotas = Quota.objects.exclude(tenant__state=Tenant.State.DELETED)
+    classes of the model hold GPUs as much as anyone else's do. With `gpu_model`, its classes only."""
+    # Quotas guaranteeing nothing add nothing: leaving them out before the join keeps this cheap when most
+    # tenants only burst (guarantees are never negative).
+    quotas = Quota.objects.filter(guaranteed__gt=0).exclude(tenant__state=Tenant.State.DELETED)
     if host_cluster is not None:
         quotas = quotas.filter(tenant__cluster__host_cluster=host_cluster)
+    if gpu_model is not None:
+        quotas = quotas.filter(gpu_class__gpu_model=gpu_model)
     if exclude is not None:
         quotas = quotas.exclude(tenant=exclude[0], gpu_class=exclude[1])
-    rows = (
-        quotas.values("tenant__cluster__host_cluster__name", "gpu_class__name")
-        .annotate(total=Sum("guaranteed"))
-        .filter(~Q(total=0))
+    rows = quotas.values("tenant__cluster__host_cluster__name", "gpu_class__name").annotate(
+        total=Sum("guaranteed")
     )
     return {(r["tenant__cluster__host_cluster__name"], r["gpu_class__name"]): r["total"] for r in rows}
 
@@ -81,11 +85,15 @@ def _held(guaranteed: dict[tuple[str, str], int], classes: dict[str, GpuClass]) 
 
 
 def capacity_table(
-    host_cluster: HostCluster | None = None, exclude: Quotaholder | None = None
+    host_cluster: HostCluster | None = None,
+    exclude: Quotaholder | None = None,
+    classes: list[GpuClass] | None = None,
 ) -> list[ClassCapacity]:
     """One row per host cluster and GPU class of a model the host cluster has GPUs of (or guarantees of),
-    ordered by host cluster and class; three queries whatever the size of the fleet."""
-    classes = list(GpuClass.objects.select_related("gpu_model"))
+    ordered by host cluster and class; three queries whatever the size of the fleet (two when the caller
+    gives the catalog's `classes`, with their models)."""
+    if classes is None:
+        classes = list(GpuClass.objects.select_related("gpu_model"))
     gpus = gpus_by_host_and_model(host_cluster)
     guaranteed = guaranteed_by_class(host_cluster, exclude)
     by_name = {c.name: c for c in classes}
@@ -143,13 +151,29 @@ def advertised_units(host_cluster: HostCluster | None = None) -> dict[str, dict[
 
 
 def capacity_of(
-    gpu_class: GpuClass, host_cluster: HostCluster, exclude: Quotaholder | None = None
+    gpu_class: GpuClass,
+    host_cluster: HostCluster,
+    exclude: Quotaholder | None = None,
+    classes: list[GpuClass] | None = None,
 ) -> ClassCapacity:
-    """The row of one class on one host cluster (zero capacity if the host cluster has none of its GPUs)."""
-    for row in capacity_table(host_cluster, exclude):
-        if row.gpu_class == gpu_class.name:
-            return row
-    return _row(host_cluster.name, gpu_class, 0, {}, defaultdict(int))
+    """The row of one class on one host cluster, as `capacity_table` has it (zero capacity if the host
+    cluster has none of its GPUs), read for the class's model only: quota admission asks it under its lock.
+    `classes`, the classes of the model, may be given when the caller has them."""
+    model = gpu_class.gpu_model
+    if classes is None:
+        classes = classes_of(model)
+    healthy = Gpu.objects.filter(HEALTHY, node__host_cluster=host_cluster, gpu_model=model).count()
+    guaranteed = guaranteed_by_class(host_cluster, exclude, gpu_model=model)
+    held = _held(guaranteed, {c.name: c for c in classes})
+    return _row(host_cluster.name, gpu_class, healthy, guaranteed, held)
+
+
+def classes_of(gpu_model: GpuModel) -> list[GpuClass]:
+    """Every class of a GPU model (whole, MIG, shared), each knowing its model without another query."""
+    classes = list(GpuClass.objects.filter(gpu_model=gpu_model))
+    for gpu_class in classes:
+        gpu_class.gpu_model = gpu_model
+    return classes
 
 
 def host_cluster_of(tenant: Tenant) -> HostCluster:
@@ -171,6 +195,9 @@ def lock_admission(host_cluster: HostCluster, gpu_model: GpuModel) -> None:
     enough: two requests for different classes would each see the other's GPUs as free. The lock row is made
     on first use; a concurrent first use waits on the unique key and then locks the same row.
     """
+    lock = AdmissionLock.objects.select_for_update().filter(host_cluster=host_cluster, gpu_model=gpu_model)
+    if lock.exists():  # the usual case: the row is there, and now locked (one statement)
+        return
     AdmissionLock.objects.get_or_create(host_cluster=host_cluster, gpu_model=gpu_model)
     AdmissionLock.objects.select_for_update().get(host_cluster=host_cluster, gpu_model=gpu_model)
 
@@ -199,8 +226,9 @@ def admit(tenant: Tenant, gpu_class: GpuClass, guaranteed: int) -> None:
         raise RuntimeError("admit() must run inside the transaction that writes the guarantee")
     host_cluster = host_cluster_of(tenant)
     _require_hami(host_cluster, gpu_class)
+    classes = classes_of(gpu_class.gpu_model)  # the catalog, read before the lock: it holds the lock shorter
     lock_admission(host_cluster, gpu_class.gpu_model)
-    row = capacity_of(gpu_class, host_cluster, exclude=(tenant, gpu_class))
+    row = capacity_of(gpu_class, host_cluster, exclude=(tenant, gpu_class), classes=classes)
     if guaranteed <= row.available:
         return
     others_hold = row.available < row.capacity - row.guaranteed

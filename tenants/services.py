@@ -453,9 +453,10 @@ def remove_member(*, actor: Actor, tenant: Tenant, membership: Membership) -> No
     )
 
 
-def quota_snapshot(quota: Quota) -> dict[str, Any]:
+def quota_snapshot(quota: Quota, gpu_class: GpuClass | None = None) -> dict[str, Any]:
+    """The quota as audited; `gpu_class`, its class, when the caller has it (no query to load it)."""
     return {
-        "gpu_class": quota.gpu_class.name,
+        "gpu_class": (gpu_class or quota.gpu_class).name,
         "guaranteed": quota.guaranteed,
         "burst": quota.burst,
         "lendable": quota.lendable,
@@ -505,11 +506,19 @@ def set_quota(
     }
     if values["lendable"] is not None and values["lendable"] > values["guaranteed"]:  # type: ignore[operator]
         raise ValidationFailed.on("lendable", "lendable cannot exceed guaranteed")
-    admit(tenant, gpu_class, values["guaranteed"])  # type: ignore[arg-type]
+    # The tenant row is locked, so its quota of the class cannot change under us: read it before admission
+    # takes the (host cluster, model) lock, which every admission of the model waits for.
     existing = Quota.objects.filter(tenant=tenant, gpu_class=gpu_class).first()
-    before = quota_snapshot(existing) if existing else None
-    quota, created = Quota.objects.update_or_create(tenant=tenant, gpu_class=gpu_class, defaults=values)
-    if quota_snapshot(quota) != before:
+    before = quota_snapshot(existing, gpu_class) if existing else None
+    admit(tenant, gpu_class, values["guaranteed"])  # type: ignore[arg-type]
+    if existing is None:
+        quota, created = Quota.objects.create(tenant=tenant, gpu_class=gpu_class, **values), True
+    else:
+        quota, created = existing, False
+        for field, value in values.items():
+            setattr(quota, field, value)
+        quota.save()
+    if quota_snapshot(quota, gpu_class) != before:
         audit.record(
             actor,
             "quota.set",
@@ -517,9 +526,10 @@ def set_quota(
             object_id=f"{tenant.slug}/{gpu_class.name}",
             tenant=tenant,
             before=before,
-            after=quota_snapshot(quota),
+            after=quota_snapshot(quota, gpu_class),
         )
         _reconcile_on_commit(tenant)
+    quota.gpu_class = gpu_class  # the caller's answer names it: no query to load it again
     return quota, created
 
 

@@ -7,6 +7,7 @@ so a length is never written twice.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import MutableMapping
 from typing import Any
 
@@ -17,7 +18,21 @@ from gpucloud.limits import INTEGER_RANGES
 
 
 class ModelSerializer(serializers.ModelSerializer):
-    """DRF's model serializer with every integer bounded to its column's range, named in the refusal."""
+    """DRF's model serializer with every integer bounded to its column's range, named in the refusal.
+
+    DRF builds a model serializer's fields from the model's metadata again for every instance, which costs
+    more than the serializing itself for one object. They depend only on the class (no serializer here
+    changes its fields by context), so each class builds them once and every instance gets a deep copy, as DRF
+    does with declared fields.
+    """
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        cls = type(self)
+        built = cls.__dict__.get("_built_fields")  # this class's own, never a parent's (its Meta differs)
+        if built is None:
+            built = super().get_fields()
+            cls._built_fields = built  # type: ignore[attr-defined]
+        return copy.deepcopy(built)
 
     def build_standard_field(self, field_name: str, model_field: models.Field) -> tuple[type, dict[str, Any]]:
         field_class, kwargs = super().build_standard_field(field_name, model_field)

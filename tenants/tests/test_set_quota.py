@@ -1,4 +1,6 @@
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from gpucloud.errors import CapacityExceeded, Conflict, PermissionDenied, ValidationFailed
 from scheduling.models import Gpu, GpuClass
@@ -166,3 +168,21 @@ def test_a_tenants_own_guarantees_of_other_classes_of_the_model_count_against_a_
     assert refusal.value.extra["available"] == 56 * 7
     set_quota(admin, vision, mig, 56 * 7)
     assert capacity_of(h200(), vision.cluster.host_cluster).available == 0
+
+
+def test_the_admission_lock_is_held_only_for_the_reads_and_writes_that_need_it(admin, make_tenant):
+    tenant = make_tenant("vision")
+    set_quota(admin, tenant, h200(), 8)
+    make_tenant("speech")  # another tenant guaranteeing nothing
+
+    with CaptureQueriesContext(connection) as queries:
+        set_quota(admin, tenant, h200(), 4, burst=2)
+
+    statements = [q["sql"] for q in queries if not q["sql"].startswith(("SAVEPOINT", "RELEASE SAVEPOINT"))]
+    locked = next(i for i, sql in enumerate(statements) if '"tenants_admissionlock"' in sql)
+    assert "FOR UPDATE" in statements[locked]
+    # Every change of a model's guarantees on a host cluster waits for this lock: under it, only the healthy
+    # GPUs and the guarantees are read, then the quota and its audit row written (the commit follows).
+    held = [sql.split()[0] + (" audit" if "tenants_auditevent" in sql else "") for sql in statements]
+    assert held[locked + 1 :] == ["SELECT", "SELECT", "UPDATE", "INSERT audit"]
+    assert '"scheduling_gpu"' in statements[locked + 1] and '"tenants_quota"' in statements[locked + 2]

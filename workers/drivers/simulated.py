@@ -37,16 +37,19 @@ class SimulatedDriver:
 
     def reconcile(self, tenants: Sequence[TenantSpec], *, complete: bool) -> ReconcileResult:
         result = ReconcileResult()
-        rows = {r.slug: r for r in SimulatedTenantCluster.objects.filter(host_cluster=self.host_cluster)}
+        rows = SimulatedTenantCluster.objects.filter(host_cluster=self.host_cluster)
+        if not complete:  # a pass over some tenants reads only theirs (a complete one also prunes the rest)
+            rows = rows.filter(slug__in=[spec.slug for spec in tenants])
+        existing = {r.slug: r for r in rows}
         result.api_calls += 1
         for spec in tenants:
-            row = rows.pop(spec.slug, None)
+            row = existing.pop(spec.slug, None)
             if spec.desired == "absent":
                 result.observations[spec.slug] = self._remove(spec, row, result)
             else:
                 result.observations[spec.slug] = self._ensure(spec, row, result)
         if complete:
-            for stray in rows.values():  # owned by no tenant any more: prune
+            for stray in existing.values():  # owned by no tenant any more: prune
                 stray.delete()
                 result.writes += 1
         return result

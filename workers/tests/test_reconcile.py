@@ -139,6 +139,26 @@ def test_a_full_pass_prunes_clusters_no_tenant_owns(make_tenant, demo_fleet, ins
     assert list(SimulatedTenantCluster.objects.values_list("slug", flat=True)) == ["vision"]
 
 
+def test_a_pass_over_some_tenants_reads_only_their_simulated_clusters(
+    make_tenant, demo_fleet, instant, monkeypatch, admin
+):
+    vision, *_ = [make_tenant(slug) for slug in ("vision", "speech", "audio")]
+    reconcile.reconcile_host_cluster(demo_fleet)  # all three ready: three rows
+    read = []
+    from_db = SimulatedTenantCluster.from_db.__func__  # type: ignore[attr-defined]
+
+    def counted(cls, *args):
+        read.append(args)
+        return from_db(cls, *args)
+
+    monkeypatch.setattr(SimulatedTenantCluster, "from_db", classmethod(counted))
+    services.update_tenant(actor=Actor.of(admin), tenant=vision, display_name="Vision")
+    reconcile.reconcile_host_cluster(demo_fleet, [vision.pk])
+
+    # The on-change pass of one tenant among a thousand must not read the other 999 rows.
+    assert len(read) == 1 and SimulatedTenantCluster.objects.count() == 3
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_second_reconcile_of_the_same_host_cluster_waits(demo_fleet):
     held, release = threading.Event(), threading.Event()
