@@ -28,6 +28,9 @@ CHECK_BUDGETS = "billing.check_budgets"
 SYNC_GITOPS_DUE = "gitops.sync_due_sources"
 SYNC_GITOPS_SOURCE = "gitops.sync_source"
 MAINTAIN_LEDGER = "billing.maintain_ledger"
+HEALTH_PASS = "workers.health_pass"
+HEALTH_PASS_ALL = "workers.health_pass_all"
+HEALTH_NOTIFY = "workers.health_notify"
 
 app.conf.update(
     task_acks_late=True,
@@ -47,6 +50,9 @@ app.conf.update(
         SYNC_GITOPS_DUE: {"queue": "default"},
         SYNC_GITOPS_SOURCE: {"queue": "default"},
         MAINTAIN_LEDGER: {"queue": "default"},
+        HEALTH_PASS: {"queue": "reconcile"},
+        HEALTH_PASS_ALL: {"queue": "reconcile"},
+        HEALTH_NOTIFY: {"queue": "default"},
     },
     broker_connection_retry_on_startup=True,
 )
