@@ -110,7 +110,10 @@ def observe_round(host_cluster: HostCluster, at: datetime, scrapes: Sequence[Nod
 def _scrape_findings(scrape: NodeScrape, node_gpus: list[Gpu]) -> list[tuple[Node, Gpu | None, Finding]]:
     found: list[tuple[Node, Gpu | None, Finding]] = []
     listed = {uuid for uuid, _ in scrape.seen}
-    before = set(scrape.listed_before or ())
+    # Missing means gone since the node's previous scrape, a round ago (not after a gap, when anything may
+    # have changed on the node in between).
+    consecutive = scrape.elapsed is not None and scrape.elapsed <= settings.METER_MAX_GAP
+    before = set(scrape.listed_before or ()) if consecutive else set()
     for gpu in node_gpus:
         if gpu.uuid not in listed and gpu.uuid in before:
             message = f"GPU {gpu.index} ({gpu.uuid}) is missing from its node's DCGM scrape; the node answers"
