@@ -182,7 +182,6 @@ def observe_nodes(host_cluster: HostCluster, at: datetime, reports: Iterable[Nod
                 found += [(node, None, f) for f in node_findings(report.ready, report.conditions, rules())]
         sources = [HealthEvent.Source.KUBERNETES, HealthEvent.Source.NVSENTINEL]
         _record(host_cluster, at, found, list(nodes.values()), sources=sources, signals=None)
-        release_clean(host_cluster, at, nodes=list(nodes.values()))
 
 
 # --- events ---------------------------------------------------------------------------------------------
