@@ -36,7 +36,8 @@ from scheduling.health_rules import (
     gpu_findings,
     node_findings,
 )
-from scheduling.models import Gpu, HealthEvent, HostCluster, Node, Quarantine, placeholder_uuid
+from scheduling.models import Gpu, HealthEvent, HostCluster, Node, Quarantine, SimulatedPod, placeholder_uuid
+from scheduling.selectors import GpuUse, gpu_uses
 from tenants import audit
 from tenants.audit import Actor
 
@@ -380,7 +381,7 @@ def release(*, actor: Actor, node: Node, gpu: Gpu | None = None, reason: str = "
     if not actor.is_platform_admin:
         raise PermissionDenied("quarantined hardware is released by platform administrators only")
     q = (
-        Quarantine.objects.select_for_update()
+        Quarantine.objects.select_for_update(of=("self",))
         .select_related("node", "gpu", "node__host_cluster")
         .filter(node=node, gpu=gpu, released_at__isnull=True)
         .first()
@@ -503,3 +504,101 @@ def _send(message: dict[str, Any], subject: str, body: str) -> None:
             send_mail(subject, body, sender, recipients)
         except OSError as exc:
             log.warning("health e-mail failed", extra={"error": str(exc)})
+
+
+# --- the fleet as health sees it -----------------------------------------------------------------------
+
+
+def nodes_view(host_cluster: HostCluster) -> list[dict[str, Any]]:
+    """Each node of the host cluster with its GPUs: index, UUID, model, MIG layout in use, what holds it,
+    health, why it is out, and the open events (a few queries for the whole cluster)."""
+    uses = gpu_uses(host_cluster)
+    layouts = dict(
+        SimulatedPod.objects.filter(
+            host_cluster=host_cluster, gpu_instance_id__isnull=False, finished_at=None
+        )
+        .exclude(mig_layout=[])
+        .values_list("gpu_uuids__0", "mig_layout")
+    )
+    events: dict[tuple[int, str], list[HealthEvent]] = defaultdict(list)
+    for event in HealthEvent.objects.filter(host_cluster=host_cluster, closed_at=None).order_by("first_seen"):
+        events[(event.node_id, event.subject)].append(event)
+    out_q = {
+        (q.node_id, q.gpu_id): q
+        for q in Quarantine.objects.filter(node__host_cluster=host_cluster, released_at=None)
+    }
+    nodes = (
+        Node.objects.filter(host_cluster=host_cluster).prefetch_related("gpus__gpu_model").order_by("name")
+    )
+    return [_node_view(node, uses, layouts, events, out_q) for node in nodes]
+
+
+def _event_view(event: HealthEvent) -> dict[str, Any]:
+    return {
+        "id": event.public_id,
+        "signal": event.signal,
+        "value": event.value,
+        "severity": event.severity,
+        "message": event.message,
+        "first_seen": event.first_seen,
+        "last_seen": event.last_seen,
+    }
+
+
+def _quarantine_view(q: Quarantine | None) -> dict[str, Any] | None:
+    if q is None:
+        return None
+    return {"reason": q.reason, "since": q.started_at, "event": q.event.public_id if q.event else None}
+
+
+def _node_view(
+    node: Node,
+    uses: Mapping[str, GpuUse],
+    layouts: Mapping[str, list[str]],
+    events: Mapping[tuple[int, str], list[HealthEvent]],
+    out_q: Mapping[tuple[int, int | None], Quarantine],
+) -> dict[str, Any]:
+    gpus = []
+    for gpu in sorted(node.gpus.all(), key=lambda g: g.index):
+        use = uses.get(gpu.uuid, GpuUse("free"))
+        gpus.append(
+            {
+                "index": gpu.index,
+                "uuid": gpu.uuid,
+                "model": gpu.gpu_model.slug,
+                "mig_layout": layouts.get(gpu.uuid, []),
+                "state": use.state,
+                "tenants": list(use.tenants),
+                "health": gpu.health,
+                "quarantine": _quarantine_view(out_q.get((node.pk, gpu.pk))),
+                "open_events": [_event_view(e) for e in events.get((node.pk, f"gpu:{gpu.index}"), [])],
+            }
+        )
+    return {
+        "name": node.name,
+        "state": node.state,
+        "zone": node.zone,
+        "rack": node.rack,
+        "quarantine": _quarantine_view(out_q.get((node.pk, None))),
+        "open_events": [_event_view(e) for e in events.get((node.pk, "node"), [])],
+        "gpus": gpus,
+    }
+
+
+def out_by_model(host_cluster: HostCluster | None = None) -> dict[tuple[str, str], dict[str, int]]:
+    """GPUs out now per (host cluster, GPU model), counted by the reason they are out (for capacity)."""
+    rows = Quarantine.objects.filter(released_at=None)
+    if host_cluster is not None:
+        rows = rows.filter(node__host_cluster=host_cluster)
+    out: dict[tuple[str, str], dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    counted: set[int] = set()
+    for q in rows.select_related("node__host_cluster").prefetch_related(
+        "node__gpus__gpu_model", "gpu__gpu_model"
+    ):
+        gpus = [q.gpu] if q.gpu is not None else list(q.node.gpus.all())
+        for gpu in gpus:
+            if gpu is None or gpu.pk in counted:
+                continue
+            counted.add(gpu.pk)
+            out[(q.node.host_cluster.name, gpu.gpu_model.slug)][q.reason] += 1
+    return {key: dict(reasons) for key, reasons in out.items()}

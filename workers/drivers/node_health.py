@@ -98,7 +98,7 @@ class NodeHealthDriver:
         *,
         drain: bool = False,
     ) -> QuarantineResult:
-        """Make each node carry what is desired: `quarantined` maps node → reason, `gpus_out` node → indices."""
+        """Make each node carry what is desired: `quarantined` maps node → reason, `gpus_out` node → GPUs."""
         result = QuarantineResult()
         for node in nodes:
             patch = _patch(node, quarantined.get(node.name), gpus_out.get(node.name, ()))
