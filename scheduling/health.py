@@ -602,3 +602,9 @@ def out_by_model(host_cluster: HostCluster | None = None) -> dict[tuple[str, str
             counted.add(gpu.pk)
             out[(q.node.host_cluster.name, gpu.gpu_model.slug)][q.reason] += 1
     return {key: dict(reasons) for key, reasons in out.items()}
+
+
+def open_quarantines(host_cluster: HostCluster) -> list[Quarantine]:
+    """What is out of service in the host cluster now, with its event, oldest first (the fleet page)."""
+    rows = Quarantine.objects.filter(node__host_cluster=host_cluster, released_at=None)
+    return list(rows.select_related("node", "gpu", "event").order_by("started_at", "id"))
