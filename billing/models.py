@@ -351,7 +351,8 @@ class HealthCredit(models.Model):
 
     public_id = PublicIdField(prefix="cr")
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
-    event = models.ForeignKey(HealthEvent, on_delete=models.PROTECT, related_name="+")
+    # SET_NULL: a fleet reload may delete the node and its events; the credit and its invoice line stay.
+    event = models.ForeignKey(HealthEvent, null=True, on_delete=models.SET_NULL, related_name="+")
     host_cluster = models.ForeignKey(HostCluster, on_delete=models.CASCADE, related_name="+")
     node = models.CharField(max_length=253)
     gpu_uuid = models.CharField(max_length=80)

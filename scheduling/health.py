@@ -89,26 +89,41 @@ def observe_round(host_cluster: HostCluster, at: datetime, scrapes: Sequence[Nod
     Runs in the caller's transaction (the ingest of the round). Returns every GPU of the host cluster out of
     service now, by UUID, so the round bills none of their samples from then on.
     """
-    gpus = list(Gpu.objects.filter(node__host_cluster=host_cluster).select_related("node"))
+    # Only nodes whose scrape says something (a finding, GPUs listed differently from last time, a first
+    # scrape) cost a read of their GPUs: a 10,000-GPU round of healthy nodes reads none.
+    judge = rules()
+    telling = [s.node for s in scrapes if _telling(s, judge)]
+    gpus = Gpu.objects.filter(node__host_cluster=host_cluster, node__name__in=telling).select_related("node")
     by_node: dict[str, list[Gpu]] = defaultdict(list)
     for gpu in gpus:
         by_node[gpu.node.name].append(gpu)
     found: list[tuple[Node, Gpu | None, Finding]] = []
-    nodes: list[Node] = []
     for scrape in scrapes:
         node_gpus = by_node.get(scrape.node)
-        if not node_gpus:
-            continue
-        nodes.append(node_gpus[0].node)
-        _adopt_uuids(scrape, node_gpus)
-        found += _scrape_findings(scrape, node_gpus)
+        if node_gpus:
+            _adopt_uuids(scrape, node_gpus)
+            found += _scrape_findings(scrape, node_gpus, judge)
+    nodes = Node.objects.filter(host_cluster=host_cluster, name__in=[s.node for s in scrapes])
     if found or _anything_open(host_cluster):
         _record(host_cluster, at, found, nodes, sources=[HealthEvent.Source.DCGM], signals=DCGM_SIGNALS)
         release_clean(host_cluster, at, nodes=nodes)
     return out_of_service(host_cluster)
 
 
-def _scrape_findings(scrape: NodeScrape, node_gpus: list[Gpu]) -> list[tuple[Node, Gpu | None, Finding]]:
+def _telling(scrape: NodeScrape, judge: Rules) -> bool:
+    listed = {uuid for uuid, _ in scrape.seen}
+    if scrape.listed_before is None or set(scrape.listed_before) != listed:
+        return True
+    previous = scrape.previous if scrape.elapsed is not None else None
+    return any(
+        gpu_findings(fields, previous.get(uuid, {}) if previous is not None else None, scrape.elapsed, judge)
+        for uuid, fields in scrape.fields.items()
+    )
+
+
+def _scrape_findings(
+    scrape: NodeScrape, node_gpus: list[Gpu], judge: Rules
+) -> list[tuple[Node, Gpu | None, Finding]]:
     found: list[tuple[Node, Gpu | None, Finding]] = []
     listed = {uuid for uuid, _ in scrape.seen}
     # Missing means gone since the node's previous scrape, a round ago (not after a gap, when anything may
@@ -124,7 +139,7 @@ def _scrape_findings(scrape: NodeScrape, node_gpus: list[Gpu]) -> list[tuple[Nod
         fields = scrape.fields.get(gpu.uuid)
         if fields:
             previous = scrape.previous.get(gpu.uuid, {}) if scrape.elapsed is not None else None
-            for finding in gpu_findings(fields, previous, scrape.elapsed, rules()):
+            for finding in gpu_findings(fields, previous, scrape.elapsed, judge):
                 found.append((gpu.node, gpu, finding))
     return found
 
@@ -204,7 +219,7 @@ def _record(
     host_cluster: HostCluster,
     at: datetime,
     found: list[tuple[Node, Gpu | None, Finding]],
-    nodes: list[Node],
+    nodes: Iterable[Node],
     *,
     sources: Sequence[str],
     signals: frozenset[str] | None,
@@ -221,6 +236,11 @@ def _record(
         key = (node.pk, _subject(gpu), finding.signal)
         seen.add(key)
         event = open_events.get(key)
+        if event is not None and at > event.last_seen and event.severity != finding.severity:
+            # another XID of another class (79 after a reset became 13): that event is over, this one starts
+            event.closed_at = at
+            event.save(update_fields=["closed_at"])
+            event = None
         if event is None:
             event = _open(host_cluster, at, node, gpu, finding)
         elif at > event.last_seen:
@@ -329,7 +349,7 @@ def required_clean(q: Quarantine) -> timedelta:
     return timedelta(seconds=settings.HEALTH_CLEAN_WINDOW * factor)
 
 
-def release_clean(host_cluster: HostCluster, at: datetime, *, nodes: Sequence[Node] | None = None) -> int:
+def release_clean(host_cluster: HostCluster, at: datetime, *, nodes: Iterable[Node] | None = None) -> int:
     """Release what has been clean for its window: GPUs first, then nodes. Returns how many came back."""
     quarantines = Quarantine.objects.filter(node__host_cluster=host_cluster, released_at__isnull=True)
     if nodes is not None:

@@ -137,9 +137,10 @@ def _credit_line(tenant: Tenant, credit: HealthCredit) -> InvoiceLine:
     unit_price = list_price * (multiplier_of(card, tenant.trust_tier) if card else Decimal(1))
     event = credit.event
     hours = gpu_hours.quantize(Decimal("0.01"), ROUND_HALF_UP)
+    cause = f"health event {event.public_id} ({event.signal} {event.value})" if event else "a health event"
     description = (
         f"credit {credit.public_id}: {hours} GPU-hours lost by {credit.namespace}/{credit.pod} on GPU "
-        f"{credit.gpu_uuid} ({credit.node}) to health event {event.public_id} ({event.signal} {event.value})"
+        f"{credit.gpu_uuid} ({credit.node}) to {cause}"
     )
     return InvoiceLine(
         kind=InvoiceLine.Kind.CREDIT,

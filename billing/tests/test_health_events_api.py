@@ -8,8 +8,10 @@ import pytest
 
 from billing.services.ingest import ingest_scrape
 from billing.tests.conftest import T0, Row, at, exposition, gpu_uuid
+from gpucloud.errors import CapacityExceeded
 from scheduling import health
-from scheduling.models import Gpu, HealthEvent, Quarantine
+from scheduling.models import Gpu, GpuClass, HealthEvent, Quarantine
+from tenants import services
 from tenants.audit import Actor
 from tenants.models import AuditEvent
 
@@ -95,11 +97,13 @@ def test_the_nodes_of_a_host_cluster_show_each_gpu_its_health_and_why_it_is_out(
 def test_capacity_counts_the_gpus_out_and_says_why(api, faulty):
     rows = api(faulty["alice"]).get("/api/v1/fleet/capacity/?host_cluster=mini&gpu_model=h100-80gb").json()
     whole = next(r for r in rows["results"] if r["gpu_class"] == "h100-80gb")
-    assert (whole["healthy_gpus"], whole["quarantined_gpus"], whole["quarantine_reasons"]) == (
-        3,
-        1,
-        {"xid-79": 1},
-    )
+    reasons = {"xid-79": 1}
+    assert (whole["healthy_gpus"], whole["quarantined_gpus"], whole["quarantine_reasons"]) == (3, 1, reasons)
+    assert (whole["capacity"], whole["free"]) == (3, 3)  # admission and the placement engine leave it out
+    h100 = GpuClass.objects.get(name="h100-80gb")
+    with pytest.raises(CapacityExceeded, match="healthy capacity there is 3"):
+        services.set_quota(actor=ADMIN, tenant=faulty["a"], gpu_class=h100, guaranteed=4)
+    services.set_quota(actor=ADMIN, tenant=faulty["a"], gpu_class=h100, guaranteed=3)
 
 
 def test_a_platform_admin_releases_a_gpu_and_it_is_audited(api, faulty, mini):
@@ -150,6 +154,24 @@ def test_a_clean_window_releases_a_gpu_and_a_flapping_one_waits_twice_as_long(mi
     round_(mini, 1860)
     assert Gpu.objects.get(pk=gpu.pk).health == Gpu.Health.HEALTHY
     assert HealthEvent.objects.filter(gpu=gpu).count() == 2
+
+
+def test_an_application_xid_after_a_reset_ends_the_fatal_event_and_lets_the_gpu_come_back(mini, settings):
+    settings.HEALTH_EVENT_CLEAR_AFTER = 0
+    settings.HEALTH_CLEAN_WINDOW = 60
+    round_(mini, 0)
+    round_(mini, 30, xid={1: 79})
+    round_(mini, 60, xid={1: 13})  # reset, then the application faulted: the last XID now reads 13
+    fatal, app = HealthEvent.objects.order_by("id")
+    assert (fatal.value, fatal.closed_at, app.value, app.severity, app.closed_at) == (
+        "79",
+        at(60),
+        "13",
+        "info",
+        None,
+    )
+    round_(mini, 90, xid={1: 13})
+    assert Gpu.objects.get(uuid=gpu_uuid("h100-0", 1)).health == Gpu.Health.HEALTHY  # 60 s clean since 30 s
 
 
 def test_the_same_round_ingested_twice_moves_no_event(mini):
