@@ -181,3 +181,13 @@ def test_the_same_round_ingested_twice_moves_no_event(mini):
     round_(mini, 30, xid={3: 79})
     assert list(HealthEvent.objects.values_list("first_seen", "last_seen", "occurrences")) == before
     assert before == [(T0 + timedelta(seconds=30), T0 + timedelta(seconds=30), 1)]
+
+
+def test_the_nodes_view_shows_the_mig_layout_in_use(api, admin, mini, make_pod):
+    pod = make_pod("infer", "tenant-x", "a100-80gb.mig-3g.40gb", "a100-0", [1], at(-60), gi=1)
+    pod.mig_layout = ["3g.40gb", "3g.40gb"]
+    pod.save()
+    nodes = api(admin).get("/api/v1/host-clusters/mini/nodes/").json()["results"]
+    gpus = {g["index"]: g for g in next(n for n in nodes if n["name"] == "a100-0")["gpus"]}
+    assert (gpus[1]["mig_layout"], gpus[1]["state"]) == (["3g.40gb", "3g.40gb"], "mig")
+    assert gpus[0]["mig_layout"] == []
