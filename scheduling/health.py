@@ -14,6 +14,7 @@ import logging
 import urllib.request
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -56,7 +57,8 @@ class NodeScrape:
     fields: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     previous: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     elapsed: float | None = None
-    listed_before: Sequence[str] | None = None  # the UUIDs its previous scrape listed
+    # The UUIDs it should list (its previous scrape's a round ago, and those missing since); None at first.
+    expected: AbstractSet[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -112,7 +114,7 @@ def observe_round(host_cluster: HostCluster, at: datetime, scrapes: Sequence[Nod
 
 def _telling(scrape: NodeScrape, judge: Rules) -> bool:
     listed = {uuid for uuid, _ in scrape.seen}
-    if scrape.listed_before is None or set(scrape.listed_before) != listed:
+    if scrape.expected is None or scrape.expected != listed:
         return True
     previous = scrape.previous if scrape.elapsed is not None else None
     return any(
@@ -126,12 +128,9 @@ def _scrape_findings(
 ) -> list[tuple[Node, Gpu | None, Finding]]:
     found: list[tuple[Node, Gpu | None, Finding]] = []
     listed = {uuid for uuid, _ in scrape.seen}
-    # Missing means gone since the node's previous scrape, a round ago (not after a gap, when anything may
-    # have changed on the node in between).
-    consecutive = scrape.elapsed is not None and scrape.elapsed <= settings.METER_MAX_GAP
-    before = set(scrape.listed_before or ()) if consecutive else set()
+    expected = scrape.expected or set()
     for gpu in node_gpus:
-        if gpu.uuid not in listed and gpu.uuid in before:
+        if gpu.uuid not in listed and gpu.uuid in expected:
             message = f"GPU {gpu.index} ({gpu.uuid}) is missing from its node's DCGM scrape; the node answers"
             missing = Finding("gpu_missing", str(gpu.index), FATAL, True, "reboot node", message)
             found.append((gpu.node, gpu, missing))

@@ -184,14 +184,29 @@ class _RoundWriter:
             before = self.states[node].health or {}
             elapsed = at.timestamp() - before["at"] if before.get("at") is not None else None
             counters = {u: {f: v for f, v in fs.items() if f in COUNTERS and v} for u, fs in fields.items()}
-            listed = sorted({uuid for uuid, _ in seen})
-            state = {"at": at.timestamp(), "gpus": {u: c for u, c in counters.items() if c}, "listed": listed}
-            if state["gpus"] or before.get("gpus") or listed != before.get("listed"):
+            listed = {uuid for uuid, _ in seen}
+            # The GPUs this scrape should list: those of the previous scrape a round ago (not after a gap,
+            # when anything may have changed on the node), and those found missing before and not back yet.
+            expected = None
+            if "listed" in before:
+                consecutive = elapsed is not None and elapsed <= settings.METER_MAX_GAP
+                expected = set(before.get("missing", ())) | (set(before["listed"]) if consecutive else set())
+            missing = sorted((expected or set()) - listed)
+            state = {
+                "at": at.timestamp(),
+                "gpus": {u: c for u, c in counters.items() if c},
+                "listed": sorted(listed),
+                "missing": missing,
+            }
+            if (
+                state["gpus"]
+                or before.get("gpus")
+                or state["listed"] != before.get("listed")
+                or missing != before.get("missing", [])
+            ):
                 self.health_states[node] = state  # unchanged zeros and the same GPUs cost no write
-            scrape = health.NodeScrape(
-                node, seen, fields, before.get("gpus", {}), elapsed, before.get("listed")
-            )
-            scrapes.append(scrape)
+            previous = before.get("gpus", {})
+            scrapes.append(health.NodeScrape(node, seen, fields, previous, elapsed, expected))
         return health.observe_round(self.host_cluster, at, scrapes)
 
     def _integrate(

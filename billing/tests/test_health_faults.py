@@ -211,3 +211,24 @@ def test_a_node_whose_gpus_are_all_out_is_quarantined_whole(mini, tenant_on, poo
     assert node.state == Node.State.QUARANTINED
     assert Quarantine.objects.filter(node=node, gpu=None, released_at=None).count() == 1
     assert gpus_by_host_and_model()[("mini", "a100-80gb")] == (2, 0)
+
+
+def test_a_gpu_still_missing_stays_out_and_comes_back_once_listed_and_clean(mini, acme, pool, settings):
+    settings.HEALTH_EVENT_CLEAR_AFTER = 30
+    settings.HEALTH_CLEAN_WINDOW = 60
+    exporters, _ = pool
+    for t in (0, 30):
+        collect(mini, pool, t)
+    exporters.servers["h100-0"].exporter.drop(2)
+    for t in range(60, 300, 30):  # far past the clear-after and clean windows: still missing, still out
+        collect(mini, pool, t)
+    gpu = Gpu.objects.get(uuid=gpu_uuid("h100-0", 2))
+    assert gpu.health == Gpu.Health.QUARANTINED
+    event = HealthEvent.objects.get(gpu=gpu)
+    assert (event.closed_at, event.last_seen) == (None, at(270))
+    exporters.servers["h100-0"].exporter.drop(2, dropped=False)  # the node was rebooted
+    collect(mini, pool, 300)
+    event.refresh_from_db()
+    assert event.closed_at == at(300) and Gpu.objects.get(pk=gpu.pk).health == Gpu.Health.QUARANTINED
+    collect(mini, pool, 330)  # 60 s clean since the GPU was last missing, at 270 s
+    assert Gpu.objects.get(pk=gpu.pk).health == Gpu.Health.HEALTHY
