@@ -11,7 +11,16 @@ from pathlib import Path
 
 import dj_database_url
 
-from gpucloud.env import ConfigError, env_bool, env_float, env_int, env_list, env_networks, env_str
+from gpucloud.env import (
+    ConfigError,
+    env_bool,
+    env_choice,
+    env_float,
+    env_int,
+    env_list,
+    env_networks,
+    env_str,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("GPUCLOUD_VAR_DIR", str(BASE_DIR / "var")))
@@ -333,21 +342,31 @@ BUDGET_CHECK_INTERVAL = env_float("BUDGET_CHECK_INTERVAL", 300.0, minimum=1.0)
 # once wholly invoiced (billing/partitions.py); 0 keeps every month. The hourly sums are kept regardless.
 LEDGER_RETENTION_DAYS = env_int("GPUCLOUD_LEDGER_RETENTION_DAYS", 400, minimum=0)
 
+
+def _xids(name: str, default: list[str]) -> list[str]:
+    """A comma-separated list of XID numbers; anything else stops the start, naming the setting."""
+    values = env_list(name, default)
+    bad = [v for v in values if not v.isdigit()]
+    if bad:
+        raise ConfigError(f"{name} must list XID numbers, got {', '.join(bad)}")
+    return values
+
+
 # GPU health (docs/health.md): the XID classes (NVIDIA's XID catalogue by default), what other signals count,
 # how long a quarantined GPU or node must stay clean to come back (doubling for each recent quarantine),
 # whether a quarantined node is drained, the cap on credits for lost time, and whom to tell.
-HEALTH_XID_IGNORED = env_list(
+HEALTH_XID_IGNORED = _xids(
     "GPUCLOUD_HEALTH_XID_IGNORED", ["13", "31", "43", "45", "63", "68", "69", "92", "94"]
 )
-HEALTH_XID_RESET = env_list(
+HEALTH_XID_RESET = _xids(
     "GPUCLOUD_HEALTH_XID_RESET",
     ["46", "48", "62", "64", "95", "109", "110", "119", "120", "136", "140", "143", "155", "156", "158"],
 )
-HEALTH_XID_FATAL = env_list(
+HEALTH_XID_FATAL = _xids(
     "GPUCLOUD_HEALTH_XID_FATAL",
     ["61", "74", "79", "144", "145", "146", "147", "148", "149", "150", "151", "160"],
 )
-HEALTH_XID_UNKNOWN = env_str("GPUCLOUD_HEALTH_XID_UNKNOWN", "warning")  # warning | fatal
+HEALTH_XID_UNKNOWN = env_choice("GPUCLOUD_HEALTH_XID_UNKNOWN", "warning", {"warning", "fatal"})
 HEALTH_RETIRED_PAGES_LIMIT = env_int("GPUCLOUD_HEALTH_RETIRED_PAGES_LIMIT", 60, minimum=1)
 HEALTH_NVLINK_ERRORS_PER_ROUND = env_int("GPUCLOUD_HEALTH_NVLINK_ERRORS_PER_ROUND", 100, minimum=1)
 HEALTH_THROTTLE_SHARE = env_float("GPUCLOUD_HEALTH_THROTTLE_SHARE", 0.5, minimum=0.0)
