@@ -29,9 +29,11 @@ from billing import dcgm, hami, simexporter
 from billing.metrics import METER_LAST_SUCCESS
 from billing.models import CollectionSource, ScrapeRecord
 from billing.services.ingest import ClusterFacts, Failure, ingest_round
+from scheduling import health_rules
 from scheduling.models import HostCluster, Node
 
-FAMILY_QUERY = "{__name__=~" + '"' + "|".join(dcgm.FAMILIES) + '"}'
+# The billing families and the health fields (docs/health.md), in one instant query.
+FAMILY_QUERY = "{__name__=~" + '"' + "|".join([*dcgm.FAMILIES, *health_rules.FIELDS]) + '"}'
 _HOSTNAME = ("hostname", "Hostname")
 
 

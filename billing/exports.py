@@ -107,8 +107,10 @@ def csv_rows(invoices: Iterable[Invoice]) -> Iterable[dict[str, str]]:
 
 
 def focus_rows(invoices: Iterable[Invoice]) -> Iterable[dict[str, str]]:
-    """One FOCUS row per invoice line. Late usage is ChargeCategory Usage, ChargeClass Correction."""
+    """One FOCUS row per invoice line. Late usage is ChargeCategory Usage, ChargeClass Correction; a credit
+    for time lost to a hardware fault is ChargeCategory Credit, One-Time, with a negative cost."""
     for invoice, line in _lines(invoices):
+        credit = line.kind == InvoiceLine.Kind.CREDIT
         tenant = invoice.tenant
         cluster = getattr(tenant, "cluster", None)
         region = cluster.host_cluster.region if cluster else ""
@@ -119,14 +121,14 @@ def focus_rows(invoices: Iterable[Invoice]) -> Iterable[dict[str, str]]:
             "BillingCurrency": line.currency,
             "BillingPeriodEnd": _time(invoice.period_end),
             "BillingPeriodStart": _time(invoice.period_start),
-            "ChargeCategory": "Usage",
+            "ChargeCategory": "Credit" if credit else "Usage",
             "ChargeClass": "Correction" if line.kind == InvoiceLine.Kind.ADJUSTMENT else "",
             "ChargeDescription": line.description,
-            "ChargeFrequency": "Usage-Based",
+            "ChargeFrequency": "One-Time" if credit else "Usage-Based",
             "ChargePeriodEnd": _time(line.charge_end),
             "ChargePeriodStart": _time(line.charge_start),
-            "ConsumedQuantity": str(line.gpu_hours),
-            "ConsumedUnit": UNIT,
+            "ConsumedQuantity": "" if credit else str(line.gpu_hours),  # FOCUS: usage rows only
+            "ConsumedUnit": "" if credit else UNIT,
             "ContractedCost": str(line.amount),
             "ContractedUnitPrice": str(line.unit_price),
             "EffectiveCost": str(line.amount),

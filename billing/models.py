@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from gpucloud import crypto
 from gpucloud.ids import PublicIdField
-from scheduling.models import HostCluster
+from scheduling.models import HealthEvent, HostCluster
 from tenants.models import Tenant
 
 MICRO = 1_000_000
@@ -29,6 +29,9 @@ class MeterState(models.Model):
     host_cluster = models.ForeignKey(HostCluster, on_delete=models.CASCADE, related_name="+")
     node = models.CharField(max_length=253)
     state = models.JSONField(default=dict)
+    # The node's DCGM health counters at its last scrape ({uuid: {field: value}}), so a round compares what
+    # rose since (NVLink errors, throttle time): `scheduling.health` reads the difference.
+    health = models.JSONField(default=dict, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -276,6 +279,7 @@ class InvoiceLine(models.Model):
     class Kind(models.TextChoices):
         USAGE = "usage"
         ADJUSTMENT = "adjustment"
+        CREDIT = "credit"
 
     invoice = models.ForeignKey(Invoice, on_delete=models.CASCADE, related_name="lines")
     kind = models.CharField(max_length=12, choices=Kind.choices)
@@ -343,3 +347,43 @@ class BudgetAlert(models.Model):
 
     def __str__(self) -> str:
         return f"{self.budget_id} {self.threshold}% {self.period_start:%Y-%m}"
+
+
+class HealthCredit(models.Model):
+    """Time a tenant lost to a fault that quarantined a GPU it held: from the last clean sample of its device
+    to the end of its allocation, capped by `HEALTH_CREDIT_MAX_HOURS`. One row per (event, device, pod),
+    however often the round that found it is replayed or retried; it goes on the tenant's next invoice as a
+    credit line and is tied to the issued invoice that carried it (`docs/health.md`)."""
+
+    public_id = PublicIdField(prefix="cr")
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    # SET_NULL: a fleet reload may delete the node and its events; the credit and its invoice line stay.
+    event = models.ForeignKey(HealthEvent, null=True, on_delete=models.SET_NULL, related_name="+")
+    host_cluster = models.ForeignKey(HostCluster, on_delete=models.CASCADE, related_name="+")
+    node = models.CharField(max_length=253)
+    gpu_uuid = models.CharField(max_length=80)
+    device = models.CharField(max_length=120, help_text="GPU UUID, or UUID/GPU_I_ID for a MIG instance")
+    namespace = models.CharField(max_length=63)
+    pod = models.CharField(max_length=253)
+    gpu_class = models.CharField(max_length=80)
+    lost_from = models.DateTimeField(help_text="the device's last clean sample before the fault")
+    lost_until = models.DateTimeField(help_text="the allocation's end, capped")
+    gpu_us = models.BigIntegerField(help_text="GPU-seconds lost × 10⁶ (a MIG instance or share: its part)")
+    invoice = models.ForeignKey(
+        Invoice,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="issued, carrying it",
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["lost_from", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["event", "device", "namespace", "pod"], name="health_credit_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.public_id} {self.device} {self.namespace}/{self.pod}"

@@ -35,7 +35,20 @@ FAMILIES = (
     ("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W)."),
     ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter", "Total energy consumption since boot (in mJ)."),
     ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "Ratio of time the graphics engine is active."),
+    # Health fields (docs/health.md), on each GPU's own row only: 0 until a fault is injected (`inject`).
+    ("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered."),
+    ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter", "Total number of double-bit volatile ECC errors."),
+    ("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "Whether remapping of rows has failed"),
+    ("DCGM_FI_DEV_THERMAL_VIOLATION", "counter", "Throttling duration due to thermal constraints (in ns)."),
+    ("DCGM_FI_DEV_POWER_VIOLATION", "counter", "Throttling duration due to power constraints (in ns)."),
 )
+HEALTH_DEFAULTS = {
+    "DCGM_FI_DEV_XID_ERRORS": 0.0,
+    "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": 0.0,
+    "DCGM_FI_DEV_ROW_REMAP_FAILURE": 0.0,
+    "DCGM_FI_DEV_THERMAL_VIOLATION": 0.0,
+    "DCGM_FI_DEV_POWER_VIOLATION": 0.0,
+}
 
 
 def utcnow() -> datetime:
@@ -88,6 +101,23 @@ class NodeExporter:
         self.node = node
         self.gpus = list(Gpu.objects.filter(node=node).select_related("gpu_model").order_by("index"))
         self.classes = {c.pk: c for c in GpuClass.objects.all()}
+        # Faults the simulated GPUs show from now on (tests and demos): field values by GPU index, and GPUs
+        # that fell off the bus (not listed at all, as the real exporter does then).
+        self.faults: dict[int, dict[str, float]] = {}
+        self.missing: set[int] = set()
+
+    def inject(self, index: int, **fields: float) -> None:
+        """Make GPU `index` report these health fields (`DCGM_FI_DEV_XID_ERRORS=79`, …) from now on."""
+        self.faults.setdefault(index, {}).update(fields)
+
+    def drop(self, index: int, dropped: bool = True) -> None:
+        """Make GPU `index` vanish from (or come back to) the node's exposition."""
+        (self.missing.add if dropped else self.missing.discard)(index)
+
+    def heal(self) -> None:
+        """Every GPU healthy and listed again (a reboot)."""
+        self.faults.clear()
+        self.missing.clear()
 
     def render(self, at: datetime) -> str:
         """The node's /metrics at `at`, from the database."""
@@ -102,7 +132,8 @@ class NodeExporter:
 
     def render_pods(self, pods: list[SimulatedPod], at: datetime) -> str:
         """The node's /metrics at `at` from pods already read (a replay reads them once)."""
-        rows = [row for gpu in self.gpus for row in self._gpu_rows(gpu, pods, at)]
+        gpus = [gpu for gpu in self.gpus if gpu.index not in self.missing]
+        rows = [row for gpu in gpus for row in self._gpu_rows(gpu, pods, at)]
         lines = []
         for name, kind, help_text in FAMILIES:
             lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
@@ -126,8 +157,12 @@ class NodeExporter:
             "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": str(_energy_mj(t)),
         }
         shown: list[SimulatedPod | None] = list(holders) or [None]
-        for pod in shown:
-            yield _Row(_labels(gpu, self.node.name, pod, None), {**device, **_activity(pod is not None)})
+        device_health = {
+            k: f"{v:g}" for k, v in {**HEALTH_DEFAULTS, **self.faults.get(gpu.index, {})}.items()
+        }
+        for i, pod in enumerate(shown):
+            values = {**device, **_activity(pod is not None), **(device_health if i == 0 else {})}
+            yield _Row(_labels(gpu, self.node.name, pod, None), values)
         for gi_id, profile in sorted(instances.items()):
             holder = next((p for p in on_gpu if p.gpu_instance_id == gi_id and _running(p, at)), None)
             yield _Row(_labels(gpu, self.node.name, holder, (profile, gi_id)), _activity(holder is not None))
@@ -185,7 +220,8 @@ class ExporterServer:
     """One node's exporter on 127.0.0.1, on a free port, served from a daemon thread."""
 
     def __init__(self, node: Node, clock: Clock = utcnow) -> None:
-        handler = type("Handler", (_Handler,), {"exporter": NodeExporter(node), "clock": staticmethod(clock)})
+        self.exporter = NodeExporter(node)
+        handler = type("Handler", (_Handler,), {"exporter": self.exporter, "clock": staticmethod(clock)})
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/metrics"

@@ -29,6 +29,9 @@ SYNC_GITOPS_DUE = "gitops.sync_due_sources"
 SYNC_GITOPS_SOURCE = "gitops.sync_source"
 MAINTAIN_LEDGER = "billing.maintain_ledger"
 CHECK_IDLE = "billing.check_idle"
+HEALTH_PASS = "workers.health_pass"
+HEALTH_PASS_ALL = "workers.health_pass_all"
+HEALTH_NOTIFY = "workers.health_notify"
 
 app.conf.update(
     task_acks_late=True,
@@ -49,6 +52,9 @@ app.conf.update(
         SYNC_GITOPS_SOURCE: {"queue": "default"},
         MAINTAIN_LEDGER: {"queue": "default"},
         CHECK_IDLE: {"queue": "default"},
+        HEALTH_PASS: {"queue": "reconcile"},
+        HEALTH_PASS_ALL: {"queue": "reconcile"},
+        HEALTH_NOTIFY: {"queue": "default"},
     },
     broker_connection_retry_on_startup=True,
 )

@@ -366,6 +366,58 @@ BUDGET_CHECK_INTERVAL = env_float("BUDGET_CHECK_INTERVAL", 300.0, minimum=1.0)
 # once wholly invoiced (billing/partitions.py); 0 keeps every month. The hourly sums are kept regardless.
 LEDGER_RETENTION_DAYS = env_int("GPUCLOUD_LEDGER_RETENTION_DAYS", 400, minimum=0)
 
+
+def _xids(name: str, default: list[str]) -> list[str]:
+    """A comma-separated list of XID numbers; anything else stops the start, naming the setting."""
+    values = env_list(name, default)
+    bad = [v for v in values if not v.isdigit()]
+    if bad:
+        raise ConfigError(f"{name} must list XID numbers, got {', '.join(bad)}")
+    return values
+
+
+# GPU health (docs/health.md): the XID classes (NVIDIA's XID catalogue by default), what other signals count,
+# how long a quarantined GPU or node must stay clean to come back (doubling for each recent quarantine),
+# whether a quarantined node is drained, the cap on credits for lost time, and whom to tell.
+HEALTH_XID_IGNORED = _xids(
+    "GPUCLOUD_HEALTH_XID_IGNORED", ["13", "31", "43", "45", "63", "68", "69", "92", "94"]
+)
+HEALTH_XID_RESET = _xids(
+    "GPUCLOUD_HEALTH_XID_RESET",
+    ["46", "48", "62", "64", "95", "109", "110", "119", "120", "136", "140", "143", "155", "156", "158"],
+)
+HEALTH_XID_FATAL = _xids(
+    "GPUCLOUD_HEALTH_XID_FATAL",
+    ["61", "74", "79", "144", "145", "146", "147", "148", "149", "150", "151", "160"],
+)
+HEALTH_XID_UNKNOWN = env_choice("GPUCLOUD_HEALTH_XID_UNKNOWN", "warning", {"warning", "fatal"})
+HEALTH_RETIRED_PAGES_LIMIT = env_int("GPUCLOUD_HEALTH_RETIRED_PAGES_LIMIT", 60, minimum=1)
+HEALTH_NVLINK_ERRORS_PER_ROUND = env_int("GPUCLOUD_HEALTH_NVLINK_ERRORS_PER_ROUND", 100, minimum=1)
+HEALTH_THROTTLE_SHARE = env_float("GPUCLOUD_HEALTH_THROTTLE_SHARE", 0.5, minimum=0.0)
+HEALTH_NODE_CONDITIONS_FATAL = env_list(
+    "GPUCLOUD_HEALTH_NODE_CONDITIONS_FATAL",
+    [
+        "KernelDeadlock",
+        "ReadonlyFilesystem",
+        "XfsShutdown",
+        "GpuXidFatal",
+        "XidCriticalError",
+        "SysLogsGPUFallenOff",
+        "SysLogsXIDError",
+        "GpuMemWatch",
+        "GpuNvlinkWatch",
+    ],
+)
+HEALTH_EVENT_CLEAR_AFTER = env_float("GPUCLOUD_HEALTH_EVENT_CLEAR_AFTER", 300.0, minimum=0.0)
+HEALTH_CLEAN_WINDOW = env_float("GPUCLOUD_HEALTH_CLEAN_WINDOW", 3600.0, minimum=0.0)
+HEALTH_FLAP_WINDOW = env_float("GPUCLOUD_HEALTH_FLAP_WINDOW", 86400.0, minimum=0.0)
+HEALTH_DRAIN = env_bool("GPUCLOUD_HEALTH_DRAIN", False)
+HEALTH_CREDIT_MAX_HOURS = env_float("GPUCLOUD_HEALTH_CREDIT_MAX_HOURS", 24.0, minimum=0.0)
+HEALTH_ALERT_SHARE = env_float("GPUCLOUD_HEALTH_ALERT_SHARE", 0.1, minimum=0.0)
+HEALTH_ALERT_WEBHOOK_URL = env_str("GPUCLOUD_HEALTH_ALERT_WEBHOOK_URL", "")
+HEALTH_ALERT_EMAILS = env_list("GPUCLOUD_HEALTH_ALERT_EMAILS", [])
+HEALTH_PASS_INTERVAL = env_float("GPUCLOUD_HEALTH_PASS_INTERVAL", 60.0, minimum=1.0)
+
 # GitOps (docs/gitops.md): how often sources are checked for being due, how long a fetch may take, and whether
 # file:// repositories may be registered through the API (the console always may).
 GITOPS_POLL_INTERVAL = env_float("GPUCLOUD_GITOPS_POLL_INTERVAL", 30.0, minimum=1.0)
@@ -383,6 +435,7 @@ CELERY_BEAT_SCHEDULE = {
     "check-budgets": {"task": "billing.check_budgets", "schedule": BUDGET_CHECK_INTERVAL},
     "maintain-ledger": {"task": "billing.maintain_ledger", "schedule": 6 * 3600.0},
     "check-idle": {"task": "billing.check_idle", "schedule": IDLE_CHECK_INTERVAL},
+    "health-pass": {"task": "workers.health_pass_all", "schedule": HEALTH_PASS_INTERVAL},
 }
 if SIM_WORKLOADS:
     CELERY_BEAT_SCHEDULE["simulate-workloads"] = {

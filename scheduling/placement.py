@@ -25,7 +25,7 @@ from django.conf import settings
 from django.db.models import Q, Sum
 from django.utils import timezone
 
-from scheduling import catalog
+from scheduling import catalog, health
 from scheduling.engine import (
     Engine,
     EngineError,
@@ -477,7 +477,17 @@ def capacity_rows(host_cluster: HostCluster | None = None) -> list[dict[str, obj
     models = fleet_models(host_cluster)
     classes = list(GpuClass.objects.select_related("gpu_model"))
     figures = {m.host_cluster.name: class_figures([m], classes) for m in models}
+    out = health.out_by_model(host_cluster)
     return [
-        {**asdict(row), **asdict(figures.get(row.host_cluster, {}).get(row.gpu_class, ClassFigures()))}
+        {
+            **asdict(row),
+            **asdict(figures.get(row.host_cluster, {}).get(row.gpu_class, ClassFigures())),
+            **_out(out.get((row.host_cluster, row.gpu_model), {})),
+        }
         for row in capacity_table(host_cluster, classes=classes)
     ]
+
+
+def _out(reasons: dict[str, int]) -> dict[str, object]:
+    """The model's GPUs out of service in that host cluster, and why (`scheduling.health`)."""
+    return {"quarantined_gpus": sum(reasons.values()), "quarantine_reasons": reasons}

@@ -397,6 +397,9 @@ class KubeEmulator(kmock.KubernetesEmulator):
         self.watchers: list[Watcher] = []
         self.watch_log: list[dict[str, str]] = []  # every watch request's path and query, in order
         self._rv = 0
+        # Pods ("namespace/name") a PodDisruptionBudget protects: their eviction answers 429, as the real
+        # API server's does while the budget allows no disruption.
+        self.disruption_blocked: set[str] = set()
         self.register_resources(BUILTIN)
 
     # --- registry -------------------------------------------------------------------------------
@@ -501,11 +504,14 @@ class KubeEmulator(kmock.KubernetesEmulator):
             return 201, self._token_request(res, (namespace, parsed.name or ""), self._decode(body))
         if parsed.name is None:
             if method == "GET":
-                return 200, self._list(res, parsed.namespace, query.get("labelSelector", ""))
+                listed = self._list(res, parsed.namespace, query.get("labelSelector", ""))
+                return 200, _field_selected(listed, query.get("fieldSelector", ""))
             if method == "POST":
                 return 201, self._create(res, namespace, self._decode(body))
             raise ApiError(405, "MethodNotAllowed", f"{method} on a collection")
         key = (namespace, parsed.name)
+        if res.kind == "Pod" and parsed.subresource == "eviction" and method == "POST":
+            return self._evict(res, key)
         if parsed.subresource not in (None, "status"):
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         if method == "GET":
@@ -976,7 +982,37 @@ class KubeEmulator(kmock.KubernetesEmulator):
         await response.write_eof()
         return response
 
+    def _evict(self, res: Resource, key: ObjKey) -> tuple[int, Obj]:
+        """The Eviction API: the pod goes unless a disruption budget protects it (429)."""
+        self._get(res, key)
+        if f"{key[0]}/{key[1]}" in self.disruption_blocked:
+            raise ApiError(
+                429, "TooManyRequests", "Cannot evict pod as it would violate the pod's disruption budget."
+            )
+        self._delete(res, key)
+        return 201, {"apiVersion": "v1", "kind": "Status", "status": "Success"}
+
     # --- helpers for the test harness (call through RunningEmulator from other threads) -----------
+
+    def set_node_condition(
+        self, node: str, kind: str, status: str, reason: str = "", message: str = ""
+    ) -> Obj:
+        """Set a condition on a node's status, as the kubelet, Node Problem Detector or NVSentinel would."""
+        res = self.served_resource("v1", "Node")
+        old = self._get(res, (None, node))
+        new = copy.deepcopy(old)
+        conditions = [c for c in (new.setdefault("status", {}).get("conditions") or []) if c["type"] != kind]
+        conditions.append(
+            {
+                "type": kind,
+                "status": status,
+                "reason": reason,
+                "message": message,
+                "lastTransitionTime": _now(),
+            }
+        )
+        new["status"]["conditions"] = conditions
+        return self._commit(res, (None, node), old, new)
 
     def finish_namespace_deletions(self) -> int:
         """Remove Terminating namespaces, as the namespace controller would once they are empty."""
@@ -1209,6 +1245,16 @@ def gpu_pod(name: str, namespace: str, node: str, resource: str = "nvidia.com/gp
         },
         "status": {"phase": "Running"},
     }
+
+
+def _field_selected(listed: Obj, selector: str) -> Obj:
+    """The one field selector gpucloud uses, `spec.nodeName=<node>` (pods of a node); others are ignored."""
+    wanted = dict(part.split("=", 1) for part in selector.split(",") if "=" in part)
+    node = wanted.get("spec.nodeName")
+    if node is None:
+        return listed
+    items = [o for o in listed["items"] if (o.get("spec") or {}).get("nodeName") == node]
+    return {**listed, "items": items}
 
 
 def _status(exc: ApiError) -> Obj:

@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from django.db import transaction
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
+from billing.models import HealthCredit
 from billing.services import budgets, invoicing, rates
 from gitops import services as gitops
-from scheduling.models import GpuClass
+from scheduling.models import Gpu, GpuClass, HealthEvent, HostCluster
 from tenants import services
 from tenants.audit import Actor
 from tenants.models import Tenant, TenantCluster
@@ -97,6 +98,11 @@ MATRIX: dict[tuple[str, str], tuple[int, int, int, int]] = {
     ("gitops-source-detail", "DELETE"): (403, 403, 403, 401),
     ("gitops-source-sync", "POST"): (403, 403, 403, 401),
     ("gitops-source-webhook", "POST"): (403, 403, 403, 403),  # unsigned
+    # health: every event to platform administrators; to a tenant's team the events that cost it time
+    ("health-event-list", "GET"): (200, 200, 200, 401),  # scoped: charlie sees none of A's
+    ("health-event-detail", "GET"): (200, 200, 404, 401),  # an event tenant A was credited for
+    ("host-cluster-nodes", "GET"): (403, 403, 403, 401),  # the fleet's nodes: platform administrators
+    ("host-cluster-release", "POST"): (403, 403, 403, 401),
 }
 
 BODIES: dict[tuple[str, str], dict[str, Any]] = {
@@ -172,6 +178,7 @@ def world(people, api, demo_fleet):
     personal, _ = create_token(actor=Actor.of(people["alice"]), user=people["alice"], name="alice's laptop")
     service, _ = create_service_token(actor=admin, tenant=people["a"], name="gitops")
     source = gitops.create_source(actor=admin, name="platform", url="https://git.example.com/platform.git")
+    event = _credited_event(people["a"], demo_fleet)
     values = {
         "*": {"slug": "tenant-a", "tenant_slug": "tenant-a", "username": "bob", "gpu_class": "h200-141gb"},
         "token-detail": {"id": personal.public_id},
@@ -186,10 +193,30 @@ def world(people, api, demo_fleet):
         "invoice-issue": {"id": invoice.public_id},
         "budget-detail": {"tenant": "tenant-a"},
         "schema-detail": {"kind": "tenant"},
+        "health-event-detail": {"id": event.public_id},
+        "host-cluster-nodes": {"name": demo_fleet.name},
+        "host-cluster-release": {"name": demo_fleet.name, "node": event.node.name},
         **{f"gitops-source-{route}": {"name": source.name} for route in ("detail", "sync", "webhook")},
     }
     clients = {name: api(people.get(name)) for name in PEOPLE}
     return values, clients
+
+
+def _credited_event(tenant: Tenant, host_cluster: HostCluster) -> HealthEvent:
+    """An XID 79 on a GPU of the fleet that cost the tenant an hour."""
+    gpu = Gpu.objects.filter(node__host_cluster=host_cluster).select_related("node").first()
+    assert gpu is not None
+    moment = datetime(2026, 11, 2, tzinfo=UTC)
+    event = HealthEvent.objects.create(
+        host_cluster=host_cluster, node=gpu.node, gpu=gpu, subject=f"gpu:{gpu.index}", signal="xid",
+        value="79", severity="fatal", action="quarantine", source="dcgm", first_seen=moment, last_seen=moment,
+    )  # fmt: skip
+    HealthCredit.objects.create(
+        tenant=tenant, event=event, host_cluster=host_cluster, node=gpu.node.name, gpu_uuid=gpu.uuid,
+        device=gpu.uuid, namespace=f"tenant-{tenant.slug}", pod="train", gpu_class="h200-141gb",
+        lost_from=moment, lost_until=moment + timedelta(hours=1), gpu_us=3600 * 10**6,
+    )  # fmt: skip
+    return event
 
 
 def test_every_api_route_answers_each_role_exactly_as_the_matrix_says(world):

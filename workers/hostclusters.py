@@ -6,7 +6,6 @@ This sits in `workers` because it talks to clusters through the driver; the rows
 from __future__ import annotations
 
 import re
-import uuid
 from typing import Any
 
 import yaml
@@ -18,7 +17,7 @@ from kubernetes import client
 from gpucloud import crypto
 from gpucloud.errors import Conflict, PermissionDenied, ServiceError, ValidationFailed
 from scheduling import catalog
-from scheduling.models import Gpu, GpuModel, HostCluster, Node
+from scheduling.models import Gpu, GpuModel, HostCluster, Node, placeholder_uuid
 from tenants import audit
 from tenants.audit import Actor
 from workers.drivers.base import DriverError
@@ -209,7 +208,7 @@ def _topology(labels: dict[str, str]) -> dict[str, Any]:
 
 
 def _placeholder_uuid(host_cluster: HostCluster, node: str, index: int) -> str:
-    return f"GPU-{uuid.uuid5(uuid.NAMESPACE_URL, f'gpucloud/{host_cluster.pk}/{node}/{index}')}"
+    return placeholder_uuid(host_cluster.pk, node, index)
 
 
 def import_gpu_nodes(host_cluster: HostCluster, nodes: tuple[GpuNode, ...]) -> tuple[int, list[str]]:

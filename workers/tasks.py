@@ -13,9 +13,10 @@ from django.utils import timezone
 from gpucloud import celery as names
 from gpucloud.celery import enqueue
 from gpucloud.tasks import task
+from scheduling import health as fleet_health
 from scheduling.models import HostCluster
 from tenants.models import Tenant
-from workers import access, coalesce, reconcile, simulator
+from workers import access, coalesce, health, reconcile, simulator
 
 log = logging.getLogger(__name__)
 # After a long pause (beat stopped), the periodic task simulates at most this much of the missed time.
@@ -93,3 +94,27 @@ def simulate_workloads() -> None:
     for host_cluster in simulator.simulated_host_clusters():
         summary = simulator.advance(host_cluster, until=now, seed=settings.SIM_SEED, catch_up=CATCH_UP)
         log.info("simulated workloads", extra={"host_cluster": host_cluster.name, **vars(summary)})
+
+
+@task(names.HEALTH_PASS, max_retries=3)
+def health_pass(host_cluster_id: int) -> None:
+    """Node conditions in, quarantine (cordon, taint, maybe drain) out, for one host cluster."""
+    host_cluster = HostCluster.objects.filter(pk=host_cluster_id).first()
+    if host_cluster is not None:
+        outcome = health.health_pass(host_cluster)
+        if outcome.writes or outcome.released or outcome.evictions:
+            log.info("health pass", extra=vars(outcome))
+
+
+@task(names.HEALTH_PASS_ALL, max_retries=0)
+def health_pass_all() -> None:
+    """The periodic pass: one health pass per host cluster, each its own task (one unreachable cluster
+    holds up no other)."""
+    for host_cluster_id in HostCluster.objects.values_list("pk", flat=True):
+        enqueue(names.HEALTH_PASS, host_cluster_id)
+
+
+@task(names.HEALTH_NOTIFY, max_retries=2)
+def health_notify(quarantine_id: int) -> None:
+    """Tell the platform administrators about a quarantine (webhook, e-mail)."""
+    fleet_health.notify(quarantine_id)

@@ -22,15 +22,17 @@ from billing.api.serializers import (
     BudgetSerializer,
     BudgetWriteSerializer,
     CollectionSourceSerializer,
+    HealthEventSerializer,
     InvoiceDraftSerializer,
     InvoiceSerializer,
     RateCardSerializer,
     ScrapeRecordSerializer,
     UsageSerializer,
 )
-from billing.models import Budget, CollectionSource, Invoice, RateCard, ScrapeRecord
+from billing.models import Budget, CollectionSource, HealthCredit, Invoice, RateCard, ScrapeRecord
 from billing.services import budgets, invoicing, rates
 from gpucloud.errors import NotFound, PermissionDenied, ValidationFailed
+from scheduling.models import HealthEvent
 from tenants.api.viewsets import BaseViewSet
 from tenants.models import Tenant
 from tenants.permissions import is_platform_admin
@@ -254,3 +256,40 @@ class ScrapeRecordViewSet(mixins.ListModelMixin, _AdminOnly):
     serializer_class = ScrapeRecordSerializer
     queryset = ScrapeRecord.objects.select_related("host_cluster").order_by("-at", "node")
     filterset_fields = ["status", "node", "source"]
+
+
+class HealthEventFilter(django_filters.FilterSet):
+    host_cluster = django_filters.CharFilter(field_name="host_cluster__name")
+    node = django_filters.CharFilter(field_name="node__name")
+    gpu = django_filters.CharFilter(field_name="gpu__uuid", help_text="GPU UUID")
+    severity = django_filters.ChoiceFilter(choices=HealthEvent.Severity.choices)
+    signal = django_filters.CharFilter()
+    state = django_filters.ChoiceFilter(
+        choices=[("open", "open"), ("closed", "closed")], method="by_state", help_text="open or closed"
+    )
+
+    class Meta:
+        model = HealthEvent
+        fields = ["host_cluster", "node", "gpu", "severity", "signal", "state"]
+
+    def by_state(self, queryset: QuerySet[HealthEvent], name: str, value: str) -> QuerySet[HealthEvent]:
+        return queryset.filter(closed_at__isnull=value == "open")
+
+
+class HealthEventViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewSet):
+    """Health events of GPUs and nodes, newest first. Platform administrators see every event; anyone else
+    sees the events that cost their tenants time (those their tenants were credited for), nothing else."""
+
+    serializer_class = HealthEventSerializer
+    filterset_class = HealthEventFilter
+    lookup_field = "public_id"
+    lookup_url_kwarg = "id"
+
+    def get_queryset(self) -> QuerySet[HealthEvent]:
+        events = HealthEvent.objects.select_related("host_cluster", "node", "gpu").order_by(
+            "-first_seen", "id"
+        )
+        if is_platform_admin(self.request.user):
+            return events
+        credited = HealthCredit.objects.filter(tenant__in=self.visible_tenants()).values("event_id")
+        return events.filter(pk__in=credited)

@@ -11,7 +11,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -19,17 +19,19 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from billing import dcgm, hami, metering
+from billing import dcgm, dcgm_health, hami, metering
 from billing.metrics import METER_ANOMALIES, METER_SCRAPES
 from billing.models import (
     MICRO,
+    HealthCredit,
     MeterState,
     ScrapeRecord,
     UnknownNode,
     UsageEntry,
     UsageHour,
 )
-from scheduling import catalog
+from scheduling import catalog, health
+from scheduling.health_rules import COUNTERS
 from scheduling.models import HostCluster, Node
 from tenants.models import TenantCluster
 
@@ -104,9 +106,7 @@ def ingest_rounds(
         }
         writer = _RoundWriter(host_cluster, source, facts, _lock_states(host_cluster, nodes))
         for at, payloads in rounds:
-            for node, body in payloads.items():
-                if (node, at) not in existing:
-                    writer.ingest(node, at, body)
+            writer.ingest_at(at, {n: body for n, body in payloads.items() if (n, at) not in existing})
         records = writer.write()
         _report_unknown_nodes(host_cluster, records)
     transaction.on_commit(lambda: _count(host_cluster.name, source, records.values()))
@@ -140,6 +140,8 @@ class _RoundWriter:
         self.records: dict[tuple[str, datetime], ScrapeRecord] = {}
         self.last: dict[str, ScrapeRecord] = {}
         self.cells: dict[str, dict[tuple[metering.LedgerKey, str], metering.Usage]] = defaultdict(dict)
+        self.health_states: dict[str, dict[str, Any]] = {}
+        self.credits: list[HealthCredit] = []
         self.now = timezone.now()
 
     def _integrator(self, node: str) -> metering.Integrator:
@@ -153,24 +155,83 @@ class _RoundWriter:
         return self.integrators[node]
 
     def ingest(self, node: str, at: datetime, body: str | bytes | Failure) -> None:
-        record = ScrapeRecord(host_cluster=self.host_cluster, node=node, at=at, source=self.source)
-        self.records[(node, at)] = record
-        if isinstance(body, Failure):
-            record.status, record.reason = ScrapeRecord.Status.FAILED, body.reason
-            return
-        self.last[node] = record
-        result = self.parser.parse(body, default_hostname=node)
+        self.ingest_at(at, {node: body})
+
+    def ingest_at(self, at: datetime, payloads: Mapping[str, str | bytes | Failure]) -> None:
+        """One round: parse every node, let health judge the round (it may take GPUs out), then integrate."""
+        parsed: dict[str, tuple[str | bytes, dcgm.ParseResult]] = {}
+        for node, body in payloads.items():
+            record = ScrapeRecord(host_cluster=self.host_cluster, node=node, at=at, source=self.source)
+            self.records[(node, at)] = record
+            if isinstance(body, Failure):
+                record.status, record.reason = ScrapeRecord.Status.FAILED, body.reason
+                continue
+            self.last[node] = record
+            parsed[node] = (body, self.parser.parse(body, default_hostname=node))
+        out = self._judge_health(at, parsed)
+        for node, (_, result) in parsed.items():
+            self._integrate(node, at, result, out)
+
+    def _judge_health(
+        self, at: datetime, parsed: Mapping[str, tuple[str | bytes, dcgm.ParseResult]]
+    ) -> dict[str, health.Out]:
+        """The round's health signals, judged before any of its samples is billed (`scheduling.health`)."""
+        scrapes = []
+        for node, (body, result) in parsed.items():
+            if not result.devices:
+                continue  # the exporter answered nothing usable: no GPU is "missing" from it
+            seen = frozenset(
+                (k.uuid, int(r.gpu_index) if r.gpu_index.isdigit() else None)
+                for k, r in result.devices.items()
+            )
+            fields = dcgm_health.read(body)
+            before = self.states[node].health or {}
+            elapsed = at.timestamp() - before["at"] if before.get("at") is not None else None
+            counters = {u: {f: v for f, v in fs.items() if f in COUNTERS and v} for u, fs in fields.items()}
+            listed = {uuid for uuid, _ in seen}
+            # The GPUs this scrape should list: those of the previous scrape a round ago (not after a gap,
+            # when anything may have changed on the node), and those found missing before and not back yet.
+            expected = None
+            if "listed" in before:
+                consecutive = elapsed is not None and elapsed <= settings.METER_MAX_GAP
+                expected = set(before.get("missing", ())) | (set(before["listed"]) if consecutive else set())
+            missing = sorted((expected or set()) - listed)
+            state = {
+                "at": at.timestamp(),
+                "gpus": {u: c for u, c in counters.items() if c},
+                "listed": sorted(listed),
+                "missing": missing,
+            }
+            if (
+                state["gpus"]
+                or before.get("gpus")
+                or state["listed"] != before.get("listed")
+                or missing != before.get("missing", [])
+            ):
+                self.health_states[node] = state  # unchanged zeros and the same GPUs cost no write
+            previous = before.get("gpus", {})
+            scrapes.append(health.NodeScrape(node, seen, fields, previous, elapsed, expected))
+        return health.observe_round(self.host_cluster, at, scrapes)
+
+    def _integrate(
+        self, node: str, at: datetime, result: dcgm.ParseResult, out: Mapping[str, health.Out]
+    ) -> None:
+        record = self.records[(node, at)]
         integrator = self._integrator(node)
         if self.facts.hami_allocations is not None:
             _add_hami_holders(result, self.facts.hami_allocations, self.fractions, self.classes)
             _remember_hami_classes(integrator, self.fractions, self.classes)
         samples = metering.samples_from_exposition(result, at.timestamp(), fractions=self.fractions)
+        if out:  # no sample of a GPU out of service is billed from the moment it went out
+            samples = [(k, s) for k, s in samples if k.uuid not in out or s.t < out[k.uuid].since.timestamp()]
         shared = _shared_pods(integrator, samples, self.classes)
         integrator.ingest_round(samples)
-        out = integrator.drain()
-        _describe(record, result, samples, out)
+        drained = integrator.drain()
+        _describe(record, result, samples, drained)
+        if out:
+            self._credits(node, integrator, out)
         cells = self.cells[node]
-        for key, usage in out.ledger.items():
+        for key, usage in drained.ledger.items():
             cell_key = (key, _billed_class(key, shared, self.classes))
             cell = cells.get(cell_key)
             if cell is None:
@@ -179,6 +240,49 @@ class _RoundWriter:
                 cell.gpu_seconds += usage.gpu_seconds
                 cell.util_gpu_seconds += usage.util_gpu_seconds
                 cell.joules += usage.joules
+
+    def _credits(self, node: str, integrator: metering.Integrator, out: Mapping[str, health.Out]) -> None:
+        """Credits for the pods a GPU's fault caught: from the device's last clean sample (the integrator
+        keeps it, as no later sample was taken) to the pod's end when the cluster knows it, else to the
+        quarantine; capped. The unique row makes a retried or replayed round add none."""
+        cap = timedelta(hours=settings.HEALTH_CREDIT_MAX_HOURS)
+        for key, sample in integrator.last.items():
+            gone = out.get(key.uuid)
+            if (
+                gone is None
+                or gone.event_id is None
+                or not sample.holders
+                or sample.t >= gone.since.timestamp()
+            ):
+                continue
+            lost_from = datetime.fromtimestamp(sample.t, UTC)
+            for holding in sample.holders:
+                ref = (holding.namespace, holding.pod)
+                tenant_id = self.tenants.get(holding.namespace)
+                if tenant_id is None:
+                    continue
+                finish = self.facts.lifecycle.get(ref, metering.PodLifecycle()).finish
+                end = datetime.fromtimestamp(finish, UTC) if finish is not None else gone.since
+                lost_until = max(lost_from, min(end, lost_from + cap))
+                share = holding.fraction if holding.fraction is not None else 1 / len(sample.holders)
+                shared = share < 1 and key.gpu_instance is None
+                gi = key.gpu_instance
+                self.credits.append(
+                    HealthCredit(
+                        tenant_id=tenant_id,
+                        event_id=gone.event_id,
+                        host_cluster=self.host_cluster,
+                        node=node,
+                        gpu_uuid=key.uuid,
+                        device=key.uuid if gi is None else f"{key.uuid}/{gi}",
+                        namespace=holding.namespace,
+                        pod=holding.pod,
+                        gpu_class=self.classes.get(ref) or class_name(sample.gpu_class, shared),
+                        lost_from=lost_from,
+                        lost_until=lost_until,
+                        gpu_us=round((lost_until - lost_from).total_seconds() * share * MICRO),
+                    )
+                )
 
     def _row(
         self, node: str, key: metering.LedgerKey, gpu_class: str, usage: metering.Usage
@@ -213,6 +317,9 @@ class _RoundWriter:
         for node, integrator in self.integrators.items():
             self.states[node].state = integrator.state()
         _save_states([self.states[node] for node in self.integrators])
+        for node, state in self.health_states.items():
+            MeterState.objects.filter(pk=self.states[node].pk).update(health=state)
+        HealthCredit.objects.bulk_create(self.credits, ignore_conflicts=True)
         return self.records
 
 

@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from billing.models import (
     MICRO,
+    HealthCredit,
     Invoice,
     InvoiceLine,
     RateCard,
@@ -119,8 +120,47 @@ def _issued_watermark(tenant: Tenant) -> int:
     )
 
 
-def _lines_for(invoice: Invoice, watermark: int) -> list[InvoiceLine]:
-    """Usage of the month up to the watermark, and late usage of issued months not billed yet."""
+def open_credits(invoice: Invoice) -> Any:
+    """The tenant's credits for lost time not carried by an issued invoice yet, up to the invoice's month."""
+    return HealthCredit.objects.filter(
+        tenant=invoice.tenant, invoice__isnull=True, lost_from__lt=invoice.period_end
+    ).select_related("event", "event__node")
+
+
+def _credit_line(tenant: Tenant, credit: HealthCredit) -> InvoiceLine:
+    """A credit for time lost to a hardware fault, at the price of the class it held when the fault came."""
+    gpu_hours = Decimal(credit.gpu_us) / MICRO / HOUR
+    card = card_at(
+        cards_in_force(credit.lost_from, credit.lost_from + timedelta(seconds=1)), credit.lost_from
+    )
+    list_price = (price_of(card, credit.gpu_class) if card else None) or Decimal(0)
+    unit_price = list_price * (multiplier_of(card, tenant.trust_tier) if card else Decimal(1))
+    event = credit.event
+    hours = gpu_hours.quantize(Decimal("0.01"), ROUND_HALF_UP)
+    cause = f"health event {event.public_id} ({event.signal} {event.value})" if event else "a health event"
+    description = (
+        f"credit {credit.public_id}: {hours} GPU-hours lost by {credit.namespace}/{credit.pod} on GPU "
+        f"{credit.gpu_uuid} ({credit.node}) to {cause}"
+    )
+    return InvoiceLine(
+        kind=InvoiceLine.Kind.CREDIT,
+        gpu_class=credit.gpu_class,
+        description=description[:300],
+        charge_start=credit.lost_from,
+        charge_end=credit.lost_until,
+        gpu_hours=gpu_hours.quantize(Decimal("0.000001"), ROUND_HALF_UP),
+        list_unit_price=list_price.quantize(Decimal("0.000001"), ROUND_HALF_UP),
+        unit_price=unit_price.quantize(Decimal("0.000001"), ROUND_HALF_UP),
+        list_amount=-(gpu_hours * list_price).quantize(CENT, ROUND_HALF_UP),
+        amount=-(gpu_hours * unit_price).quantize(CENT, ROUND_HALF_UP),
+        currency=card.currency if card else "USD",
+        rate_card_version=card.version if card else None,
+    )
+
+
+def _lines_for(invoice: Invoice, watermark: int, credits: Iterable[HealthCredit] = ()) -> list[InvoiceLine]:
+    """Usage of the month up to the watermark, late usage of issued months not billed yet, and the credits
+    for time lost to hardware faults not yet on an issued invoice."""
     tenant = invoice.tenant
     usage = _usage_by_class_hour(
         tenant, hour__gte=invoice.period_start, hour__lt=invoice.period_end, id__lte=watermark
@@ -134,6 +174,7 @@ def _lines_for(invoice: Invoice, watermark: int) -> list[InvoiceLine]:
             tenant, hour__gte=start, hour__lt=end, id__gt=_issued_watermark(tenant), id__lte=watermark
         )
     lines = rate(tenant, usage, InvoiceLine.Kind.USAGE) + rate(tenant, late, InvoiceLine.Kind.ADJUSTMENT)
+    lines += [_credit_line(tenant, credit) for credit in credits]
     currencies = {line.currency for line in lines}
     if len(currencies) > 1:
         raise Conflict(
@@ -155,8 +196,8 @@ def _ledger_head(*, settled: bool = False) -> int:
     return UsageEntry.objects.aggregate(m=Max("id"))["m"] or 0
 
 
-def _fill(invoice: Invoice, watermark: int) -> Invoice:
-    lines = _lines_for(invoice, watermark)
+def _fill(invoice: Invoice, watermark: int, credits: Iterable[HealthCredit] = ()) -> Invoice:
+    lines = _lines_for(invoice, watermark, credits)
     invoice.lines.all().delete()
     for line in lines:
         line.invoice = invoice
@@ -180,7 +221,7 @@ def draft_invoice(*, actor: Actor, tenant: Tenant, year: int, month: int) -> Inv
     if invoice.state == Invoice.State.ISSUED:
         return invoice
     before = None if created else {"total": str(invoice.total), "currency": invoice.currency}
-    invoice = _fill(invoice, _ledger_head())
+    invoice = _fill(invoice, _ledger_head(), list(open_credits(invoice)))
     audit.record(
         actor,
         "invoice.draft",
@@ -210,7 +251,10 @@ def issue_invoice(*, actor: Actor, invoice: Invoice) -> Invoice:
     ).first()
     if earlier is not None:
         raise Conflict(f"issue the earlier invoice {earlier.public_id} ({earlier.period_start:%Y-%m}) first")
-    _fill(invoice, _ledger_head(settled=True))
+    # The credits are locked and tied to this invoice in its transaction: a credit goes on one issued invoice.
+    credits = list(open_credits(invoice).select_for_update(of=("self",)))
+    _fill(invoice, _ledger_head(settled=True), credits)
+    HealthCredit.objects.filter(pk__in=[c.pk for c in credits]).update(invoice=invoice)
     invoice.state, invoice.issued_at = Invoice.State.ISSUED, timezone.now()
     invoice.save(update_fields=["state", "issued_at"])
     audit.record(

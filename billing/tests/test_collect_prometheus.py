@@ -20,6 +20,7 @@ from django.db.models import Sum
 from billing.collect import collect_prometheus
 from billing.models import MICRO, ScrapeRecord, UsageEntry
 from billing.simexporter import ExporterPool
+from scheduling.models import Gpu, HealthEvent
 from tests.tools import free_port, unavailable
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -148,3 +149,20 @@ def test_a_prometheus_answer_that_is_not_a_query_result_fails_every_node(mini):
         server.server_close()
     assert {r.status for r in records.values()} == {"failed"}
     assert all("not a query result" in r.reason for r in records.values())
+
+
+def test_an_xid_read_through_prometheus_quarantines_the_gpu(mini, prometheus):
+    base, exporters = prometheus
+    exporters.servers["h100-0"].exporter.inject(3, DCGM_FI_DEV_XID_ERRORS=79)
+    deadline = time.monotonic() + 30
+    while True:  # until Prometheus' answer one second ago shows the XID
+        t1 = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=1)
+        expr = f'DCGM_FI_DEV_XID_ERRORS{{gpu="3",hostname="h100-0"}} @ {t1.timestamp():.0f}'
+        if [r["value"][1] for r in query(base, expr)] == ["79"]:
+            break
+        assert time.monotonic() < deadline, "Prometheus never showed the XID"
+        time.sleep(0.3)
+    collect_prometheus(mini, base, t1)
+    gpu = Gpu.objects.get(node__name="h100-0", index=3)
+    assert gpu.health == Gpu.Health.QUARANTINED
+    assert HealthEvent.objects.get(gpu=gpu).value == "79"

@@ -11,7 +11,8 @@ from decimal import Decimal
 import pytest
 
 from billing.exports import CSV_COLUMNS, FOCUS_COLUMNS
-from billing.services.ingest import ingest_scrape
+from billing.metering import PodLifecycle
+from billing.services.ingest import ClusterFacts, ingest_scrape
 from billing.services.invoicing import draft_invoice, issue_invoice
 from billing.services.rates import create_rate_card
 from billing.tests.conftest import Row, exposition, gpu_uuid
@@ -59,9 +60,12 @@ def invoices(mini, people, settings):
     create_rate_card(actor=ADMIN, effective_from=when(1, 1, 0), prices={"h100-80gb": "2.00"})
     for hour in (1, 2, 3):
         rows = [Row(gpu_uuid("h100-0", 0), pod="tenant-tenant-a/x")]
-        if hour < 3:
-            rows.append(Row(gpu_uuid("h100-0", 1), index=1, pod="tenant-tenant-b/y"))
-        ingest_scrape(mini, "h100-0", when(5, 4, hour), exposition("h100-0", rows))
+        # GPU 1 is listed idle once y is gone, as the exporter lists every GPU (a GPU gone is a fault)
+        rows.append(Row(gpu_uuid("h100-0", 1), index=1, pod="tenant-tenant-b/y" if hour < 3 else ""))
+        y_ended = {("tenant-tenant-b", "y"): PodLifecycle(None, when(5, 4, 2).timestamp())}
+        ingest_scrape(
+            mini, "h100-0", when(5, 4, hour), exposition("h100-0", rows), facts=ClusterFacts(y_ended)
+        )
     a = issue_invoice(actor=ADMIN, invoice=draft_invoice(actor=ADMIN, tenant=people["a"], year=2026, month=5))
     b = draft_invoice(actor=ADMIN, tenant=people["b"], year=2026, month=5)
     return people, a, b

@@ -6,6 +6,7 @@ from rest_framework.routers import SimpleRouter
 from billing.api.views import (
     BudgetViewSet,
     CollectionSourceViewSet,
+    HealthEventViewSet,
     InvoiceViewSet,
     RateCardViewSet,
     ScrapeRecordViewSet,
@@ -37,6 +38,7 @@ router.register("invoices", InvoiceViewSet, basename="invoice")
 router.register("budgets", BudgetViewSet, basename="budget")
 router.register("metering/sources", CollectionSourceViewSet, basename="metering-source")
 router.register("metering/scrapes", ScrapeRecordViewSet, basename="metering-scrape")
+router.register("health-events", HealthEventViewSet, basename="health-event")
 router.register("schemas", SchemaViewSet, basename="schema")
 router.register("apply", ApplyViewSet, basename="apply")
 router.register("gitops/sources", GitSourceViewSet, basename="gitops-source")

@@ -12,7 +12,8 @@ from django.shortcuts import render
 
 from gpucloud.errors import PermissionDenied
 from portal.scoping import actor_of
-from scheduling.models import GpuModel, HostCluster, Node
+from scheduling import health
+from scheduling.models import GpuModel, HostCluster, Node, Quarantine
 from scheduling.selectors import GpuUse, gpu_uses
 
 STATES = ("free", "allocated", "mig", "shared", "quarantined")
@@ -29,8 +30,11 @@ class Rack:
     nodes: list[tuple[Node, list[tuple[Any, GpuUse, bool]]]] = field(default_factory=list)
 
 
-def _racks(host_cluster: HostCluster, model: str, state: str, counts: Counter[str]) -> list[Rack]:
+def _racks(
+    host_cluster: HostCluster, model: str, state: str, counts: Counter[str], out: list[Quarantine]
+) -> list[Rack]:
     uses = gpu_uses(host_cluster)
+    why = _why_out(out)
     racks: dict[tuple[str, str, str], Rack] = {}
     nodes = (
         host_cluster.nodes.prefetch_related("gpus__gpu_model").order_by("zone", "block", "rack", "name").all()
@@ -39,6 +43,8 @@ def _racks(host_cluster: HostCluster, model: str, state: str, counts: Counter[st
         gpus = []
         for gpu in node.gpus.all():
             use = uses.get(gpu.uuid, GpuUse("free"))
+            if use.state == "quarantined":
+                use = GpuUse("quarantined", detail=why.get(gpu.pk) or why.get(-node.pk, ""))
             counts[use.state] += 1
             shown = (not model or gpu.gpu_model.slug == model) and (not state or use.state == state)
             gpus.append((gpu, use, shown))
@@ -47,12 +53,23 @@ def _racks(host_cluster: HostCluster, model: str, state: str, counts: Counter[st
     return list(racks.values())
 
 
+def _why_out(out: list[Quarantine]) -> dict[int, str]:
+    """Why each GPU (by id) or node (by minus its id) is out, as the GPU's tooltip says it."""
+    return {
+        (q.gpu_id if q.gpu_id else -q.node_id): f"{q.reason} since {q.started_at:%Y-%m-%d %H:%M} UTC"
+        for q in out
+    }
+
+
 @login_required
 def fleet(request: HttpRequest) -> HttpResponse:
     require_platform_admin(request, "the fleet page")
     model, state = request.GET.get("model", ""), request.GET.get("state", "")
     counts: Counter[str] = Counter()
-    clusters = [(hc, _racks(hc, model, state, counts)) for hc in HostCluster.objects.order_by("name")]
+    clusters = []
+    for hc in HostCluster.objects.order_by("name"):
+        out = health.open_quarantines(hc)
+        clusters.append((hc, _racks(hc, model, state, counts, out), out))
     context = {
         "nav": "fleet",
         "clusters": clusters,

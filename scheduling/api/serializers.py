@@ -52,6 +52,10 @@ class CapacitySerializer(serializers.Serializer):
     largest_free_in_nvlink_domain = serializers.IntegerField(
         help_text="most free units in one NVLink domain: the biggest gang that fits inside one"
     )
+    quarantined_gpus = serializers.IntegerField(help_text="GPUs of the model out of service (docs/health.md)")
+    quarantine_reasons = serializers.DictField(
+        child=serializers.IntegerField(), help_text="GPUs out, by reason: xid-79, gpu-missing, …"
+    )
 
 
 class QuotaWhatIfSerializer(serializers.Serializer):

@@ -79,3 +79,50 @@ class ConformanceSerializer(serializers.Serializer):
 
     def get_missing(self, host_cluster: HostCluster) -> list[str]:
         return [c["name"] for c in host_cluster.conformance if not c["found"]]
+
+
+class _EventSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    signal = serializers.CharField()
+    value = serializers.CharField()
+    severity = serializers.CharField()
+    message = serializers.CharField()
+    first_seen = serializers.DateTimeField()
+    last_seen = serializers.DateTimeField()
+
+
+class _QuarantineSerializer(serializers.Serializer):
+    reason = serializers.CharField()
+    since = serializers.DateTimeField()
+    event = serializers.CharField(allow_null=True)
+
+
+class _FleetGpuSerializer(serializers.Serializer):
+    index = serializers.IntegerField()
+    uuid = serializers.CharField()
+    model = serializers.CharField()
+    mig_layout = serializers.ListField(child=serializers.CharField(), help_text="MIG profiles in use")
+    state = serializers.CharField(help_text="free, allocated, mig, shared or quarantined")
+    tenants = serializers.ListField(child=serializers.CharField())
+    health = serializers.CharField()
+    quarantine = _QuarantineSerializer(allow_null=True)
+    open_events = _EventSerializer(many=True)
+
+
+class FleetNodeSerializer(serializers.Serializer):
+    """A node of a host cluster as health sees it (docs/health.md)."""
+
+    name = serializers.CharField()
+    state = serializers.CharField(help_text="ready, cordoned or quarantined")
+    zone = serializers.CharField()
+    rack = serializers.CharField()
+    quarantine = _QuarantineSerializer(allow_null=True)
+    open_events = _EventSerializer(many=True)
+    gpus = _FleetGpuSerializer(many=True)
+
+
+class ReleaseSerializer(serializers.Serializer):
+    gpu = serializers.IntegerField(
+        required=False, allow_null=True, min_value=0, help_text="the GPU's index; none: the whole node"
+    )
+    reason = serializers.CharField(required=False, default="", allow_blank=True, max_length=300)

@@ -12,12 +12,17 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from scheduling.models import HostCluster
+from gpucloud.errors import PermissionDenied, ValidationFailed
+from scheduling import health
+from scheduling.models import HostCluster, Node
 from tenants.api.viewsets import BaseViewSet
+from tenants.permissions import is_platform_admin
 from workers.api.serializers import (
     ConformanceSerializer,
+    FleetNodeSerializer,
     HostClusterRegistrationSerializer,
     HostClusterSerializer,
+    ReleaseSerializer,
 )
 from workers.hostclusters import register_host_cluster
 from workers.kubeconfigs import admin_kubeconfig, tenant_kubeconfig
@@ -53,6 +58,43 @@ class HostClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseV
         A simulated host cluster lists none: it needs no add-ons.
         """
         return Response(ConformanceSerializer(self.get_object()).data)
+
+    @extend_schema(responses=FleetNodeSerializer(many=True), filters=False)
+    @action(detail=True, methods=["get"], filter_backends=[])
+    def nodes(self, request: Request, name: str) -> Response:
+        """Each node with its GPUs: index, UUID, model, MIG layout, what holds it, health, why it is out and
+        the open health events. Platform administrators only."""
+        _admin_only(request, "the fleet's nodes and GPUs are shown to platform administrators only")
+        host_cluster = get_object_or_404(HostCluster, name=name)
+        rows = health.nodes_view(host_cluster)
+        page = self.paginate_queryset(rows)
+        return self.get_paginated_response(FleetNodeSerializer(page, many=True).data)
+
+    @extend_schema(request=ReleaseSerializer, responses=FleetNodeSerializer)
+    @action(detail=True, methods=["post"], url_path=r"nodes/(?P<node>[^/]+)/release", filter_backends=[])
+    def release(self, request: Request, name: str, node: str) -> Response:
+        """Put a quarantined node, or one GPU of it (`gpu`: its index), back into service. Audited; a fault
+        still reported takes it out again at the next round."""
+        _admin_only(request, "quarantined hardware is released by platform administrators only")
+        host_cluster = get_object_or_404(HostCluster, name=name)
+        target = get_object_or_404(Node, host_cluster=host_cluster, name=node)
+        serializer = ReleaseSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        index = serializer.validated_data.get("gpu")
+        gpu = None
+        if index is not None:
+            gpu = target.gpus.filter(index=index).first()
+            if gpu is None:
+                indices = ", ".join(str(i) for i in target.gpus.values_list("index", flat=True))
+                raise ValidationFailed.on("gpu", f"node {node} has no GPU {index}; its GPUs: {indices}")
+        health.release(actor=self.actor(), node=target, gpu=gpu, reason=serializer.validated_data["reason"])
+        view = next(n for n in health.nodes_view(host_cluster) if n["name"] == node)
+        return Response(FleetNodeSerializer(view).data)
+
+
+def _admin_only(request: Request, message: str) -> None:
+    if not is_platform_admin(request.user):
+        raise PermissionDenied(message)
 
 
 class KubeconfigView(BaseViewSet):
