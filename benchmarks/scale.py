@@ -8,6 +8,12 @@ creation and deletion — and SIGKILLs one worker halfway. Then waits until ever
 checks the invariants: no 5xx, capacity never overcommitted, each tenant's lifecycle step recorded exactly
 once, each audit event written once per change, the simulated clusters holding exactly the database's quotas.
 
+The clients are closed-loop by default: each sends its next request as soon as the last is answered, so
+the figures are those of a saturated server (requests/s × mean latency = clients). ``--rate R`` makes them
+open-loop instead: together they start R requests per second at random (Poisson) times, and each latency is
+counted from when its request was due, so a request that waited behind a slow one counts the wait (no
+coordinated omission); that gives the latency at a stated load below saturation.
+
 With ``--embedded`` it then runs the same load against the single-process embedded default (``manage.py
 serve_embedded`` on SQLite) for comparison. Prints the command's figures; BENCHMARKS.md keeps them.
 """
@@ -60,9 +66,18 @@ class Client(threading.Thread):
     """One API client: its own keep-alive connection and its own tenants (so each quota change changes)."""
 
     def __init__(
-        self, number: int, ports: list[int], token: str, tenants: list[str], until: float, tally: Tally
+        self,
+        number: int,
+        ports: list[int],
+        token: str,
+        tenants: list[str],
+        until: float,
+        tally: Tally,
+        rate: float = 0.0,
     ):
         super().__init__(daemon=True)
+        self.rate = rate  # requests per second this client starts (open loop); 0: closed loop
+        self.due = 0.0
         self.port = ports[number % len(ports)]
         self.headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
         self.tenants, self.until, self.tally = tenants, until, tally
@@ -72,7 +87,7 @@ class Client(threading.Thread):
         self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
 
     def call(self, route: str, method: str, path: str, body: dict | None = None) -> int:
-        started = time.perf_counter()
+        started = self.due or time.perf_counter()
         try:
             self.conn.request(method, "/api/v1" + path, json.dumps(body) if body else None, self.headers)
             response = self.conn.getresponse()
@@ -86,38 +101,46 @@ class Client(threading.Thread):
         return status
 
     def run(self) -> None:
+        if self.rate:
+            self.due = time.perf_counter() + self.random.expovariate(self.rate)
         while time.monotonic() < self.until:
-            roll, slug = self.random.random(), self.random.choice(self.tenants)
-            if roll < 0.16:
-                self.call("tenant-list", "GET", "/tenants/?limit=50")
-            elif roll < 0.32:
-                self.call("tenant-detail", "GET", f"/tenants/{slug}/")
-            elif roll < 0.48:
-                self.call("quota-list", "GET", f"/tenants/{slug}/quotas/")
-            elif roll < 0.60:
-                self.call("usage", "GET", f"/usage/?tenant={slug}")
-            elif roll < 0.70:
-                self.call("capacity", "GET", "/fleet/capacity/")
-            elif roll < 0.90:
-                self.burst[slug] = 3 - self.burst[slug]  # 1 ↔ 2: every change is a change
-                status = self.call(
-                    "quota-set",
-                    "PUT",
-                    f"/tenants/{slug}/quotas/a100-80gb/",
-                    {"guaranteed": 0, "burst": self.burst[slug]},
-                )
-                self.changed(status in (200, 201), "quota")
-            elif roll < 0.95 or not self.mine:
-                new = f"b{uuid.uuid4().hex[:10]}"
-                if self.changed(
-                    self.call("tenant-create", "POST", "/tenants/", {"slug": new}) == 201, "create"
-                ):
-                    self.mine.append(new)
-                    self.tally.created.append(new)
-            else:
-                gone = self.mine.pop(0)
-                if self.changed(self.call("tenant-delete", "DELETE", f"/tenants/{gone}/") == 202, "delete"):
-                    self.tally.deleted.append(gone)
+            if self.rate:
+                time.sleep(max(0.0, self.due - time.perf_counter()))
+            self.step()
+            if self.rate:
+                self.due += self.random.expovariate(self.rate)
+
+    def step(self) -> None:
+        """One request of the mix."""
+        roll, slug = self.random.random(), self.random.choice(self.tenants)
+        if roll < 0.16:
+            self.call("tenant-list", "GET", "/tenants/?limit=50")
+        elif roll < 0.32:
+            self.call("tenant-detail", "GET", f"/tenants/{slug}/")
+        elif roll < 0.48:
+            self.call("quota-list", "GET", f"/tenants/{slug}/quotas/")
+        elif roll < 0.60:
+            self.call("usage", "GET", f"/usage/?tenant={slug}")
+        elif roll < 0.70:
+            self.call("capacity", "GET", "/fleet/capacity/")
+        elif roll < 0.90:
+            self.burst[slug] = 3 - self.burst[slug]  # 1 ↔ 2: every change is a change
+            status = self.call(
+                "quota-set",
+                "PUT",
+                f"/tenants/{slug}/quotas/a100-80gb/",
+                {"guaranteed": 0, "burst": self.burst[slug]},
+            )
+            self.changed(status in (200, 201), "quota")
+        elif roll < 0.95 or not self.mine:
+            new = f"b{uuid.uuid4().hex[:10]}"
+            if self.changed(self.call("tenant-create", "POST", "/tenants/", {"slug": new}) == 201, "create"):
+                self.mine.append(new)
+                self.tally.created.append(new)
+        else:
+            gone = self.mine.pop(0)
+            if self.changed(self.call("tenant-delete", "DELETE", f"/tenants/{gone}/") == 202, "delete"):
+                self.tally.deleted.append(gone)
 
     def changed(self, ok: bool, what: str) -> bool:
         if ok:
@@ -247,12 +270,18 @@ def free_port() -> int:
 
 
 def load(
-    ports: list[int], token: str, slugs: list[str], clients: int, duration: float, kill=None
+    ports: list[int],
+    token: str,
+    slugs: list[str],
+    clients: int,
+    duration: float,
+    kill=None,
+    rate: float = 0.0,
 ) -> tuple[Tally, float]:
     tally, started = Tally(), time.monotonic()
     until = started + duration
     share = [slugs[i::clients] for i in range(clients)]
-    threads = [Client(i, ports, token, share[i], until, tally) for i in range(clients)]
+    threads = [Client(i, ports, token, share[i], until, tally, rate / clients) for i in range(clients)]
     for thread in threads:
         thread.start()
     if kill:
@@ -261,6 +290,10 @@ def load(
     for thread in threads:
         thread.join()
     return tally, time.monotonic() - started
+
+
+def loop(args: argparse.Namespace) -> str:
+    return f", open loop at {args.rate:g} requests/s" if args.rate else ", closed loop"
 
 
 def report(title: str, tally: Tally, elapsed: float) -> None:
@@ -466,10 +499,12 @@ def production(args: argparse.Namespace) -> None:
 
         time.sleep(1)  # every process sampled once: the load phase's CPU is counted from here
         cpu.begin()
-        tally, elapsed = load(ports, setup["token"], setup["slugs"], args.clients, args.duration, kill_worker)
+        tally, elapsed = load(
+            ports, setup["token"], setup["slugs"], args.clients, args.duration, kill_worker, args.rate
+        )
         time.sleep(0.6)  # and sampled once more after the last request
         used = cpu.by_kind()
-        report(f"production processes, {args.clients} clients", tally, elapsed)
+        report(f"production processes, {args.clients} clients{loop(args)}", tally, elapsed)
         total = sum(tally.statuses.values())
         cpus = os.cpu_count() or 1
         print(
@@ -567,8 +602,10 @@ def embedded(args: argparse.Namespace) -> None:
     )
     try:
         wait_http(port)
-        tally, elapsed = load([port], setup["token"], setup["slugs"], args.clients, args.duration)
-        report(f"embedded default (one machine, SQLite), {args.clients} clients", tally, elapsed)
+        tally, elapsed = load(
+            [port], setup["token"], setup["slugs"], args.clients, args.duration, rate=args.rate
+        )
+        report(f"embedded default (one machine, SQLite), {args.clients} clients{loop(args)}", tally, elapsed)
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)
@@ -579,11 +616,17 @@ def main() -> None:
     parser.add_argument("--tenants", type=int, default=1000)
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--duration", type=float, default=60.0)
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=0.0,
+        help="open loop: requests per second the clients start together (default: closed loop)",
+    )
     parser.add_argument("--embedded", action="store_true", help="also measure the embedded default")
     args = parser.parse_args()
     print(
         f"python -m benchmarks.scale --tenants {args.tenants} --clients {args.clients}"
-        f" --duration {args.duration:.0f}"
+        f" --duration {args.duration:.0f}{f' --rate {args.rate:g}' if args.rate else ''}"
         f"{' --embedded' if args.embedded else ''}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; "
         f"load before: {os.getloadavg()[0]:.2f}"
     )
