@@ -70,13 +70,19 @@ def test_the_suite_sets_each_policy_beside_the_published_figures(node_csv, pod_c
     assert main([*args, "--policies", "default,fgd", "--seeds", "42", "--jobs", "1", "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     (row,) = summary["rows"]
-    assert row["workload"] == "slice" and set(row) == {
-        "workload",
-        "default",
-        "fgd",
-        "published fgd",
-        "published best-fit",
-    }
+    assert (
+        row["workload"] == "slice"
+        and row["set"] == "published"
+        and set(row)
+        == {
+            "workload",
+            "set",
+            "default",
+            "fgd",
+            "published fgd",
+            "published best-fit",
+        }
+    )
     assert row["published fgd"] == {"unallocated": 99.0, "band": "1.00-1.00"}
     assert summary["first_policy_below"]["published fgd"] == [1, 1]
     assert summary["first_policy_below"]["published best-fit"] == [1, 1]
