@@ -18,8 +18,10 @@ Deliberate simplifications: server-side apply by the single manager gpucloud rep
 top-level fields (other than metadata and status) with the applied ones and keeps no managedFields;
 there is no admission or schema validation; deleting a namespace deletes its objects at once and
 leaves the namespace `Terminating` until the harness calls `finish_namespace_deletions()` (it plays
-the namespace controller); watches are not served (gpucloud does not watch). It also injects faults
-(`Faults`) and counts calls and writes.
+the namespace controller). Watches (`?watch=true&resourceVersion=N`, JSON lines of `{type, object}`) are
+served for any resource, replaying the events after N that it still remembers (the last 10,000) and ending
+after `timeoutSeconds` (default 60) like the API server; label selectors are not applied to them. It also
+injects faults (`Faults`) and counts calls and writes.
 
 `start_emulator()` runs it on 127.0.0.1 in a thread with its own event loop, for sync tests.
 """
@@ -36,7 +38,7 @@ import random
 import re
 import threading
 import uuid
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -267,6 +269,9 @@ class KubeEmulator(kmock.KubernetesEmulator):
         self.injected: Counter[int | str] = Counter()  # faults served, by status or "timeout"
         self.log: list[tuple[str, str, int]] = []  # (method, path, status)
         self._rv = 0
+        # Watch events: (resourceVersion, resource, type, object), and the queues of open watches.
+        self.events: deque[tuple[int, ResKey, str, Obj]] = deque(maxlen=10_000)
+        self.watchers: dict[ResKey, list[asyncio.Queue[tuple[int, str, Obj]]]] = {}
         self.register_resources(BUILTIN)
 
     # --- registry -------------------------------------------------------------------------------
@@ -313,6 +318,8 @@ class KubeEmulator(kmock.KubernetesEmulator):
     async def __call__(self, raw_request: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
         body = await raw_request.read()
         method, path = raw_request.method, raw_request.path
+        if method == "GET" and raw_request.query.get("watch") in ("1", "true"):
+            return await self._watch(raw_request)
         self.calls += 1
         self.by_method[method] += 1
         hang = False
@@ -507,6 +514,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
             meta.setdefault("labels", {})["kubernetes.io/metadata.name"] = name
             obj["status"] = {"phase": "Active"}
         self.store[res.key][(namespace, name)] = obj
+        self._emit(res.key, "ADDED", obj)
         return copy.deepcopy(obj)
 
     def _commit(self, res: Resource, key: ObjKey, old: Obj, new: Obj) -> Obj:
@@ -522,6 +530,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
         meta["resourceVersion"] = self._next_rv()
         new["apiVersion"], new["kind"] = res.api_version, res.kind
         self.store[res.key][key] = new
+        self._emit(res.key, "MODIFIED", new)
         return copy.deepcopy(new)
 
     def _replace(self, res: Resource, key: ObjKey, body: Obj, subresource: str | None) -> Obj:
@@ -584,14 +593,68 @@ class KubeEmulator(kmock.KubernetesEmulator):
             if res.kind == "Namespace":
                 obj["status"] = {"phase": "Terminating"}
                 self._drop_namespace_content(key[1])
+            self._emit(res.key, "MODIFIED", obj)
             return copy.deepcopy(obj)
         del self.store[res.key][key]
+        self._deleted(res.key, obj)
         return obj
 
     def _drop_namespace_content(self, namespace: str) -> None:
-        for objects in self.store.values():
+        for res_key, objects in self.store.items():
             for key in [k for k in objects if k[0] == namespace]:
-                del objects[key]
+                self._deleted(res_key, objects.pop(key))
+
+    def _deleted(self, res_key: ResKey, obj: Obj) -> None:
+        gone = copy.deepcopy(obj)
+        gone["metadata"]["resourceVersion"] = self._next_rv()
+        self._emit(res_key, "DELETED", gone)
+
+    # --- watches ----------------------------------------------------------------------------------
+
+    def _emit(self, res_key: ResKey, kind: str, obj: Obj) -> None:
+        rv = int(obj["metadata"]["resourceVersion"])
+        snapshot = copy.deepcopy(obj)
+        self.events.append((rv, res_key, kind, snapshot))
+        for queue in self.watchers.get(res_key, []):
+            queue.put_nowait((rv, kind, snapshot))
+
+    async def _watch(self, raw_request: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
+        """A watch: the remembered events after `resourceVersion`, then new ones, as JSON lines."""
+        self.calls += 1
+        self.by_method["WATCH"] += 1
+        parsed = parse_path(raw_request.path)
+        res = self.served.get((parsed.group, parsed.version, parsed.plural)) if parsed else None
+        if res is None or parsed is None or parsed.name is not None:
+            return aiohttp.web.json_response(
+                _status(ApiError(404, "NotFound", "the server could not find the requested resource")),
+                status=404,
+            )
+        query = raw_request.query
+        since = int(query.get("resourceVersion") or self._rv)
+        timeout = float(query.get("timeoutSeconds") or 60)
+        queue: asyncio.Queue[tuple[int, str, Obj]] = asyncio.Queue()
+        for rv, key, kind, obj in self.events:
+            if key == res.key and rv > since:
+                queue.put_nowait((rv, kind, obj))
+        self.watchers.setdefault(res.key, []).append(queue)
+        response = aiohttp.web.StreamResponse(headers={"Content-Type": "application/json"})
+        await response.prepare(raw_request)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        try:
+            while (left := deadline - loop.time()) > 0:
+                try:
+                    rv, kind, obj = await asyncio.wait_for(queue.get(), timeout=left)
+                except TimeoutError:
+                    break
+                namespace = obj["metadata"].get("namespace")
+                if parsed.namespace is None or namespace == parsed.namespace:
+                    await response.write(json.dumps({"type": kind, "object": obj}).encode() + b"\n")
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        finally:
+            self.watchers[res.key].remove(queue)
+        return response
 
     # --- helpers for the test harness (call through RunningEmulator from other threads) -----------
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
@@ -186,3 +186,36 @@ class KubeApi:
         except NotFound:
             return False
         return True
+
+    def watch(self, path: str, resource_version: str, timeout_seconds: int) -> Iterator[dict[str, Any]]:
+        """The events of a watch from `resource_version` (``{"type", "object"}``) until the server ends it.
+
+        Not retried: a watch that breaks is the caller's cue to list again. 410 Gone (too old a version)
+        raises ApiStatusError like any permanent answer.
+        """
+        self.calls += 1
+        query = {"watch": "true", "resourceVersion": resource_version, "timeoutSeconds": str(timeout_seconds)}
+        serialized = self.api_client.param_serialize(
+            "GET",
+            f"{path}?{urlencode(query)}",
+            header_params={"Accept": "application/json"},
+            auth_settings=["BearerToken"],
+        )
+        try:
+            response = self.api_client.call_api(
+                *serialized, _request_timeout=(self.retry.timeout_seconds, timeout_seconds + 5)
+            )
+            if not 200 <= response.status <= 299:
+                response.read()
+                raise client.ApiException(http_resp=response)
+            buffer = b""
+            for chunk in response.response.stream(64 * 1024):
+                buffer += chunk
+                *lines, buffer = buffer.split(b"\n")
+                for line in lines:
+                    if line.strip():
+                        yield json.loads(line)
+        except client.ApiException as exc:
+            raise self._permanent(exc) from None
+        except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
+            raise RetriesExhausted(f"watch {path}: {type(exc).__name__}: {exc}") from None
