@@ -45,6 +45,7 @@ GPU_MILLI = "gpucloud.io/gpu-milli"  # annotation: thousandths of one GPU
 MODEL_LABEL = "nvidia.com/gpu.product"
 MAX_BODY = 8 * 2**20
 VERBS = ("filter", "prioritize")
+HOPELESS = 3  # reason codes below this: evicting pods on the node could never make room
 _SUFFIX = {
     "n": Decimal("1e-9"),
     "u": Decimal("1e-6"),
@@ -197,6 +198,8 @@ class Extender:
         self.clock = clock
         self.assumed: dict[str, float] = {}  # pod -> when the assumption lapses
         self.lock = threading.Lock()
+        self._last_names: list[str] = []
+        self._last_index = np.zeros(0, dtype=np.int64)
 
     # --- the verbs ----------------------------------------------------------------------------
 
@@ -219,8 +222,8 @@ class Extender:
         pod, names = _args(args)
         with self.lock:
             self._forget(pod.name)
-            scores = self._prioritize(pod, names)
-        return [{"Host": n, "Score": scores.get(n, 0)} for n in names]
+            scores = self._prioritize(pod, self._index_of(names))
+        return [{"Host": n, "Score": s} for n, s in zip(names, scores, strict=True)]
 
     # --- what the cluster reports -------------------------------------------------------------
 
@@ -260,8 +263,15 @@ class Extender:
         self._expire()
 
     def _expire(self) -> None:
+        # Assumptions are added with the same lifetime on a monotonic clock, so the dict's insertion order is
+        # their expiry order: stop at the first one still live (a call costs O(expired), not O(assumed)).
         now = self.clock()
-        for name in [n for n, until in self.assumed.items() if until <= now]:
+        expired = []
+        for name, until in self.assumed.items():
+            if until > now:
+                break
+            expired.append(name)
+        for name in expired:
             del self.assumed[name]
             self.fleet.release(name)
 
@@ -283,9 +293,17 @@ class Extender:
             gpus = tuple(int(g) for g in order[: p.request.num_gpu])
         self.fleet.allocate(p.request, i, gpus)
 
-    def _indices(self, names: Sequence[str]) -> np.ndarray:
-        index = self.fleet.index
-        return np.array([index[n] for n in names if n in index], dtype=np.int64)
+    def _index_of(self, names: Sequence[str]) -> np.ndarray:
+        """Fleet index per name (-1: a node the engine does not know).
+
+        kube-scheduler sends the same node list call after call: comparing lists runs in C, mapping them
+        name by name does not, so the last mapping is kept.
+        """
+        if names != self._last_names:
+            index = self.fleet.index
+            self._last_names = list(names)
+            self._last_index = np.array([index.get(n, -1) for n in names], dtype=np.int64)
+        return self._last_index
 
     def _candidates(self, pod: PodRequest) -> tuple[np.ndarray, np.ndarray] | None:
         try:
@@ -294,60 +312,73 @@ class Extender:
             return None
 
     def _filter(self, pod: PodRequest, names: Sequence[str]) -> tuple[list[str], dict, dict]:
-        known = self.fleet.index
+        idx = self._index_of(names)
         found = self._candidates(pod)
         if found is None:  # no node of the fleet has a model the pod accepts
             models = "|".join(sorted(pod.gpu_models))
-            nowhere = {n: f"no GPU node here has model {models}" for n in names if n in known}
-            return [n for n in names if n not in known], {}, nowhere
-        fit = {self.fleet.names[i] for i in found[0]}
-        model_ok = self.fleet.model_mask(pod)
-        passed = [n for n in names if n in fit or n not in known]
+            pairs = list(zip(names, idx.tolist(), strict=True))
+            nowhere = {n: f"no GPU node here has model {models}" for n, i in pairs if i >= 0}
+            return [n for n, i in pairs if i < 0], {}, nowhere
+        fit = np.zeros(len(self.fleet), dtype=bool)
+        fit[found[0]] = True
+        ok = (idx < 0) | fit[np.maximum(idx, 0)]
+        passed = [n for n, good in zip(names, ok.tolist(), strict=True) if good]
         failed: dict[str, str] = {}
         unresolvable: dict[str, str] = {}
-        for n in names:
-            if n in known and n not in fit:
-                reason, hopeless = self._why(pod, known[n], bool(model_ok[known[n]]))
-                (unresolvable if hopeless else failed)[n] = reason
+        failing = np.flatnonzero(~ok)
+        if len(failing):
+            codes = self._reasons(pod)[idx[failing]].tolist()
+            texts = self._texts(pod)
+            for pos, code in zip(failing.tolist(), codes, strict=True):
+                (unresolvable if code < HOPELESS else failed)[names[pos]] = texts[code]
         return passed, failed, unresolvable
 
-    def _why(self, pod: PodRequest, i: int, model_ok: bool) -> tuple[str, bool]:
-        """Why node ``i`` cannot take the pod now, and whether evicting pods there could never help."""
+    def _reasons(self, pod: PodRequest) -> np.ndarray:
+        """Per fleet node, why it cannot take the pod now (an index into :meth:`_texts`), all at once."""
         f = self.fleet
-        if not f.node_healthy[i]:
-            return "node is quarantined or cordoned by gpucloud", True
-        if not model_ok:
-            return f"GPU model {f.specs[i].model or 'none'} is not one the pod accepts", True
-        if f.cpu_cap[i] < pod.cpu_milli or f.mem_cap[i] < pod.memory_mib or f.gpu_count[i] < pod.num_gpu:
-            return "node is too small for the pod even when empty", True
-        if f.cpu_free[i] < pod.cpu_milli:
-            return f"{f.cpu_free[i]}m CPU free, pod asks {pod.cpu_milli}m", False
-        if f.mem_free[i] < pod.memory_mib:
-            return f"{f.mem_free[i]} MiB free, pod asks {pod.memory_mib} MiB", False
-        return f"fewer than {pod.num_gpu} healthy GPU(s) with {pod.gpu_milli} milli free", False
+        too_small = (f.cpu_cap < pod.cpu_milli) | (f.mem_cap < pod.memory_mib) | (f.gpu_count < pod.num_gpu)
+        conditions = [
+            ~f.node_healthy,
+            ~f.model_mask(pod),
+            too_small,
+            f.cpu_free < pod.cpu_milli,
+            f.mem_free < pod.memory_mib,
+        ]
+        return np.select(conditions, [0, 1, 2, 3, 4], 5)
 
-    def _prioritize(self, pod: PodRequest, names: Sequence[str]) -> dict[str, int]:
+    @staticmethod
+    def _texts(pod: PodRequest) -> list[str]:
+        models = "|".join(sorted(pod.gpu_models))
+        return [
+            "node is quarantined or cordoned by gpucloud",
+            f"GPU model is not one the pod accepts ({models})",
+            "node is too small for the pod even when empty",
+            f"not enough free CPU for {pod.cpu_milli}m",
+            f"not enough free memory for {pod.memory_mib} MiB",
+            f"fewer than {pod.num_gpu} healthy GPU(s) with {pod.gpu_milli} milli free",
+        ]
+
+    def _prioritize(self, pod: PodRequest, idx: np.ndarray) -> list[int]:
+        """Score per asked node (aligned with ``idx``); books the chosen one as assumed."""
+        zeros = [0] * len(idx)
         found = self._candidates(pod)
         if found is None:
-            return {}
+            return zeros
         cand, gpu_ok = found
-        keep = np.isin(cand, self._indices(names))
+        keep = np.isin(cand, idx[idx >= 0])
         cand, gpu_ok = cand[keep], gpu_ok[keep]
         if not len(cand):
-            return {}
+            return zeros
         policy = self.engine.policy
         choice = policy.choose(self.fleet, pod, cand, gpu_ok)
         raw = policy.scores(self.fleet, pod, cand, gpu_ok)
-        top = max(int(raw.max()), 1)
-        scores = {
-            self.fleet.names[i]: min(MAX_PRIORITY - 1, max(0, int(s) * (MAX_PRIORITY - 1) // top))
-            for i, s in zip(cand.tolist(), raw.tolist(), strict=True)
-        }
+        full = np.zeros(len(self.fleet), dtype=np.int64)
+        full[cand] = np.clip(raw * (MAX_PRIORITY - 1) // max(int(raw.max()), 1), 0, MAX_PRIORITY - 1)
         chosen = int(cand[choice.position])
-        scores[self.fleet.names[chosen]] = MAX_PRIORITY
+        full[chosen] = MAX_PRIORITY
         self.fleet.allocate(pod, chosen, choice.gpus)
         self.assumed[pod.name] = self.clock() + self.assume_seconds
-        return scores
+        return np.where(idx >= 0, full[np.maximum(idx, 0)], 0).tolist()
 
 
 def _args(args: Any) -> tuple[PodRequest, list[str]]:
@@ -356,7 +387,7 @@ def _args(args: Any) -> tuple[PodRequest, list[str]]:
     names = args.get("NodeNames")
     if names is None:
         raise BadRequest("NodeNames is missing: configure the extender with nodeCacheCapable: true", "body")
-    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+    if not isinstance(names, list) or not set(map(type, names)) <= {str}:
         raise BadRequest("NodeNames must be a list of node names", "body")
     return pod_request(args.get("Pod")), names
 

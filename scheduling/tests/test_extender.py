@@ -92,11 +92,11 @@ def test_filter_keeps_the_nodes_that_fit_and_says_why_the_others_do_not():
     ext = Extender(NODES, "fgd")
     result = ext.filter(args(v1_pod(gpus="4", models=("G2",)), [*NAMES, "cpu-node"]))
     assert result["NodeNames"] == ["a", "b", "cpu-node"]  # a node gpucloud does not know passes untouched
-    assert result["FailedAndUnresolvableNodes"] == {"t": "GPU model T4 is not one the pod accepts"}
+    assert result["FailedAndUnresolvableNodes"] == {"t": "GPU model is not one the pod accepts (G2)"}
     assert result["Error"] == "" and result["FailedNodes"] == {}
     ext.observe([ObservedPod(PodRequest("ns/big", 30_000, 1000, 1, 1000), "a")], complete=True)
     after = ext.filter(args(v1_pod(gpus="4", models=("G2",))))
-    assert after["NodeNames"] == ["b"] and after["FailedNodes"]["a"] == "2000m CPU free, pod asks 4000m"
+    assert after["NodeNames"] == ["b"] and after["FailedNodes"]["a"] == "not enough free CPU for 4000m"
 
 
 def test_a_model_no_node_has_fails_every_known_node_unresolvably():

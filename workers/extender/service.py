@@ -20,7 +20,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from django.db import close_old_connections
+from django.db import connection
 
 from scheduling.engine.extender import Extender
 from scheduling.models import HostCluster
@@ -63,7 +63,7 @@ class Registry:
             row, _ = tokens.check(token)
             ok = row is not None and row.user.is_active and is_platform_admin(row.user)
         finally:
-            close_old_connections()
+            connection.close()  # server threads come and go: hold no connection
         if ok:
             self._tokens[token] = now + AUTH_CACHE_SECONDS
         return ok
@@ -76,7 +76,7 @@ class Registry:
                 try:
                     host = HostCluster.objects.filter(name=name, driver=HostCluster.Driver.KUBERNETES).first()
                 finally:
-                    close_old_connections()
+                    connection.close()  # server threads come and go: hold no connection
                 if host is None:
                     return None
                 cluster = self.clusters[name] = _Cluster()

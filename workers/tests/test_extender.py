@@ -257,3 +257,89 @@ def test_the_registry_serves_a_registered_cluster_to_a_platform_administrators_t
         assert extender is not None and sorted(extender.fleet.names) == ["gpu-1", "gpu-2"]
     finally:
         registry.stop()
+
+
+def _certificates(tmp_path: Path) -> dict[str, str]:
+    """A CA, a server certificate for 127.0.0.1 and a client certificate (kube-scheduler's), as PEM files."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.datetime.now(datetime.UTC)
+    files: dict[str, str] = {}
+
+    def issue(name: str, issuer: Any, issuer_key: Any, ca: bool, san: Any = None) -> tuple[Any, Any]:
+        key = ec.generate_private_key(ec.SECP256R1())
+        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(subject)
+            .issuer_name(issuer or subject)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=1))
+            .not_valid_after(now + datetime.timedelta(hours=1))
+            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+        )
+        if san:
+            builder = builder.add_extension(x509.SubjectAlternativeName(san), critical=False)
+        cert = builder.sign(issuer_key or key, hashes.SHA256())
+        for suffix, data in (
+            ("crt", cert.public_bytes(serialization.Encoding.PEM)),
+            (
+                "key",
+                key.private_bytes(
+                    serialization.Encoding.PEM,
+                    serialization.PrivateFormat.PKCS8,
+                    serialization.NoEncryption(),
+                ),
+            ),
+        ):
+            (tmp_path / f"{name}.{suffix}").write_bytes(data)
+            files[f"{name}.{suffix}"] = str(tmp_path / f"{name}.{suffix}")
+        return cert, key
+
+    ca, ca_key = issue("ca", None, None, True)
+    issue("server", ca.subject, ca_key, False, [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])
+    issue("scheduler", ca.subject, ca_key, False)
+    return files
+
+
+def test_with_a_client_ca_only_kube_schedulers_certificate_gets_in(tmp_path):
+    import ssl
+
+    files = _certificates(tmp_path)
+    extender = Extender([NodeSpec("gpu-1", 96_000, 1_000_000, 8, "H100")])
+    srv = ExtenderServer(("127.0.0.1", 0), lambda name: extender, lambda token: False)
+    srv.use_tls(files["server.crt"], files["server.key"], files["ca.crt"])
+    srv.start()
+    port = srv.server_address[1]
+    try:
+        context = ssl.create_default_context(cafile=files["ca.crt"])
+        context.load_cert_chain(files["scheduler.crt"], files["scheduler.key"])
+        conn = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=5)
+        conn.request("POST", "/scheduler/v1/east/filter", args(pod("p", 1), ["gpu-1"]))
+        response = conn.getresponse()
+        assert response.status == 200 and json.loads(response.read())["NodeNames"] == ["gpu-1"]
+        stranger = http.client.HTTPSConnection(
+            "127.0.0.1", port, context=ssl.create_default_context(cafile=files["ca.crt"]), timeout=5
+        )
+        with pytest.raises((ssl.SSLError, ConnectionError)):
+            stranger.request("POST", "/scheduler/v1/east/filter", args(pod("p", 1), ["gpu-1"]))
+            stranger.getresponse()
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_the_command_refuses_a_bad_address_or_half_a_tls_pair(db):
+    from django.core.management import CommandError, call_command
+
+    with pytest.raises(CommandError, match="host:port"):
+        call_command("serve_extender", "--bind", "nowhere")
+    with pytest.raises(CommandError, match="go together"):
+        call_command("serve_extender", "--bind", "127.0.0.1:0", "--tls-cert", "x.pem")

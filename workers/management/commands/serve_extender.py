@@ -32,16 +32,17 @@ class Command(BaseCommand):
         host, _, port = options["bind"].rpartition(":")
         if not port.isdigit():
             raise CommandError(f"--bind must be host:port, not {options['bind']!r}")
-        registry = Registry(options["policy"], options["watch_seconds"])
-        server = ExtenderServer((host or "0.0.0.0", int(port)), registry.resolve, registry.authorize)
         if bool(options["tls_cert"]) != bool(options["tls_key"]):
             raise CommandError("--tls-cert and --tls-key go together")
         if options["tls_client_ca"] and not options["tls_cert"]:
             raise CommandError("--tls-client-ca needs --tls-cert and --tls-key")
+        registry = Registry(options["policy"], options["watch_seconds"])
+        server = ExtenderServer((host or "0.0.0.0", int(port)), registry.resolve, registry.authorize)
         if options["tls_cert"]:
             try:
                 server.use_tls(options["tls_cert"], options["tls_key"], options["tls_client_ca"])
             except (OSError, ssl.SSLError) as e:
+                server.server_close()
                 raise CommandError(f"cannot load the TLS files: {e}") from None
         names = list(
             HostCluster.objects.filter(driver=HostCluster.Driver.KUBERNETES).values_list("name", flat=True)
