@@ -3,6 +3,8 @@
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scheduling.engine.extender import (
     MAX_PRIORITY,
@@ -170,3 +172,30 @@ def test_bad_calls_get_a_4xx_with_the_reason(verb, body, status):
 def test_a_good_call_round_trips_as_json():
     code, answer = handle(Extender(NODES), "filter", json.dumps(args(v1_pod(gpus="1"))).encode())
     assert code == 200 and answer["NodeNames"] == NAMES
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=20,
+)
+pod_like = st.fixed_dictionaries(
+    {"metadata": st.fixed_dictionaries({"name": st.text(min_size=1, max_size=5)}), "spec": json_values}
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    verb=st.sampled_from(["filter", "prioritize"]),
+    body=st.one_of(
+        json_values,
+        st.fixed_dictionaries({"Pod": json_values | pod_like, "NodeNames": json_values}),
+        st.fixed_dictionaries({"Pod": pod_like, "NodeNames": st.lists(st.sampled_from([*NAMES, "x"]))}),
+    ),
+)
+def test_any_json_gets_an_answer_or_a_400_never_an_exception(verb, body):
+    code, answer = handle(Extender(NODES), verb, json.dumps(body).encode())
+    assert code in (200, 400)
+    assert (code == 400) == (
+        "Error" in answer and bool(answer["Error"]) if isinstance(answer, dict) else False
+    )
