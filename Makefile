@@ -17,7 +17,7 @@ $(VENV)/.run-installed: pyproject.toml | $(VENV)/bin/python
 	touch $@
 
 $(VENV)/.test-installed: pyproject.toml | $(VENV)/bin/python
-	$(PIP) install -e '.[dev]'
+	$(PIP) install -e '.[dev,bench]'
 	bash scripts/install-test-tools.sh
 	touch $@
 

@@ -886,6 +886,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
             self._emit(res, "MODIFIED", obj)
             return copy.deepcopy(obj)
         del self.store[res.key][key]
+        obj["metadata"]["resourceVersion"] = self._next_rv()  # a deletion is a new version, as in etcd
         self._emit(res, "DELETED", obj)
         return obj
 

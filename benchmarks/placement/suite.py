@@ -14,11 +14,13 @@ import argparse
 import csv
 import functools
 import statistics
+import tempfile
 from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmarks.placement import plot, workloads
 from benchmarks.placement.openb import run_seed
 from benchmarks.placement.trace import read_nodes, read_pods
 from scheduling.engine.errors import EngineError
@@ -66,11 +68,36 @@ def _load(nodes_csv: Path, pods_csv: Path) -> tuple[tuple[NodeSpec, ...], tuple[
     return tuple(read_nodes(nodes_csv)), tuple(p.request for p in read_pods(pods_csv))
 
 
-def _one(job: tuple[Path, Path, str, int, float]) -> tuple[str, str, int, float, float]:
+def _one(job: tuple[Path, Path, str, int, float]) -> tuple[str, str, int, list[float], float]:
     nodes_csv, pods_csv, policy, seed, tune = job
     nodes, pods = _load(nodes_csv, pods_csv)
     r = run_seed(nodes, pods, policy, seed, tune)
-    return pods_csv.stem.removeprefix("openb_pod_list_"), policy, seed, r.alloc_100, r.wall_seconds
+    return pods_csv.stem.removeprefix("openb_pod_list_"), policy, seed, r.curve, r.wall_seconds
+
+
+def _workloads(args: argparse.Namespace, anchors: dict[tuple[str, str], Published], scratch: Path) -> dict:
+    """Workload name -> (set, pod list path); generated ones written to ``scratch``, checked."""
+    sets = [s.strip() for s in args.set.split(",") if s.strip()]
+    unknown = [s for s in sets if s != "published" and s not in workloads.SETS]
+    if unknown or not sets:
+        raise EngineError(f"unknown set {unknown}; known: published, {', '.join(workloads.SETS)}", "--set")
+    chosen: dict[str, tuple[str, Path]] = {}
+    for s in sets:
+        names = sorted({w for w, _ in anchors}) if s == "published" else list(workloads.SETS[s])
+        for name in names:
+            if s == "published":
+                chosen[name] = (s, args.trace_dir / f"openb_pod_list_{name}.csv")
+            else:
+                path = scratch / f"openb_pod_list_{name}.csv"
+                path.write_bytes(workloads.list_bytes(name, args.trace_dir, args.nodes))
+                chosen[name] = (s, path)
+    if args.workloads:
+        wanted = [w for w in args.workloads.split(",") if w]
+        for w in wanted:
+            if w not in chosen:  # any list in the trace directory, as before the sets
+                chosen[w] = ("published", args.trace_dir / f"openb_pod_list_{w}.csv")
+        chosen = {w: chosen[w] for w in wanted}
+    return chosen
 
 
 def run(args: argparse.Namespace) -> dict:
@@ -80,23 +107,27 @@ def run(args: argparse.Namespace) -> dict:
     if unknown or not policies:
         raise EngineError(f"unknown policy {unknown}; known: {', '.join(POLICIES)}", "--policies")
     anchors = published(args.published)
-    workloads = sorted({w for w, _ in anchors})
-    if args.workloads:
-        workloads = [w for w in args.workloads.split(",") if w]
-    jobs = [
-        (args.nodes, args.trace_dir / f"openb_pod_list_{w}.csv", p, s, args.tune)
-        for w in workloads
-        for p in policies
-        for s in args.seeds
-    ]
-    for _, pods_csv, *_ in jobs:
-        if not pods_csv.exists():
-            raise EngineError("no such workload file", str(pods_csv))
-    results: dict[tuple[str, str], dict[int, tuple[float, float]]] = defaultdict(dict)
-    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        for workload, policy, seed, alloc, wall in pool.map(_one, jobs):
-            results[(workload, policy)][seed] = (alloc, wall)
-    summary = _summarise(workloads, policies, results, anchors)
+    with tempfile.TemporaryDirectory(prefix="placement-suite-") as scratch:
+        chosen = _workloads(args, anchors, Path(scratch))
+        jobs = [
+            (args.nodes, path, p, s, args.tune)
+            for _, path in chosen.values()
+            for p in policies
+            for s in args.seeds
+        ]
+        for _, pods_csv, *_ in jobs:
+            if not pods_csv.exists():
+                raise EngineError("no such workload file", str(pods_csv))
+        results: dict[tuple[str, str], dict[int, tuple[float, float]]] = defaultdict(dict)
+        curves: dict[tuple[str, str], dict[int, list[float]]] = defaultdict(dict)
+        with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+            for workload, policy, seed, points, wall in pool.map(_one, jobs):
+                results[(workload, policy)][seed] = (points[100], wall)
+                curves[(workload, policy)][seed] = points
+    sets = {w: s for w, (s, _) in chosen.items()}
+    summary = _summarise(list(chosen), policies, results, anchors, sets)
+    if args.plot is not None:
+        summary["plots"] = plot.curves(args.plot, list(chosen), policies, curves, sets)
     if not args.json:
         print(_table(summary, policies))
     return summary
@@ -107,10 +138,11 @@ def _summarise(
     policies: list[str],
     results: dict[tuple[str, str], dict[int, tuple[float, float]]],
     anchors: dict[tuple[str, str], Published],
+    sets: dict[str, str],
 ) -> dict:
     rows = []
     for w in workloads:
-        row: dict = {"workload": w}
+        row: dict = {"workload": w, "set": sets[w]}
         for p in policies:
             allocs = [a for a, _ in results[(w, p)].values()]
             row[p] = {
@@ -129,15 +161,20 @@ def _summarise(
         compared = [r for r in rows if ref in r]
         won = sum(1 for r in compared if r[first]["unallocated"] < r[ref]["unallocated"])
         below[ref] = [won, len(compared)]
+    for s in sorted(set(sets.values())):  # against the other policies of the run, per set
+        for ref in policies[1:]:
+            in_set = [r for r in rows if r["set"] == s]
+            won = sum(1 for r in in_set if r[first]["unallocated"] < r[ref]["unallocated"])
+            below[f"{ref} on {s}"] = [won, len(in_set)]
     return {"policies": policies, "rows": rows, "first_policy_below": below}
 
 
 def _table(summary: dict, policies: list[str]) -> str:
     published_heads = ["published FGD (band)", "published Best-fit (band)"]
-    head = ["workload", *(f"{p} (band)" for p in policies), *published_heads]
+    head = ["workload", "set", *(f"{p} (band)" for p in policies), *published_heads]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in summary["rows"]:
-        cells = [r["workload"]]
+        cells = [r["workload"], r["set"]]
         for key in [*policies, "published fgd", "published best-fit"]:
             v = r.get(key)
             cells.append(f"{v['unallocated']:.2f} ({v['band']})" if v else "-")

@@ -56,6 +56,15 @@ class Policy:
         """
         raise NotImplementedError
 
+    def scores(
+        self, fleet: Fleet, pod: PodRequest, cand: np.ndarray, gpu_ok: np.ndarray, tid: int = -1
+    ) -> np.ndarray:
+        """Integer score per candidate, higher is better: the ranking ``choose`` picks from (0: none).
+
+        The scheduler extender reports these for the nodes it does not choose; call it before placing.
+        """
+        return np.zeros(len(cand), dtype=np.int64)
+
     def _tie(self, scores: np.ndarray) -> int:
         """The first maximal score in node order.
 
@@ -104,15 +113,19 @@ class BestFitPolicy(Policy):
 
     name = "best-fit"
 
-    def choose(
+    def scores(
         self, fleet: Fleet, pod: PodRequest, cand: np.ndarray, gpu_ok: np.ndarray, tid: int = -1
-    ) -> Choice:
+    ) -> np.ndarray:
         cpu_left = (fleet.cpu_free[cand] - pod.cpu_milli) / MAX_SPEC_CPU
         gpu_left = (np.maximum(fleet.gpu_free[cand], 0).sum(axis=1) - pod.total_gpu_milli) / MAX_SPEC_GPU
         raw = np.trunc((1.0 - (0.5 * cpu_left + 0.5 * gpu_left)) * MAX_SCORE).astype(np.int64)
         lo, hi = raw.min(), raw.max()
-        scores = (raw - lo) * MAX_SCORE // (hi - lo) if hi > lo else np.zeros_like(raw)
-        pos = self._tie(scores)
+        return (raw - lo) * MAX_SCORE // (hi - lo) if hi > lo else np.zeros_like(raw)
+
+    def choose(
+        self, fleet: Fleet, pod: PodRequest, cand: np.ndarray, gpu_ok: np.ndarray, tid: int = -1
+    ) -> Choice:
+        pos = self._tie(self.scores(fleet, pod, cand, gpu_ok, tid))
         return Choice(pos, gpus_for(pod, fleet.gpu_free[cand[pos]], gpu_ok[pos]))
 
 
@@ -251,6 +264,15 @@ class FGDPolicy(Policy):
         with np.errstate(over="ignore"):
             return np.floor(steps / (1.0 + np.exp(-decrease / MILLI))).astype(np.int64)
 
+    def scores(
+        self, fleet: Fleet, pod: PodRequest, cand: np.ndarray, gpu_ok: np.ndarray, tid: int = -1
+    ) -> np.ndarray:
+        return self._score(self.decrease(fleet, pod, cand, gpu_ok, tid)[0], self.steps(pod))
+
+    def steps(self, pod: PodRequest) -> int:
+        """How finely a pod's node scores are graded: FGD's 100 for every pod."""
+        return MAX_SCORE
+
     def choose(
         self, fleet: Fleet, pod: PodRequest, cand: np.ndarray, gpu_ok: np.ndarray, tid: int = -1
     ) -> Choice:
@@ -288,6 +310,10 @@ class DefaultPolicy(FGDPolicy):
     popularity = 1.0  # every shape of the workload, by frequency (1. above)
     coarse_steps = 50
 
+    def steps(self, pod: PodRequest) -> int:
+        """Shares and multi-GPU pods in 100 steps, single whole-GPU and CPU-only pods in 50 (3. above)."""
+        return MAX_SCORE if pod.is_share or pod.num_gpu > 1 else self.coarse_steps
+
     def measure(self, pod: PodRequest) -> Measure:
         """CPU-only pods: the CPU-aware measure; pods with GPUs: FGD's."""
         return fragmentation if pod.num_gpu else cpu_fragmentation
@@ -296,8 +322,7 @@ class DefaultPolicy(FGDPolicy):
         self, fleet: Fleet, pod: PodRequest, cand: np.ndarray, gpu_ok: np.ndarray, tid: int = -1
     ) -> Choice:
         decrease, c = self.decrease(fleet, pod, cand, gpu_ok, tid)
-        fine = pod.is_share or pod.num_gpu > 1
-        scores = self._score(decrease, MAX_SCORE if fine else self.coarse_steps)
+        scores = self._score(decrease, self.steps(pod))
         top = np.flatnonzero(scores == scores.max())  # in node order
         busy = (fleet.gpu_free[cand[top]] == MILLI).sum(axis=1) < fleet.gpu_count[cand[top]]
         if busy.any():

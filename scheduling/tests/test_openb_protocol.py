@@ -3,6 +3,7 @@
 import json
 
 import numpy as np
+import pytest
 
 from benchmarks.placement.__main__ import main
 from benchmarks.placement.openb import arrival_order, curve, run_seed
@@ -70,13 +71,19 @@ def test_the_suite_sets_each_policy_beside_the_published_figures(node_csv, pod_c
     assert main([*args, "--policies", "default,fgd", "--seeds", "42", "--jobs", "1", "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     (row,) = summary["rows"]
-    assert row["workload"] == "slice" and set(row) == {
-        "workload",
-        "default",
-        "fgd",
-        "published fgd",
-        "published best-fit",
-    }
+    assert (
+        row["workload"] == "slice"
+        and row["set"] == "published"
+        and set(row)
+        == {
+            "workload",
+            "set",
+            "default",
+            "fgd",
+            "published fgd",
+            "published best-fit",
+        }
+    )
     assert row["published fgd"] == {"unallocated": 99.0, "band": "1.00-1.00"}
     assert summary["first_policy_below"]["published fgd"] == [1, 1]
     assert summary["first_policy_below"]["published best-fit"] == [1, 1]
@@ -86,3 +93,32 @@ def test_the_suite_sets_each_policy_beside_the_published_figures(node_csv, pod_c
 def test_the_suite_refuses_an_unknown_policy(capsys):
     assert main(["suite", "--policies", "default,magic"]) == 2
     assert "unknown policy ['magic']" in capsys.readouterr().err
+
+
+def test_the_replay_through_the_extender_places_exactly_as_in_process(node_csv, pod_csv, capsys):
+    argv = ["openb", "--via-extender", "--nodes", str(node_csv), "--pods", str(pod_csv), "--seeds", "42-43"]
+    assert main([*argv, "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["all_identical"] and len(summary["seeds"]) == 2
+    assert summary["mean_unallocated_via_extender"] == summary["mean_unallocated_in_process"]
+    assert all(s["calls"] > 100 for s in summary["seeds"]) and summary["prioritize_ms_p99"] > 0
+
+
+def test_the_suite_refuses_an_unknown_set(capsys):
+    assert main(["suite", "--set", "published,secret"]) == 2
+    assert "unknown set ['secret']" in capsys.readouterr().err
+
+
+def test_the_suite_draws_one_curve_file_per_workload(node_csv, pod_csv, tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    trace = tmp_path / "csv"
+    trace.mkdir()
+    (trace / "openb_pod_list_slice.csv").write_text(pod_csv.read_text())
+    published = tmp_path / "none.csv"
+    published.write_text("workload,sc_policy,tune,seed,100\n")
+    argv = ["suite", "--nodes", str(node_csv), "--trace-dir", str(trace), "--published", str(published)]
+    argv += ["--workloads", "slice", "--policies", "default,fgd", "--seeds", "42-43", "--jobs", "1"]
+    assert main([*argv, "--plot", str(tmp_path / "plots"), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    (png,) = summary["plots"]
+    assert png.endswith("slice.png") and (tmp_path / "plots" / "slice.png").read_bytes()[:4] == b"\x89PNG"

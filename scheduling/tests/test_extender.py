@@ -1,0 +1,201 @@
+"""The scheduler-extender protocol over the engine: pods, filter, prioritize, assumed and observed pods."""
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scheduling.engine.extender import (
+    MAX_PRIORITY,
+    BadRequest,
+    Extender,
+    ObservedPod,
+    handle,
+    pod_request,
+    quantity,
+)
+from scheduling.engine.fleet import NodeSpec, PodRequest
+
+NODES = [
+    NodeSpec("a", 32_000, 256_000, 8, "G2"),
+    NodeSpec("b", 32_000, 256_000, 8, "G2"),
+    NodeSpec("t", 16_000, 64_000, 2, "T4"),
+]
+NAMES = [n.name for n in NODES]
+
+
+def v1_pod(name="p", cpu="4", memory="8Gi", gpus=None, models=(), annotations=None, init=None):
+    requests = {"cpu": cpu, "memory": memory}
+    if gpus is not None:
+        requests["nvidia.com/gpu"] = gpus
+    spec: dict = {"containers": [{"name": "c", "resources": {"requests": requests}}]}
+    if init:
+        spec["initContainers"] = [{"name": "i", "resources": {"requests": init}}]
+    if models:
+        expr = {"key": "nvidia.com/gpu.product", "operator": "In", "values": list(models)}
+        spec["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": [expr]}]
+                }
+            }
+        }
+    meta = {"name": name, "namespace": "ns", "annotations": annotations or {}}
+    return {"metadata": meta, "spec": spec}
+
+
+def args(pod, names=NAMES):
+    return {"Pod": pod, "NodeNames": list(names)}
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [("500m", "0.5"), ("2", "2"), ("16Gi", str(16 * 2**30)), ("1e3", "1000"), ("1k", "1000")],
+)
+def test_quantities_read_as_kubernetes_writes_them(text, value):
+    assert quantity(text, "x") == type(quantity("1", "x"))(value)
+
+
+@pytest.mark.parametrize("bad", ["lots", "-1", "", None, [], True, "1e400"])
+def test_a_bad_quantity_is_a_clear_error(bad):
+    with pytest.raises(BadRequest):
+        quantity(bad, "x")
+
+
+def test_a_pod_is_read_with_its_largest_init_container_gpus_share_and_models():
+    pod = pod_request(v1_pod(cpu="500m", memory="1Gi", gpus="1", init={"cpu": "2"}, models=("G2", "T4")))
+    assert pod == PodRequest("ns/p", 2000, 1024, 1, 1000, frozenset({"G2", "T4"}))
+    share = pod_request(v1_pod(gpus="1", annotations={"gpucloud.io/gpu-milli": "460"}))
+    assert share.is_share and share.gpu_milli == 460
+    hami = v1_pod(gpus="1")
+    hami["spec"]["containers"][0]["resources"]["limits"] = {"nvidia.com/gpucores": "30"}
+    assert pod_request(hami).gpu_milli == 300
+
+
+@pytest.mark.parametrize(
+    "pod",
+    [
+        None,
+        {},
+        {"metadata": {"name": ""}},
+        {"metadata": {"name": "p"}, "spec": {"containers": "no"}},
+        {"metadata": {"name": "p"}, "spec": {"containers": [{"resources": {"requests": {"cpu": "x"}}}]}},
+        v1_pod(gpus="1.5"),
+        v1_pod(gpus="2", annotations={"gpucloud.io/gpu-milli": "500"}),
+    ],
+)
+def test_a_pod_the_extender_cannot_read_is_a_bad_request(pod):
+    with pytest.raises(BadRequest):
+        pod_request(pod)
+
+
+def test_filter_keeps_the_nodes_that_fit_and_says_why_the_others_do_not():
+    ext = Extender(NODES, "fgd")
+    result = ext.filter(args(v1_pod(gpus="4", models=("G2",)), [*NAMES, "cpu-node"]))
+    assert result["NodeNames"] == ["a", "b", "cpu-node"]  # a node gpucloud does not know passes untouched
+    assert result["FailedAndUnresolvableNodes"] == {"t": "GPU model is not one the pod accepts (G2)"}
+    assert result["Error"] == "" and result["FailedNodes"] == {}
+    ext.observe([ObservedPod(PodRequest("ns/big", 30_000, 1000, 1, 1000), "a")], complete=True)
+    after = ext.filter(args(v1_pod(gpus="4", models=("G2",))))
+    assert after["NodeNames"] == ["b"] and after["FailedNodes"]["a"] == "not enough free CPU for 4000m"
+
+
+def test_a_model_no_node_has_fails_every_known_node_unresolvably():
+    result = Extender(NODES).filter(args(v1_pod(gpus="1", models=("H100",))))
+    assert result["NodeNames"] == [] and set(result["FailedAndUnresolvableNodes"]) == set(NAMES)
+
+
+def test_prioritize_gives_the_engines_choice_the_top_score_and_assumes_it():
+    ext = Extender(NODES, "best-fit")
+    ext.observe([ObservedPod(PodRequest("ns/x", 1000, 1000, 4, 1000), "b")], complete=True)
+    ranked = ext.prioritize(args(v1_pod(gpus="2", models=("G2",)), ["a", "b"]))
+    assert ranked == [{"Host": "a", "Score": 0}, {"Host": "b", "Score": MAX_PRIORITY}]
+    assert ext.fleet.placements()["ns/p"].node == "b"  # booked before any binding is reported
+    again = ext.filter(args(v1_pod("q", gpus="2", models=("G2",)), ["b"]))
+    assert again["NodeNames"] == ["b"] and ext.fleet.gpu_free[ext.fleet.node("b")].tolist().count(1000) == 2
+
+
+def test_an_assumption_lapses_unless_the_cluster_confirms_it():
+    now = [0.0]
+    ext = Extender(NODES, "fgd", assume_seconds=30, clock=lambda: now[0])
+    ext.prioritize(args(v1_pod("lost", gpus="1")))
+    ext.prioritize(args(v1_pod("kept", gpus="1")))
+    node = ext.fleet.placements()["ns/kept"].node
+    ext.observe([ObservedPod(PodRequest("ns/kept", 4000, 8192, 1, 1000), node)], complete=False)
+    now[0] = 31.0
+    ext.filter(args(v1_pod("next")))
+    assert set(ext.fleet.placements()) == {"ns/kept"}
+
+
+def test_the_cluster_wins_where_it_bound_a_pod_elsewhere_and_a_deleted_pod_is_released():
+    ext = Extender(NODES, "fgd")
+    ext.prioritize(args(v1_pod("p", gpus="1"), ["a", "b"]))
+    other = "b" if ext.fleet.placements()["ns/p"].node == "a" else "a"
+    ext.observe([ObservedPod(PodRequest("ns/p", 4000, 8192, 1, 1000), other, (3,))], complete=True)
+    assert ext.fleet.placements()["ns/p"].node == other and ext.fleet.placements()["ns/p"].gpus == (3,)
+    ext.gone("ns/p")
+    assert ext.fleet.placements() == {} and int(ext.fleet.gpu_free.clip(0).sum()) == 18_000
+
+
+def test_a_complete_list_drops_what_the_cluster_no_longer_runs():
+    ext = Extender(NODES)
+    ext.observe([ObservedPod(PodRequest("ns/old", 1000, 1000, 1, 1000), "a")], complete=True)
+    ext.observe([], complete=True)
+    assert ext.fleet.placements() == {}
+
+
+def test_a_pod_asked_about_again_is_not_counted_twice():
+    ext = Extender(NODES)
+    ext.prioritize(args(v1_pod("p", gpus="8")))
+    ext.prioritize(args(v1_pod("p", gpus="8")))
+    assert list(ext.fleet.placements()) == ["ns/p"]
+
+
+@pytest.mark.parametrize(
+    ("verb", "body", "status"),
+    [
+        ("filter", b"{", 400),
+        ("filter", b"[]", 400),
+        ("filter", b'{"Pod": {"metadata": {"name": "p"}}}', 400),  # nodeCacheCapable: false sends Nodes
+        ("prioritize", b'{"Pod": 3, "NodeNames": []}', 400),
+        ("filter", b'{"Pod": {"metadata": {"name": "p"}}, "NodeNames": [1]}', 400),
+        ("filter", b"[" * 100_000, 400),
+        ("bind", b"{}", 404),
+    ],
+)
+def test_bad_calls_get_a_4xx_with_the_reason(verb, body, status):
+    code, answer = handle(Extender(NODES), verb, body)
+    assert code == status and answer["Error"]
+
+
+def test_a_good_call_round_trips_as_json():
+    code, answer = handle(Extender(NODES), "filter", json.dumps(args(v1_pod(gpus="1"))).encode())
+    assert code == 200 and answer["NodeNames"] == NAMES
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=20,
+)
+pod_like = st.fixed_dictionaries(
+    {"metadata": st.fixed_dictionaries({"name": st.text(min_size=1, max_size=5)}), "spec": json_values}
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    verb=st.sampled_from(["filter", "prioritize"]),
+    body=st.one_of(
+        json_values,
+        st.fixed_dictionaries({"Pod": json_values | pod_like, "NodeNames": json_values}),
+        st.fixed_dictionaries({"Pod": pod_like, "NodeNames": st.lists(st.sampled_from([*NAMES, "x"]))}),
+    ),
+)
+def test_any_json_gets_an_answer_or_a_400_never_an_exception(verb, body):
+    code, answer = handle(Extender(NODES), verb, json.dumps(body).encode())
+    assert code in (200, 400)
+    assert (code == 400) == (
+        "Error" in answer and bool(answer["Error"]) if isinstance(answer, dict) else False
+    )

@@ -1,0 +1,127 @@
+"""The extender's HTTP server: ``POST /scheduler/v1/<host-cluster>/{filter,prioritize}``, ``GET /healthz``.
+
+A plain threaded HTTP/1.1 server (persistent connections, as kube-scheduler's Go client keeps them), no Django
+in the request path: a call costs the JSON and the engine, not a middleware stack. Authentication and the
+lookup of a host cluster's :class:`Extender` are given by the caller (``authorize``, ``resolve``), so the
+benchmark serves exactly this server with its own fleet. Answers: 200 with the protocol's JSON; 400 for a body
+the extender cannot read; 401 without a valid platform token; 404 for an unknown host cluster or path; 503
+when the host cluster's state is not ready yet or anything unexpected happens (logged). Never 500: with
+``ignorable: true`` kube-scheduler goes on without the extender on any error or timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import ssl
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from scheduling.engine.extender import MAX_BODY, Extender, handle
+
+log = logging.getLogger(__name__)
+PREFIX = "/scheduler/v1/"
+
+
+class NotReady(Exception):
+    """The host cluster's state is still being listed (or cannot be): answer 503, kube-scheduler goes on."""
+
+
+Resolve = Callable[[str], Extender | None]  # host-cluster name -> its extender; None: unknown; NotReady
+Authorize = Callable[[str], bool]  # the bearer token -> allowed
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body are two writes: no 40 ms delayed-ACK stall between them
+    server: ExtenderServer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("extender %s", format % args)
+
+    def _send(self, status: int, payload: Any) -> None:
+        body = json.dumps(payload, separators=(",", ":")).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        if status == 401:
+            self.send_header("WWW-Authenticate", 'Bearer realm="gpucloud"')
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        if self.path == "/healthz":
+            self._send(200, {"status": "ok"})
+        else:
+            self._send(404, {"Error": f"no such path {self.path}"})
+
+    def do_POST(self) -> None:
+        try:
+            self._post()
+        except Exception:  # the last line of failing open: never a 500, never a dropped connection
+            log.exception("extender call failed", extra={"path": self.path})
+            self._send(503, {"Error": "the extender failed; see gpucloud's log"})
+
+    def _post(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        if length < 0 or length > MAX_BODY:
+            self.close_connection = True
+            self._send(413, {"Error": f"body larger than {MAX_BODY} bytes"})
+            return
+        body = self.rfile.read(length)
+        parts = self.path.split("?", 1)[0].removeprefix(PREFIX).split("/")
+        if not self.path.startswith(PREFIX) or len(parts) != 2:
+            self._send(404, {"Error": f"no such path {self.path}; use {PREFIX}<host-cluster>/<verb>"})
+            return
+        scheme, _, token = (self.headers.get("Authorization") or "").partition(" ")
+        bearer = scheme.lower() == "bearer" and self.server.authorize(token.strip())
+        if not (bearer or self.server.client_certificates):  # mutual TLS: the handshake authenticated it
+            self._send(
+                401,
+                {"Error": "a platform administrator's bearer token (or a client certificate) is required"},
+            )
+            return
+        try:
+            extender = self.server.resolve(parts[0])
+        except NotReady as e:
+            self._send(503, {"Error": str(e)})
+            return
+        if extender is None:
+            self._send(404, {"Error": f"no Kubernetes host cluster {parts[0]!r}"})
+            return
+        self._send(*handle(extender, parts[1], body))
+
+
+class ExtenderServer(ThreadingHTTPServer):
+    """Serves the extender verbs for the host clusters ``resolve`` knows."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], resolve: Resolve, authorize: Authorize) -> None:
+        super().__init__(address, _Handler)
+        self.resolve = resolve
+        self.authorize = authorize
+        self.client_certificates = False  # set by use_tls with a client CA: every connection is authenticated
+
+    def use_tls(self, cert: str, key: str, client_ca: str = "") -> None:
+        """Serve HTTPS; with ``client_ca``, only clients holding a certificate it issued may connect."""
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(cert, key)
+        if client_ca:
+            context.load_verify_locations(client_ca)
+            context.verify_mode = ssl.CERT_REQUIRED
+            self.client_certificates = True
+        self.socket = context.wrap_socket(self.socket, server_side=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def start(self) -> threading.Thread:
+        """Serve from a background thread (tests and the benchmark); stop with ``shutdown()``."""
+        thread = threading.Thread(target=self.serve_forever, name="extender", daemon=True)
+        thread.start()
+        return thread
