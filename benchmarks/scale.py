@@ -25,6 +25,7 @@ import http.client
 import json
 import os
 import random
+import select
 import signal
 import statistics
 import subprocess
@@ -88,6 +89,10 @@ class Client(threading.Thread):
 
     def call(self, route: str, method: str, path: str, body: dict | None = None) -> int:
         started = self.due or time.perf_counter()
+        if self.conn.sock is not None and select.select([self.conn.sock], [], [], 0)[0]:
+            # Readable while idle: the server closed the kept-alive connection (gunicorn's keepalive, 5 s);
+            # open a new one first, as urllib3 checks a pooled connection before it reuses it.
+            self.conn.close()
         try:
             self.conn.request(method, "/api/v1" + path, json.dumps(body) if body else None, self.headers)
             response = self.conn.getresponse()
