@@ -183,7 +183,8 @@ def test_a_quarantined_gpu_of_a_busy_node_keeps_its_layout_but_its_slices_are_no
     kube_emulator.remove_object("v1", "Pod", "serve-0", "jobs")
     reconcile.reconcile_host_cluster(cluster)
     new = label(kube_emulator, "h200-1", "nvidia.com/mig.config")
-    assert not any(g["mig-enabled"] for g in mig_configs(kube_emulator).get(new, [{"mig-enabled": False}]))
+    assert new is not None and new != name
+    assert not any(group["mig-enabled"] for group in mig_configs(kube_emulator)[new])
 
 
 def test_a_quarantined_node_is_held_and_counts_for_nothing(cluster, kube_emulator, api, admin):
