@@ -8,8 +8,14 @@ Once per reconcile pass, before the tenants' objects are rendered (docs/kubernet
    tenants, on this host cluster;
 3. plan (scheduling/engine/partitions.py): a layout per GPU, the time-sliced nodes, the changes allowed now;
 4. write the ConfigMaps when their content changes, then label the nodes to change;
-5. store per node what it advertises (MIG slices only after the MIG manager's `success`), failures with a
-   backoff, and what waits and why; on the host cluster, a summary (`HostCluster.partitions`).
+5. store per node what it advertises (MIG slices only after the MIG manager's `success`; nothing of a GPU out
+   of service), failures with a backoff, and what waits and why; on the host cluster, a summary
+   (`HostCluster.partitions`).
+
+A GPU out of service (quarantined, or every GPU of a node that is not ready: `tenants.capacity.HEALTHY`) is
+left out of the plan: no slices or time-slicing capacity are planned on it, and what it would advertise is
+subtracted from the node's advertised units. Health is read every pass, so a release is planned on at the
+next pass (docs/health.md, "Partitions").
 
 An unchanged cluster costs two lists (unfinished pods, GPU nodes) and two ConfigMap reads, and no writes, in
 the cluster or in the database. The tenants' quotas then count only what is advertised (`ready_units`).
@@ -19,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -30,8 +36,8 @@ from django.utils import timezone
 
 from scheduling.engine.errors import EngineError
 from scheduling.engine.partitions import NodeTarget, PartitionNode, PartitionPlan, plan_partitions
-from scheduling.models import GpuClass, HostCluster, Node, NodePartition
-from tenants.capacity import advertised_units, guaranteed_by_class
+from scheduling.models import Gpu, GpuClass, HostCluster, Node, NodePartition
+from tenants.capacity import HEALTHY, advertised_units, guaranteed_by_class
 from tenants.models import Quota, Tenant
 from workers.drivers import conformance
 from workers.drivers.base import DriverError
@@ -120,8 +126,53 @@ def _failure(obs: ObservedNode, row: NodePartition | None, now: datetime) -> tup
     return failures, retry_at
 
 
+def out_of_service(host_cluster: HostCluster) -> dict[str, frozenset[int]]:
+    """Indexes of the GPUs out of service per node name (one query); a node that is not ready has all its
+    GPUs out (`_unavailable`)."""
+    out: dict[str, set[int]] = defaultdict(set)
+    rows = Gpu.objects.filter(node__host_cluster=host_cluster).exclude(HEALTHY)
+    for name, index in rows.values_list("node__name", "index"):
+        out[name].add(index)
+    return {name: frozenset(indexes) for name, indexes in out.items()}
+
+
+def _unavailable(obs: ObservedNode, node: Node, out: dict[str, frozenset[int]]) -> frozenset[int]:
+    if node.state != Node.State.READY:
+        return frozenset(range(obs.gpus))
+    return frozenset(i for i in out.get(obs.name, frozenset()) if i < obs.gpus)
+
+
+def offered(
+    obs: ObservedNode, count_mig: bool, layouts: Layouts, unavailable: frozenset[int]
+) -> dict[str, int]:
+    """What the node advertises (`advertised`) less what its GPUs out of service carry: their MIG slices (as
+    the layout its label names has them), a whole GPU, or a time-sliced GPU's replicas. The device plugin may
+    well still list a quarantined GPU; gpucloud does not count it."""
+    out = advertised(obs, count_mig)
+    if not unavailable or not obs.model:
+        return out
+    less: Counter[str] = Counter()
+    replicas = out.get(f"{obs.model}.shared", 0) // obs.gpus if obs.gpus else 0
+    for index in unavailable:
+        layout = layouts[index] if index < len(layouts) else ()
+        if layout:
+            if count_mig:
+                less.update(f"{obs.model}.mig-{profile}" for profile in layout)
+        elif replicas:
+            less[f"{obs.model}.shared"] += replicas
+        else:
+            less[obs.model] += 1
+    left = {name: units - less[name] for name, units in out.items()}
+    return {name: units for name, units in left.items() if units > 0}
+
+
 def _partition_node(
-    obs: ObservedNode, node: Node, row: NodePartition | None, view: OperatorView, now: datetime
+    obs: ObservedNode,
+    node: Node,
+    row: NodePartition | None,
+    view: OperatorView,
+    now: datetime,
+    unavailable: frozenset[int] = frozenset(),
 ) -> tuple[PartitionNode, int, datetime | None]:
     layouts, hold = _current_layouts(obs, view)
     failures, retry_at = _failure(obs, row, now)
@@ -146,9 +197,10 @@ def _partition_node(
             in_flight=obs.in_flight,
             held=hold,
             retry=failed and not hold,
-            foreign_slices=advertised(obs, count_mig=not obs.in_flight) if not obs.managed else {},
+            foreign_slices=(offered(obs, not obs.in_flight, layouts, unavailable) if not obs.managed else {}),
             pods=obs.pods,
             cordoned=obs.cordoned_for_mig,
+            unavailable=unavailable,
         ),
         failures,
         retry_at,
@@ -173,9 +225,13 @@ def reconcile_partitions(host_cluster: HostCluster, api: KubeApi) -> PartitionOu
     now = timezone.now()
     observed = [obs for obs in view.nodes if obs.name in nodes]
     planned: dict[str, tuple[PartitionNode, int, datetime | None]] = {}
+    out = out_of_service(host_cluster)
     for obs in observed:
         node = nodes[obs.name]
-        planned[obs.name] = _partition_node(obs, node, getattr(node, "partition", None), view, now)
+        unavailable = _unavailable(obs, node, out)
+        planned[obs.name] = _partition_node(
+            obs, node, getattr(node, "partition", None), view, now, unavailable
+        )
     mig, shared = demand(host_cluster)
     plan = plan_partitions(
         [p for p, _, _ in planned.values()], mig, shared, max_changes=settings.MIG_MAX_NODES
@@ -245,7 +301,7 @@ def _row_values(
         "mig_state": obs.mig_state if obs.mig_state in NodePartition.MigState.values else "",
         "layouts": [list(layout) for layout in layouts],
         "sharing": target.sharing if target is not None else obs.sharing,
-        "advertised": advertised(obs, count_mig),
+        "advertised": offered(obs, count_mig, pnode.layouts, pnode.unavailable),
         "busy": obs.busy,
         "waiting": plan.waiting.get(obs.name, ""),
         "failures": failures,
@@ -255,7 +311,7 @@ def _row_values(
         values["mig_config"] = labels.get(MIG_CONFIG) or values["mig_config"]
         if MIG_CONFIG in labels:
             values["mig_state"] = NodePartition.MigState.PENDING
-            values["advertised"] = advertised(obs, count_mig=False)
+            values["advertised"] = offered(obs, False, pnode.layouts, pnode.unavailable)
     return values
 
 

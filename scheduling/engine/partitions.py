@@ -13,7 +13,11 @@ the device plugin re-reads its sharing config when `nvidia.com/device-plugin.con
 - a node whose MIG config is not gpucloud's (set by hand, or by another tool) is never touched; the slices
   it advertises are subtracted from the demand;
 - at most `max_changes` nodes are being changed at once (counting those still `pending`);
-- a node whose last change failed waits out its backoff (the caller says which nodes are due for a retry).
+- a node whose last change failed waits out its backoff (the caller says which nodes are due for a retry);
+- a GPU out of service (quarantined, or on a node that is not ready: `unavailable`) is no one's to plan on: it
+  gets no MIG slices and counts for no time-sliced capacity. On a node that may change, its index is laid
+  out with MIG disabled; on a node that must not change now (busy, held, in flight) it keeps the layout it
+  has until the node may change, but its slices are never counted as supply for the demand.
 
 Pure: no Django, no Kubernetes client; the reconciler (workers/partitions.py) feeds it what it observed.
 """
@@ -26,7 +30,8 @@ from dataclasses import dataclass, field
 
 from scheduling.engine.mig import COMPUTE_SLICES, MODELS, MigGpu, plan_mig
 
-Layouts = tuple[tuple[str, ...], ...]  # MIG layout per GPU index; () = MIG disabled on that GPU
+Layout = tuple[str, ...]  # profiles of one GPU; () = MIG disabled
+Layouts = tuple[Layout, ...]  # MIG layout per GPU index
 
 
 @dataclass(frozen=True)
@@ -47,9 +52,20 @@ class PartitionNode:
     pods: int = 0  # pods holding its GPUs (busy nodes with fewer go first when one must be drained)
     cordoned: bool = False  # cordoned for MIG already (kept so, rather than cordoning another node)
     foreign_slices: Mapping[str, int] = field(default_factory=dict)  # slices advertised by an unmanaged node
+    unavailable: frozenset[int] = frozenset()  # indexes of its GPUs out of service (quarantined)
 
     def whole(self) -> Layouts:
         return tuple(() for _ in range(self.gpus))
+
+    @property
+    def fixed(self) -> bool:
+        """Its layout must not change now."""
+        return self.busy or bool(self.held) or self.in_flight
+
+    @property
+    def in_service(self) -> int:
+        """GPUs that may carry demand (the others are quarantined)."""
+        return sum(1 for index in range(self.gpus) if index not in self.unavailable)
 
 
 @dataclass(frozen=True)
@@ -91,11 +107,13 @@ def _mig_candidates(nodes: Sequence[PartitionNode], sharing: set[str]) -> list[P
 def _mig_gpus(nodes: Sequence[PartitionNode]) -> list[MigGpu]:
     gpus = []
     for node in nodes:
-        fixed = node.busy or bool(node.held) or node.in_flight
+        fixed = node.fixed
         for index in range(node.gpus):
             layout = node.layouts[index] if index < len(node.layouts) else ()
             if fixed and not layout:
                 continue  # a whole GPU of a node that must not change: not the planner's to slice
+            if index in node.unavailable:
+                continue  # quarantined: no slices planned on it, and its slices supply nothing
             gpus.append(MigGpu(_gpu_id(node.name, index), node.model, layout, layout if fixed else ()))
     return gpus
 
@@ -134,13 +152,21 @@ def plan_partitions(
             continue
         layouts = node.layouts
         if node in candidates:
-            layouts = tuple(mig.layouts.get(_gpu_id(node.name, i), ()) for i in range(node.gpus))
+            layouts = tuple(_target_layout(node, mig.layouts, i) for i in range(node.gpus))
         plan.targets[node.name] = NodeTarget(layouts, node.name in sharing)
     _add_sharing(nodes, shared_gpus, sharing, plan)
     _hold_busy(by_name, mig.reconfigured_busy, plan)
     _drain(nodes, plan)
     _schedule(nodes, plan, max_changes)
     return plan
+
+
+def _target_layout(node: PartitionNode, planned: Mapping[str, Layout], index: int) -> Layout:
+    """A GPU's layout after the plan: a quarantined GPU of a node that must not change now keeps what it
+    has (it was not given to the planner); one of a node that may change gets MIG disabled."""
+    if index in node.unavailable and node.fixed:
+        return node.layouts[index] if index < len(node.layouts) else ()
+    return planned.get(_gpu_id(node.name, index), ())
 
 
 def _drain(nodes: Sequence[PartitionNode], plan: PartitionPlan) -> None:
@@ -184,7 +210,7 @@ def _keep_sharing(nodes: Sequence[PartitionNode], shared_gpus: Mapping[str, int]
         ):
             if left > 0 or node.busy:
                 keep.add(node.name)
-                left -= node.gpus
+                left -= node.in_service
     keep |= {n.name for n in nodes if n.sharing and n.managed and n.busy}
     return keep
 
@@ -195,7 +221,7 @@ def _add_sharing(
     """Time-slice more idle whole-GPU nodes until each model's shared demand is covered (whole nodes: the
     device plugin's config applies to every GPU of a node). Nodes that cannot be MIG-partitioned first."""
     for model, wanted in shared_gpus.items():
-        left = wanted - sum(n.gpus for n in nodes if n.name in sharing and n.model == model)
+        left = wanted - sum(n.in_service for n in nodes if n.name in sharing and n.model == model)
         free = [
             n
             for n in nodes
@@ -205,13 +231,14 @@ def _add_sharing(
             and not (n.busy or n.held or n.in_flight)
             and not any(plan.targets[n.name].layouts)
             and not any(n.layouts)
+            and n.in_service
         ]
         for node in sorted(free, key=lambda n: (n.mig_capable, n.name)):
             if left <= 0:
                 break
             sharing.add(node.name)
             plan.targets[node.name] = NodeTarget(node.whole(), True)
-            left -= node.gpus
+            left -= node.in_service
         if left > 0:
             plan.shared_short[model] = left
 

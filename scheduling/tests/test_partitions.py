@@ -51,6 +51,34 @@ def test_time_slicing_takes_whole_idle_nodes_and_keeps_busy_ones():
     assert plan.apply_now == ["b"] and plan.shared_short == {}
 
 
+def test_a_quarantined_gpu_gets_no_slices_and_its_slices_supply_nothing():
+    # Idle node: GPU 0 (quarantined) goes to MIG disabled, its slices move to a GPU in service.
+    plan = plan_partitions(
+        [node("a", layouts=SLICED, unavailable=frozenset({0}))],
+        {"h200-141gb.mig-1g.18gb": 7},
+        {},
+        max_changes=2,
+    )
+    assert plan.targets["a"].layouts == ((), ("1g.18gb",) * 7, *WHOLE8[2:]) and plan.apply_now == ["a"]
+    # Every GPU out: nothing planned there, the demand is unsatisfied.
+    plan = plan_partitions(
+        [node("a", unavailable=frozenset(range(8)))], {"h200-141gb.mig-1g.18gb": 7}, {}, max_changes=2
+    )
+    assert plan.targets["a"].layouts == WHOLE8 and plan.unsatisfied == {"h200-141gb.mig-1g.18gb": 7}
+    # Busy node: the layout stays until the node is idle, but the demand is laid out elsewhere.
+    busy = node("a", layouts=SLICED, busy=True, unavailable=frozenset({0}))
+    plan = plan_partitions([busy, node("b")], {"h200-141gb.mig-1g.18gb": 7}, {}, max_changes=2)
+    assert plan.targets["a"].layouts == SLICED and plan.targets["b"].layouts == SLICED
+    assert plan.apply_now == ["b"]
+
+
+def test_time_slicing_counts_gpus_in_service_only():
+    out = node("a", unavailable=frozenset(range(8)))
+    plan = plan_partitions([out, node("b", unavailable=frozenset({7}))], {}, {"h200-141gb": 8}, max_changes=2)
+    assert not plan.targets["a"].sharing and plan.targets["b"].sharing
+    assert plan.shared_short == {"h200-141gb": 1}
+
+
 def test_no_plan_ever_changes_a_busy_node_or_exceeds_the_budget():
     rng = random.Random(15)
     profiles = ["1g.18gb", "2g.35gb", "3g.71gb", "7g.141gb"]

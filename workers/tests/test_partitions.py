@@ -12,7 +12,8 @@ import pytest
 import yaml
 from django.utils import timezone
 
-from scheduling.models import HostCluster, NodePartition
+from scheduling import health
+from scheduling.models import Gpu, HealthEvent, HostCluster, Node, NodePartition
 from tenants.capacity import capacity_table
 from tests.kube_emulator import gpu_node, gpu_pod, start_emulator
 from workers import reconcile
@@ -96,6 +97,114 @@ def test_a_mig_guarantee_becomes_a_layout_a_label_and_slices_counted_only_after_
     writes = kube_emulator.writes
     reconcile.reconcile_host_cluster(cluster)
     assert kube_emulator.writes == writes  # settled: a pass costs no writes
+
+
+def quarantine(node: str, gpu: int | None = None) -> None:
+    """Take a GPU (or a whole node) out of service as the health pass does: a fatal event, then quarantine."""
+    target = Node.objects.get(name=node)
+    device = Gpu.objects.get(node=target, index=gpu) if gpu is not None else None
+    now = timezone.now()
+    event = HealthEvent.objects.create(
+        host_cluster=target.host_cluster, node=target, gpu=device,
+        subject=f"gpu:{gpu}" if gpu is not None else "node", signal="xid", value="79", severity="fatal",
+        action="quarantine", source="dcgm", first_seen=now, last_seen=now,
+    )  # fmt: skip
+    assert health.quarantine(event, now) is not None
+
+
+def test_a_quarantined_gpu_gets_no_slices_counts_for_nothing_and_comes_back_once_released(
+    cluster, kube_emulator, api, admin
+):
+    tenant(api, admin, "vision", {MIG_1G: 14})
+    reconcile.reconcile_host_cluster(cluster)
+    kube_emulator.play_gpu_operator("h200-1")
+    reconcile.reconcile_host_cluster(cluster)
+    assert advertised(cluster, MIG_1G) == 14 and advertised(cluster, "h200-141gb") == 14
+
+    quarantine("h200-1", 0)  # a sliced GPU of an idle node
+    reconcile.reconcile_host_cluster(cluster)
+
+    # Its seven slices are no longer counted, though the device plugin still lists them, and the node is
+    # laid out again: GPU 0 with MIG disabled, its slices moved to a GPU in service (none counted while
+    # the change is pending, as for any change).
+    assert advertised(cluster, MIG_1G) == 0
+    assert hard(kube_emulator, "vision")["requests.nvidia.com/mig-1g.18gb"] == "0"
+    name = label(kube_emulator, "h200-1", "nvidia.com/mig.config")
+    assert label(kube_emulator, "h200-1", "nvidia.com/mig.config.state") == "pending"
+    config = mig_configs(kube_emulator)[name]
+    sliced = [d for group in config if group["mig-enabled"] for d in group["devices"]]
+    assert 0 not in sliced and len(sliced) == 2
+    assert {"devices": [0, *range(3, 8)], "mig-enabled": False} in config
+    kube_emulator.play_gpu_operator("h200-1")
+    reconcile.reconcile_host_cluster(cluster)
+    assert advertised(cluster, MIG_1G) == 14
+    assert advertised(cluster, "h200-141gb") == 13  # 16 GPUs, 2 sliced, 1 out of service
+    assert NodePartition.objects.get(node__name="h200-1").layouts[0] == []
+    assert hard(kube_emulator, "vision")["requests.nvidia.com/mig-1g.18gb"] == "14"
+
+    body = {"gpu": 0, "reason": "replaced"}
+    response = api(admin).post("/api/v1/host-clusters/gpu-east/nodes/h200-1/release/", body, format="json")
+    assert response.status_code == 200, response.json()
+    writes = kube_emulator.writes
+    reconcile.reconcile_host_cluster(cluster)
+    # Back at the next pass: counted again, and the layouts in place are kept (no node relabelled).
+    assert advertised(cluster, "h200-141gb") == 14 and advertised(cluster, MIG_1G) == 14
+    assert label(kube_emulator, "h200-1", "nvidia.com/mig.config") == name
+    assert kube_emulator.writes == writes
+
+
+def test_a_quarantined_gpu_of_a_busy_node_keeps_its_layout_but_its_slices_are_not_counted(
+    cluster, kube_emulator, api, admin
+):
+    tenant(api, admin, "vision", {MIG_1G: 7})
+    reconcile.reconcile_host_cluster(cluster)
+    kube_emulator.play_gpu_operator("h200-1")
+    kube_emulator.put_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "jobs"}})
+    kube_emulator.put_object(gpu_pod("serve-0", "jobs", "h200-1", "nvidia.com/mig-1g.18gb"))
+    reconcile.reconcile_host_cluster(cluster)
+    name = label(kube_emulator, "h200-1", "nvidia.com/mig.config")
+    sliced = next(g["devices"][0] for g in mig_configs(kube_emulator)[name] if g["mig-enabled"])
+    assert advertised(cluster, MIG_1G) == 7
+
+    quarantine("h200-1", sliced)
+    reconcile.reconcile_host_cluster(cluster)
+
+    # The busy node is not reconfigured; its quarantined GPU's slices supply nothing, so the idle node
+    # takes the layout instead.
+    assert label(kube_emulator, "h200-1", "nvidia.com/mig.config") == name
+    assert advertised(cluster, MIG_1G) == 0
+    assert label(kube_emulator, "h200-2", "nvidia.com/mig.config").startswith("gpucloud-")
+    assert NodePartition.objects.get(node__name="h200-1").advertised == {"h200-141gb": 7}
+    kube_emulator.play_gpu_operator("h200-2")
+    reconcile.reconcile_host_cluster(cluster)
+    assert advertised(cluster, MIG_1G) == 7
+
+    # Once idle, the quarantined GPU's index is laid out with MIG disabled.
+    kube_emulator.remove_object("v1", "Pod", "serve-0", "jobs")
+    reconcile.reconcile_host_cluster(cluster)
+    new = label(kube_emulator, "h200-1", "nvidia.com/mig.config")
+    assert new is not None and new != name
+    assert not any(group["mig-enabled"] for group in mig_configs(kube_emulator)[new])
+
+
+def test_a_quarantined_node_is_held_and_counts_for_nothing(cluster, kube_emulator, api, admin):
+    tenant(api, admin, "vision", {MIG_1G: 7})
+    reconcile.reconcile_host_cluster(cluster)
+    kube_emulator.play_gpu_operator("h200-1")
+    reconcile.reconcile_host_cluster(cluster)
+    name = label(kube_emulator, "h200-1", "nvidia.com/mig.config")
+
+    quarantine("h200-1")
+    reconcile.reconcile_host_cluster(cluster)
+
+    # Not reconfigured while out (the MIG manager is not sent to a faulty node), counted for nothing, and
+    # the demand laid out on the node in service.
+    assert label(kube_emulator, "h200-1", "nvidia.com/mig.config") == name
+    assert NodePartition.objects.get(node__name="h200-1").advertised == {}
+    assert label(kube_emulator, "h200-2", "nvidia.com/mig.config").startswith("gpucloud-")
+    kube_emulator.play_gpu_operator("h200-2")
+    reconcile.reconcile_host_cluster(cluster)
+    assert advertised(cluster, MIG_1G) == 7 and advertised(cluster, "h200-141gb") == 7
 
 
 def test_a_busy_gpu_node_is_never_reconfigured_and_the_need_is_reported(cluster, kube_emulator, api, admin):
