@@ -60,7 +60,8 @@ class WhatIfViewSet(BaseViewSet):
 
     serializer_class = WhatIfSerializer
 
-    @extend_schema(request=WhatIfSerializer, responses=WhatIfAnswerSerializer)
+    # An answer, nothing made: 200, not the 201 drf-spectacular assumes for a POST.
+    @extend_schema(request=WhatIfSerializer, responses={200: WhatIfAnswerSerializer})
     def create(self, request: Request) -> Response:
         serializer = WhatIfSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
