@@ -6,7 +6,7 @@
     gpucloud migrate             apply migrations and exit; several at once wait for each other
     gpucloud tenant-watcher      apply the Tenant and RateCard custom resources of host clusters registered
                                  with --watch-tenants (`manage.py watch_tenants`; docs/gitops.md)
-    gpucloud extender            kube-scheduler's extender for Kubernetes host clusters (`manage.py serve_extender`;
+    gpucloud extender            kube-scheduler's extender for Kubernetes host clusters (`serve_extender`,
                                  docs/placement.md): exactly one, its assumed placements are in memory
     gpucloud manage ARGS…        any `manage.py` command (collectstatic, createsuperuser, bootstrap, …)
 
@@ -192,13 +192,13 @@ def main(argv: list[str] | None = None) -> None:
             sub.add_argument("--bind", help="ADDR:PORT (default: GPUCLOUD_EXTENDER_BIND or 0.0.0.0:8443)")
             sub.add_argument(
                 "--health-bind",
-                help="ADDR:PORT of the plain-HTTP /healthz (default: GPUCLOUD_EXTENDER_HEALTH_BIND or 0.0.0.0:8081)",
+                help="ADDR:PORT of a plain-HTTP /healthz (default: GPUCLOUD_EXTENDER_HEALTH_BIND, :8081)",
             )
             sub.add_argument("--tls-cert", help="PEM certificate (default: GPUCLOUD_EXTENDER_TLS_CERT)")
             sub.add_argument("--tls-key", help="its PEM key (default: GPUCLOUD_EXTENDER_TLS_KEY)")
             sub.add_argument(
                 "--tls-client-ca",
-                help="only clients with a certificate this CA issued (default: GPUCLOUD_EXTENDER_TLS_CLIENT_CA)",
+                help="admit only certificates it issued (default: GPUCLOUD_EXTENDER_TLS_CLIENT_CA)",
             )
         if name == "manage":
             sub.add_argument("args", nargs=argparse.REMAINDER)

@@ -190,6 +190,19 @@ def test_production_runs_the_extender_and_the_quickstart_without_a_kube_schedule
         assert of_kind(render(overlay), "Deployment")["gpucloud-extender"]["spec"]["replicas"] == replicas
 
 
+def test_the_documented_kube_scheduler_configuration_reaches_the_production_service():
+    from urllib.parse import urlsplit
+
+    from workers.tests.test_extender import _documented_config
+
+    (extender,) = _documented_config()["extenders"]
+    service = of_kind(render("production"), "Service")["gpucloud-extender"]
+    address = f"{service['metadata']['name']}.{service['metadata']['namespace']}.svc"
+    url = urlsplit(extender["urlPrefix"])
+    assert (url.scheme, url.hostname, url.port) == ("https", address, service["spec"]["ports"][0]["port"])
+    assert extender["tlsConfig"]["serverName"] == address and extender["enableHTTPS"] is True
+
+
 def labels_match(selector: dict, labels: dict) -> bool:
     return all(labels.get(k) == v for k, v in selector.items())
 
