@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
@@ -156,6 +157,10 @@ def extender(args: argparse.Namespace) -> None:
     _become("extender", connections=env_int("GPUCLOUD_EXTENDER_CONNECTIONS", 8, minimum=1))
     from django.core.management import CommandError, call_command
 
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt  # serve_extender's way out: stop the feeds, close the sockets, exit 0
+
+    signal.signal(signal.SIGTERM, interrupt)
     try:
         call_command("serve_extender", bind=bind, health_bind=health_bind, **tls)
     except CommandError as exc:

@@ -289,7 +289,8 @@ def test_the_extender_serves_kube_schedulers_certificate_and_probes_on_plain_htt
             stranger.getresponse()
         assert f"/healthz on 127.0.0.1:{health}" in log.read_text()
     finally:
-        stop(extender)
+        code = stop(extender)
+    assert code == 0  # SIGTERM (the kubelet's) stops it cleanly
 
 
 def test_the_extender_refuses_half_a_tls_pair_from_the_environment(tmp_path):
