@@ -6,6 +6,8 @@
     gpucloud migrate             apply migrations and exit; several at once wait for each other
     gpucloud tenant-watcher      apply the Tenant and RateCard custom resources of host clusters registered
                                  with --watch-tenants (`manage.py watch_tenants`; docs/gitops.md)
+    gpucloud extender            kube-scheduler's extender for Kubernetes host clusters (`serve_extender`,
+                                 docs/placement.md): exactly one, its assumed placements are in memory
     gpucloud manage ARGS…        any `manage.py` command (collectstatic, createsuperuser, bootstrap, …)
 
 Each process names itself (GPUCLOUD_PROCESS, shown by PostgreSQL as the connection's application_name) and
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
@@ -142,6 +145,28 @@ def tenant_watcher(args: argparse.Namespace) -> None:
     call_command("watch_tenants")
 
 
+def extender(args: argparse.Namespace) -> None:
+    bind = args.bind or env_str("GPUCLOUD_EXTENDER_BIND", "0.0.0.0:8443")
+    health_bind = args.health_bind or env_str("GPUCLOUD_EXTENDER_HEALTH_BIND", "0.0.0.0:8081")
+    tls = {
+        "tls_cert": args.tls_cert or env_str("GPUCLOUD_EXTENDER_TLS_CERT"),
+        "tls_key": args.tls_key or env_str("GPUCLOUD_EXTENDER_TLS_KEY"),
+        "tls_client_ca": args.tls_client_ca or env_str("GPUCLOUD_EXTENDER_TLS_CLIENT_CA"),
+    }
+    # One thread per host cluster's feed plus one per kube-scheduler connection checking tokens, at most.
+    _become("extender", connections=env_int("GPUCLOUD_EXTENDER_CONNECTIONS", 8, minimum=1))
+    from django.core.management import CommandError, call_command
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt  # serve_extender's way out: stop the feeds, close the sockets, exit 0
+
+    signal.signal(signal.SIGTERM, interrupt)
+    try:
+        call_command("serve_extender", bind=bind, health_bind=health_bind, **tls)
+    except CommandError as exc:
+        raise ConfigError(str(exc)) from None
+
+
 def manage(args: argparse.Namespace) -> None:
     os.environ.setdefault("GPUCLOUD_PROCESS", "manage")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gpucloud.settings")
@@ -156,6 +181,7 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], None], str]] = {
     "scheduler": (scheduler, "run the periodic schedule (one leader among any number of schedulers)"),
     "migrate": (migrate, "apply database migrations, then exit (safe to run from several places at once)"),
     "tenant-watcher": (tenant_watcher, "apply Tenant and RateCard custom resources (--watch-tenants)"),
+    "extender": (extender, "serve kube-scheduler's extender (exactly one: assumed placements are in memory)"),
     "manage": (manage, "run a manage.py command"),
 }
 
@@ -167,6 +193,18 @@ def main(argv: list[str] | None = None) -> None:
         sub = commands.add_parser(name, help=help_text)
         if name == "web":
             sub.add_argument("--bind", help="ADDR:PORT to listen on (default: GPUCLOUD_BIND or 0.0.0.0:8000)")
+        if name == "extender":
+            sub.add_argument("--bind", help="ADDR:PORT (default: GPUCLOUD_EXTENDER_BIND or 0.0.0.0:8443)")
+            sub.add_argument(
+                "--health-bind",
+                help="ADDR:PORT of a plain-HTTP /healthz (default: GPUCLOUD_EXTENDER_HEALTH_BIND, :8081)",
+            )
+            sub.add_argument("--tls-cert", help="PEM certificate (default: GPUCLOUD_EXTENDER_TLS_CERT)")
+            sub.add_argument("--tls-key", help="its PEM key (default: GPUCLOUD_EXTENDER_TLS_KEY)")
+            sub.add_argument(
+                "--tls-client-ca",
+                help="admit only certificates it issued (default: GPUCLOUD_EXTENDER_TLS_CLIENT_CA)",
+            )
         if name == "manage":
             sub.add_argument("args", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)

@@ -53,7 +53,7 @@ def workloads(objects: list[dict]) -> dict[str, dict]:
 
 
 def gpucloud_workloads(objects: list[dict]) -> dict[str, dict]:
-    """gpucloud's own: web, worker, scheduler, tenant watcher, the migration Job."""
+    """gpucloud's own: web, worker, scheduler, tenant watcher, extender, the migration Job."""
     named = {
         name: w
         for name, w in workloads(objects).items()
@@ -64,6 +64,7 @@ def gpucloud_workloads(objects: list[dict]) -> dict[str, dict]:
         "gpucloud-worker",
         "gpucloud-scheduler",
         "gpucloud-tenant-watcher",
+        "gpucloud-extender",
         "gpucloud-migrate",
     }
     return named
@@ -147,6 +148,59 @@ def test_the_tenant_crds_ship_cluster_scoped_and_one_tenant_watcher_runs(objects
     watcher = of_kind(objects, "Deployment")["gpucloud-tenant-watcher"]["spec"]
     assert watcher["replicas"] == 1 and watcher["strategy"]["type"] == "Recreate"
     assert watcher["template"]["spec"]["containers"][0]["args"] == ["gpucloud", "tenant-watcher"]
+
+
+def test_one_extender_runs_probed_without_a_client_certificate_and_its_tls_comes_from_a_secret(objects):
+    deployment = of_kind(objects, "Deployment")["gpucloud-extender"]["spec"]
+    # Its assumed placements are in memory: never two at once, not even during a rollout.
+    assert deployment["replicas"] in (0, 1) and deployment["strategy"]["type"] == "Recreate"
+    pod = deployment["template"]["spec"]
+    container = pod["containers"][0]
+    assert container["args"] == ["gpucloud", "extender"]
+    env = {v["name"]: v.get("value") for v in container["env"]}
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert env["GPUCLOUD_EXTENDER_BIND"].endswith(f":{ports['https']}")
+    assert env["GPUCLOUD_EXTENDER_HEALTH_BIND"].endswith(f":{ports['health']}")
+    # kube-scheduler must present a certificate: the kubelet cannot, so it probes the plain /healthz port.
+    assert env["GPUCLOUD_EXTENDER_TLS_CLIENT_CA"]
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert container[probe]["httpGet"] == {"path": "/healthz", "port": "health"}, probe
+    # The TLS files are mounted from a Secret named, never carried, by the manifests.
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    tls = next(v for v in pod["volumes"] if v["name"] == "tls")
+    assert tls["secret"]["secretName"] == "gpucloud-extender-tls"
+    for variable in (
+        "GPUCLOUD_EXTENDER_TLS_CERT",
+        "GPUCLOUD_EXTENDER_TLS_KEY",
+        "GPUCLOUD_EXTENDER_TLS_CLIENT_CA",
+    ):
+        assert env[variable].startswith(mounts["tls"] + "/"), variable
+    service = of_kind(objects, "Service")["gpucloud-extender"]["spec"]
+    assert [(p["port"], p["targetPort"]) for p in service["ports"]] == [(8443, "https")]
+    allowed = {
+        p["port"]
+        for rule in of_kind(objects, "NetworkPolicy")["gpucloud"]["spec"]["ingress"]
+        for p in rule["ports"]
+    }
+    assert 8443 in allowed
+
+
+def test_production_runs_the_extender_and_the_quickstart_without_a_kube_scheduler_does_not():
+    for overlay, replicas in (("production", 1), ("quickstart", 0)):
+        assert of_kind(render(overlay), "Deployment")["gpucloud-extender"]["spec"]["replicas"] == replicas
+
+
+def test_the_documented_kube_scheduler_configuration_reaches_the_production_service():
+    from urllib.parse import urlsplit
+
+    from workers.tests.test_extender import _documented_config
+
+    (extender,) = _documented_config()["extenders"]
+    service = of_kind(render("production"), "Service")["gpucloud-extender"]
+    address = f"{service['metadata']['name']}.{service['metadata']['namespace']}.svc"
+    url = urlsplit(extender["urlPrefix"])
+    assert (url.scheme, url.hostname, url.port) == ("https", address, service["spec"]["ports"][0]["port"])
+    assert extender["tlsConfig"]["serverName"] == address and extender["enableHTTPS"] is True
 
 
 def labels_match(selector: dict, labels: dict) -> bool:

@@ -1,4 +1,4 @@
-"""`gpucloud web|worker|scheduler|migrate` as real processes on PostgreSQL and Redis.
+"""`gpucloud web|worker|scheduler|migrate|extender` as real processes on PostgreSQL and Redis.
 
 No Django test database here: each test that needs a database gets a fresh one of its own on the server of
 DATABASE_URL, because the processes under test create and migrate it themselves.
@@ -246,3 +246,61 @@ def test_a_web_process_holds_no_more_database_connections_than_its_pool_under_a_
         stop(web)
     assert statuses == [200] * 400
     assert 1 <= seen <= 2
+
+
+# --- extender -----------------------------------------------------------------------------------------------
+
+
+def test_the_extender_serves_kube_schedulers_certificate_and_probes_on_plain_http(fresh_database, tmp_path):
+    import http.client
+    import ssl
+
+    from workers.tests.test_extender import _certificates
+
+    files = _certificates(tmp_path)
+    env = process_env(DATABASE_URL=fresh_database)
+    assert gpucloud("migrate", env=env, out=tmp_path / "migrate.log").wait(timeout=300) == 0
+    port, health = free_port(), free_port()
+    env.update(
+        GPUCLOUD_EXTENDER_BIND=f"127.0.0.1:{port}",
+        GPUCLOUD_EXTENDER_TLS_CERT=files["server.crt"],
+        GPUCLOUD_EXTENDER_TLS_KEY=files["server.key"],
+        GPUCLOUD_EXTENDER_TLS_CLIENT_CA=files["ca.crt"],
+    )
+    log = tmp_path / "extender.log"
+    extender = gpucloud("extender", "--health-bind", f"127.0.0.1:{health}", env=env, out=log)
+    try:
+        wait_until(lambda: get(f"http://127.0.0.1:{health}/healthz") == 200, 60, "/healthz answers")
+        assert get(f"http://127.0.0.1:{health}/scheduler/v1/east/filter") == 404
+        plain = http.client.HTTPConnection("127.0.0.1", health, timeout=5)
+        plain.request("POST", "/scheduler/v1/east/filter", b"{}")
+        assert plain.getresponse().status == 404  # the verbs are never served in plain HTTP
+        context = ssl.create_default_context(cafile=files["ca.crt"])
+        context.load_cert_chain(files["scheduler.crt"], files["scheduler.key"])
+        scheduler = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=5)
+        scheduler.request("POST", "/scheduler/v1/east/filter", b"{}")
+        response = scheduler.getresponse()
+        assert response.status == 404 and "east" in response.read().decode()  # in, but no such host cluster
+        stranger = http.client.HTTPSConnection(
+            "127.0.0.1", port, context=ssl.create_default_context(cafile=files["ca.crt"]), timeout=5
+        )
+        with pytest.raises((ssl.SSLError, ConnectionError)):
+            stranger.request("GET", "/healthz")
+            stranger.getresponse()
+        assert f"/healthz on 127.0.0.1:{health}" in log.read_text()
+    finally:
+        code = stop(extender)
+    assert code == 0  # SIGTERM (the kubelet's) stops it cleanly
+
+
+def test_the_extender_refuses_half_a_tls_pair_from_the_environment(tmp_path):
+    env = process_env(GPUCLOUD_VAR_DIR=str(tmp_path / "var"), GPUCLOUD_EXTENDER_TLS_CERT="server.crt")
+    done = subprocess.run(
+        [sys.executable, "-m", "gpucloud.cli", "extender", "--health-bind", f"127.0.0.1:{free_port()}"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 1
+    assert "gpucloud extender: --tls-cert and --tls-key go together" in done.stderr

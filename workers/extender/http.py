@@ -1,5 +1,8 @@
 """The extender's HTTP server: ``POST /scheduler/v1/<host-cluster>/{filter,prioritize}``, ``GET /healthz``.
 
+With mutual TLS the kubelet's probes (which hold no client certificate) cannot reach that ``/healthz``:
+:class:`HealthServer` answers ``GET /healthz`` alone, in plain HTTP, on a port of its own (``--health-bind``).
+
 A plain threaded HTTP/1.1 server (persistent connections, as kube-scheduler's Go client keeps them), no Django
 in the request path: a call costs the JSON and the engine, not a middleware stack. Authentication and the
 lookup of a host cluster's :class:`Extender` are given by the caller (``authorize``, ``resolve``), so the
@@ -123,5 +126,44 @@ class ExtenderServer(ThreadingHTTPServer):
     def start(self) -> threading.Thread:
         """Serve from a background thread (tests and the benchmark); stop with ``shutdown()``."""
         thread = threading.Thread(target=self.serve_forever, name="extender", daemon=True)
+        thread.start()
+        return thread
+
+
+class _HealthHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("extender health %s", format % args)
+
+    def _send(self, status: int, payload: Any) -> None:
+        body = json.dumps(payload, separators=(",", ":")).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        if self.path == "/healthz":
+            self._send(200, {"status": "ok"})
+        else:
+            self._send(404, {"Error": f"no such path {self.path}; this port serves /healthz only"})
+
+    def do_POST(self) -> None:  # the verbs are never served here, in plain HTTP
+        self.close_connection = True
+        self._send(404, {"Error": "this port serves GET /healthz only; the verbs are on the extender's port"})
+
+
+class HealthServer(ThreadingHTTPServer):
+    """``GET /healthz`` in plain HTTP for the kubelet's probes; nothing else, no credentials needed."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int]) -> None:
+        super().__init__(address, _HealthHandler)
+
+    def start(self) -> threading.Thread:
+        thread = threading.Thread(target=self.serve_forever, name="extender-health", daemon=True)
         thread.start()
         return thread

@@ -343,3 +343,24 @@ def test_the_command_refuses_a_bad_address_or_half_a_tls_pair(db):
         call_command("serve_extender", "--bind", "nowhere")
     with pytest.raises(CommandError, match="go together"):
         call_command("serve_extender", "--bind", "127.0.0.1:0", "--tls-cert", "x.pem")
+
+
+def test_the_health_port_answers_healthz_and_serves_no_verb():
+    from workers.extender.http import HealthServer
+
+    srv = HealthServer(("127.0.0.1", 0))
+    srv.start()
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", srv.server_address[1], timeout=5)
+        conn.request("GET", "/healthz")
+        response = conn.getresponse()
+        assert response.status == 200 and json.loads(response.read()) == {"status": "ok"}
+        conn.request("GET", "/readyz")
+        response = conn.getresponse()
+        assert response.status == 404 and "/healthz only" in response.read().decode()
+        conn = http.client.HTTPConnection("127.0.0.1", srv.server_address[1], timeout=5)
+        conn.request("POST", "/scheduler/v1/east/filter", args(pod("p", 1), ["gpu-1"]))
+        assert conn.getresponse().status == 404
+    finally:
+        srv.shutdown()
+        srv.server_close()
