@@ -35,7 +35,7 @@ from tenants.models import Invitation, Membership, Quota, Tenant
 # Order of the steps of one apply: guarantees shrink before any grows (freed capacity is reused in the
 # same apply), tiers change between the two (a tier that loses a class after its quota went, one that gains
 # it before it comes), new owners come before anyone is demoted or removed (the last owner stays).
-HOSTS, PRUNE, SHRINK, TENANT, GROW, OWNERS, MEMBERS, UNMEMBERS, BUDGET, CARDS = range(10)
+HOSTS, PRUNE, SHRINK, TENANT, GROW, OWNERS, MEMBERS, UNMEMBERS, BUDGET, SLEEP, CARDS = range(11)
 IMMUTABLE_HOST_FIELDS = {"driver": "driver", "scheduler": "scheduler", "vclusterMode": "vcluster_mode"}
 
 
@@ -127,9 +127,9 @@ def compare(desired: dict[str, Any], current: dict[str, Any]) -> list[FieldChang
                     b, a = b and b["role"], a and a["role"]
                 if a != b:
                     changes.append(FieldChange(f"{name}[{item}]", b, a))
-        elif name == "budget" and have is not None:
+        elif name in ("budget", "sleep") and have is not None:
             changes += [
-                FieldChange(f"budget.{k}", have.get(k), v)
+                FieldChange(f"{name}.{k}", have.get(k), v)
                 for k, v in sorted(wanted.items())
                 if have.get(k) != v
             ]
@@ -183,6 +183,10 @@ def _static_problems(document: Document, spec: dict[str, Any], obj: Any) -> list
                         "in yet, give their e-mail address",
                     )
                 )
+        delay = spec.get("sleep", {}).get("afterInactivity", "")
+        problem = services.sleep_delay_problem(delay)
+        if problem is not None:
+            problems.append(document.problem("spec.sleep.afterInactivity", problem))
     elif document.kind == "HostCluster":
         if obj is None:
             problems.append(
@@ -393,6 +397,20 @@ def _tenant_steps(actor: Actor, change: Change) -> list[Step]:
             )
     if any(f.path.startswith("budget") for f in change.fields):
         steps.append((BUDGET, change, "spec.budget", lambda: _set_budget(actor, name, spec["budget"])))
+    if any(f.path.startswith("sleep") for f in change.fields):
+        steps.append(
+            (
+                SLEEP,
+                change,
+                "spec.sleep",
+                lambda: services.set_sleep_settings(
+                    actor=actor,
+                    tenant=_tenant(name),
+                    sleep_when_idle=spec["sleep"]["whenIdle"],
+                    sleep_after_inactivity=spec["sleep"]["afterInactivity"],
+                ),
+            )
+        )
     return steps + _quota_steps(actor, change) + _member_steps(actor, change) + _creator_step(actor, change)
 
 

@@ -95,6 +95,24 @@ BUDGET = _object(
     ["monthly"],
 )
 PRICE = {"type": "string", "pattern": DECIMAL_RE}
+# Hours, minutes, seconds (`tenants.services.SLEEP_DELAY_RE`, written without look-ahead: the CRD's pattern
+# is checked by the API server's RE2); the one-minute minimum is checked by `gitops.apply` and the service.
+SLEEP_DELAY_PATTERN = r"^([0-9]+h)?([0-9]+m)?([0-9]+s)?$"
+SLEEP = _object(
+    {
+        "whenIdle": {
+            "type": "boolean",
+            "description": "put the cluster to sleep when metering finds its GPUs idle (default false)",
+        },
+        "afterInactivity": {
+            "type": "string",
+            "maxLength": 20,
+            "pattern": SLEEP_DELAY_PATTERN,
+            "description": 'vCluster sleep mode delay, e.g. "4h", "45m", "1h30m" (at least a minute); '
+            "empty = the host cluster's default",
+        },
+    }
+)
 
 SCHEMAS: dict[str, dict[str, Any]] = {
     "Tenant": _document(
@@ -108,10 +126,11 @@ SCHEMAS: dict[str, dict[str, Any]] = {
                 "members": {"type": "array", "items": MEMBER},
                 "quotas": {"type": "array", "items": QUOTA},
                 "budget": BUDGET,
+                "sleep": SLEEP,
             }
         ),
-        "A tenant, its members, quotas and budget. A list that is given is the whole list; a field left out "
-        "is not managed.",
+        "A tenant, its members, quotas, budget and sleep settings. A list that is given is the whole list; "
+        "a field left out is not managed.",
     ),
     "RateCard": _document(
         "RateCard",
@@ -293,6 +312,8 @@ def _schema_problems(document: Document) -> list[Problem]:
             if extra:
                 path = f"{path}.{extra[0]}".lstrip(".")
                 reason = f"{extra[0]!r} is not a field of {kind}; allowed here: {', '.join(sorted(allowed))}"
+        elif error.validator == "pattern" and path.endswith("sleep.afterInactivity"):
+            reason = f"{error.instance!r} is not a delay; write it like 45m, 2h or 1h30m, or leave it empty"
         elif error.validator == "anyOf" and path.endswith(".user"):
             reason = f"{error.instance!r} is neither a username nor an e-mail address"
         problems.append(document.problem(path, reason))

@@ -60,6 +60,10 @@ def _budget(budget: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _sleep(sleep: dict[str, Any]) -> dict[str, Any]:
+    return {"whenIdle": sleep.get("whenIdle", False), "afterInactivity": sleep.get("afterInactivity", "")}
+
+
 def member_key(user: str) -> str:
     """Who a manifest's `user` is: the username of an account (found by username, or by its e-mail address
     when exactly one active account has it: `tenants.invitations.existing_user`, the portal's rule), else the
@@ -87,6 +91,8 @@ def desired(document: Document) -> dict[str, Any]:
             spec["members"] = _members(spec["members"])
         if "budget" in spec:
             spec["budget"] = _budget(spec["budget"])
+        if "sleep" in spec:
+            spec["sleep"] = _sleep(spec["sleep"])
     elif document.kind == "RateCard":
         moment = parse_datetime(spec["effectiveFrom"])
         if moment is None or moment.tzinfo is None:
@@ -131,6 +137,7 @@ def tenant_spec(tenant: Tenant) -> dict[str, Any]:
             }
             for q in tenant.quotas.select_related("gpu_class").order_by("gpu_class__name")
         ],
+        "sleep": {"whenIdle": tenant.sleep_when_idle, "afterInactivity": tenant.sleep_after_inactivity},
     }
     budget = Budget.objects.filter(tenant=tenant).first()
     if budget is not None:

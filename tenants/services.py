@@ -173,14 +173,21 @@ def update_tenant(
 SLEEP_DELAY_RE = re.compile(r"^(?=\d)(\d+h)?(\d+m)?(\d+s)?$")
 
 
-def _validate_sleep_delay(value: str) -> None:
-    """vCluster's `sleep.auto.afterInactivity` is a Go duration; gpucloud accepts hours, minutes, seconds."""
+def sleep_delay_problem(value: str) -> str | None:
+    """Why `value` is not a sleep delay, or None. vCluster's `sleep.auto.afterInactivity` is a Go duration;
+    gpucloud accepts hours, minutes, seconds, at least a minute, or empty (the host cluster's default)."""
     if value and (not SLEEP_DELAY_RE.fullmatch(value) or _seconds_of(value) < 60):
-        raise ValidationFailed.on(
-            "sleep_after_inactivity",
+        return (
             f"{value!r} is not a delay of at least a minute; write it like 45m, 2h or 1h30m, or leave it "
-            "empty",
+            "empty"
         )
+    return None
+
+
+def _validate_sleep_delay(value: str) -> None:
+    problem = sleep_delay_problem(value)
+    if problem is not None:
+        raise ValidationFailed.on("sleep_after_inactivity", problem)
 
 
 def _seconds_of(value: str) -> int:

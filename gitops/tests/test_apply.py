@@ -223,6 +223,9 @@ def populated(people, demo_fleet, small_fleet):
     )
     invitations.invite(actor=admin, tenant=people["b"], login="Later@Example.com", role="viewer")
     services.update_tenant(actor=admin, tenant=people["a"], trust_tier="trusted")
+    services.set_sleep_settings(
+        actor=admin, tenant=people["a"], sleep_when_idle=True, sleep_after_inactivity="4h"
+    )
     services.create_tenant(actor=admin, slug="east", display_name="East", host_cluster=small_fleet)
     budgets.set_budget(actor=admin, tenant=people["a"], monthly_amount="1234.5", enforce=True)
     rates.create_rate_card(
@@ -244,7 +247,11 @@ def test_export_then_apply_changes_nothing_on_a_populated_database(populated, tm
     out = io.StringIO()
     call_command("export", stdout=out)
     manifest = write(tmp_path, "all.yaml", out.getvalue())
-    kinds = [d["kind"] for d in yaml.safe_load_all(out.getvalue())]
+    exported = list(yaml.safe_load_all(out.getvalue()))
+    kinds = [d["kind"] for d in exported]
+    sleep = {d["metadata"]["name"]: d["spec"]["sleep"] for d in exported if d["kind"] == "Tenant"}
+    assert sleep["tenant-a"] == {"whenIdle": True, "afterInactivity": "4h"}
+    assert sleep["tenant-b"] == {"whenIdle": False, "afterInactivity": ""}
     assert kinds.count("Tenant") == 3 and kinds.count("RateCard") == 2 and kinds.count("HostCluster") == 2
     audit_rows, cards = AuditEvent.objects.count(), RateCard.objects.count()
 
@@ -273,6 +280,7 @@ def test_diff_shows_exactly_what_apply_then_does(populated, tmp_path):
     document["spec"]["displayName"] = "Team A"
     document["spec"]["quotas"][0]["guaranteed"] = 6
     document["spec"]["members"] = [m for m in document["spec"]["members"] if m["user"] != "bob"]
+    document["spec"]["sleep"]["afterInactivity"] = "90m"
     folder = tmp_path / "manifests"
     write(folder, "a.yaml", yaml.safe_dump(document))
 
@@ -287,6 +295,7 @@ def test_diff_shows_exactly_what_apply_then_does(populated, tmp_path):
         "  ~ quotas[h200-141gb]: "
         "{'guaranteed': 4, 'burst': 2, 'lendable': 1, 'weight': 3} → "
         "{'guaranteed': 6, 'burst': 2, 'lendable': 1, 'weight': 3}",
+        "  ~ sleep.afterInactivity: '4h' → '90m'",
     ]
     assert Tenant.objects.get(slug="tenant-a").display_name == "tenant-a"  # diff changed nothing
 
@@ -297,6 +306,7 @@ def test_diff_shows_exactly_what_apply_then_does(populated, tmp_path):
     tenant = Tenant.objects.get(slug="tenant-a")
     assert tenant.display_name == "Team A" and tenant.quotas.get().guaranteed == 6
     assert not tenant.memberships.filter(user__username="bob").exists()
+    assert (tenant.sleep_when_idle, tenant.sleep_after_inactivity) == (True, "90m")
     quiet = io.StringIO()
     call_command("diff", "-f", str(folder), stdout=quiet)  # no SystemExit: nothing differs
     assert quiet.getvalue().strip() == "no differences"
@@ -453,6 +463,16 @@ def test_yaml_aliases_are_refused_before_they_can_expand():
             "spec.quotas[1].guaranteed",
             "-1 is less than the minimum of 0",
         ),
+        (
+            ("  budget:", "  sleep: {afterInactivity: 4 hours}\n  budget:"),
+            "spec.sleep.afterInactivity",
+            "'4 hours' is not a delay; write it like 45m, 2h or 1h30m",
+        ),
+        (
+            ("  budget:", "  sleep: {whenIdle: yes please}\n  budget:"),
+            "spec.sleep.whenIdle",
+            "is not of type 'boolean'",
+        ),
     ],
 )
 def test_bad_documents_are_refused_naming_the_field_and_why(change, field, reason):
@@ -472,3 +492,52 @@ def test_nothing_is_half_applied_when_a_later_step_of_the_same_tenant_fails(alic
     assert refusal.value.problems[0].field == "spec.quotas[1]"
     assert "isolated" in refusal.value.problems[0].reason
     assert not Tenant.objects.filter(slug="vision").exists() and not Quota.objects.exists()
+
+
+SLEEPY = VISION + "  sleep: {whenIdle: true, afterInactivity: 1h30m}\n"
+
+
+def test_a_manifest_sets_the_sleep_settings_through_the_service_and_a_partial_one_means_the_defaults(
+    alice, demo_fleet
+):
+    result = apply(docs(SLEEPY), actor=CONSOLE, source="test")
+
+    vision = Tenant.objects.get(slug="vision")
+    assert (vision.sleep_when_idle, vision.sleep_after_inactivity) == (True, "1h30m")
+    assert "sleep" in [f.path for f in result.changes[0].fields]
+    event = AuditEvent.objects.get(tenant=vision, action="tenant.sleep_settings")
+    assert event.after == {"sleep_after_inactivity": "1h30m", "sleep_when_idle": True}
+    assert apply(docs(SLEEPY), actor=CONSOLE, source="test").changes == []
+
+    result = apply(docs(VISION + "  sleep: {afterInactivity: 2h}\n"), actor=CONSOLE, source="test")
+
+    assert [str(f) for f in result.changes[0].fields] == [
+        "  ~ sleep.afterInactivity: '1h30m' → '2h'",
+        "  ~ sleep.whenIdle: True → False",
+    ]
+    vision.refresh_from_db()
+    assert (vision.sleep_when_idle, vision.sleep_after_inactivity) == (False, "2h")
+    apply(docs(VISION), actor=CONSOLE, source="test")  # `sleep` left out: not managed, left alone
+    vision.refresh_from_db()
+    assert (vision.sleep_when_idle, vision.sleep_after_inactivity) == (False, "2h")
+
+
+def test_a_sleep_delay_under_a_minute_is_refused_with_its_field_and_nothing_is_written(alice, demo_fleet):
+    apply(docs(VISION), actor=CONSOLE, source="test")
+    before = AuditEvent.objects.count()
+    text = VISION.replace("Vision Team", "Vision").replace("guaranteed: 8,", "guaranteed: 9,")
+    text += "  sleep: {whenIdle: true, afterInactivity: 30s}\n"
+
+    with pytest.raises(ManifestInvalid) as refusal:
+        apply(docs(text), actor=CONSOLE, source="test")
+
+    (problem,) = refusal.value.problems
+    assert (problem.field, problem.line) == ("spec.sleep.afterInactivity", 16)
+    assert "'30s' is not a delay of at least a minute" in problem.reason and refusal.value.status == 400
+    vision = Tenant.objects.get(slug="vision")
+    assert (vision.display_name, vision.quotas.get(gpu_class__name="h200-141gb").guaranteed) == (
+        "Vision Team",
+        8,
+    )
+    assert (vision.sleep_when_idle, vision.sleep_after_inactivity) == (False, "")
+    assert AuditEvent.objects.count() == before

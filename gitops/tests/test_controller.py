@@ -208,13 +208,20 @@ def test_a_spec_change_arrives_by_watch_and_is_applied(watching, controller, emu
         "Tenant",
         "vision",
         NS,
-        {"spec": {"displayName": "Vision", "quotas": [{"gpuClass": "h200-141gb", "guaranteed": 4}]}},
+        {
+            "spec": {
+                "displayName": "Vision",
+                "quotas": [{"gpuClass": "h200-141gb", "guaranteed": 4}],
+                "sleep": {"whenIdle": True, "afterInactivity": "2h"},
+            }
+        },
     )
 
     controller.follow(TENANT_RESOURCE, version, timeout_seconds=1)
 
     tenant = Tenant.objects.get(slug="vision")
     assert tenant.display_name == "Vision"
+    assert (tenant.sleep_when_idle, tenant.sleep_after_inactivity) == (True, "2h")
     assert Quota.objects.get(tenant=tenant).guaranteed == 4
     obj = cr(emulator)
     assert obj["metadata"]["generation"] == 2 and obj["status"]["observedGeneration"] == 2
@@ -228,6 +235,7 @@ def test_a_spec_change_arrives_by_watch_and_is_applied(watching, controller, emu
         ({"members": [{"user": "nobody", "role": "owner"}]}, "InvalidSpec", "there is no user called"),
         ({"quotas": [{"gpuClass": "h200-141gb", "guaranteed": 5000}]}, "Refused", "capacity"),
         ({"colour": "blue"}, "InvalidSpec", "'colour' is not a field of Tenant"),
+        ({"sleep": {"afterInactivity": "30s"}}, "InvalidSpec", "'30s' is not a delay of at least a minute"),
     ],
 )
 def test_a_spec_that_cannot_be_applied_is_a_false_condition_and_writes_nothing(

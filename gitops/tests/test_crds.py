@@ -30,6 +30,7 @@ TENANT = {
             {"gpuClass": "h200-141gb.mig-1g.18gb", "guaranteed": 14},
         ],
         "budget": {"monthly": "20000.00", "currency": "USD", "email": ""},
+        "sleep": {"whenIdle": True, "afterInactivity": "1h30m"},
     },
 }
 BAD_SPECS = [
@@ -40,6 +41,8 @@ BAD_SPECS = [
     {"quotas": [{"gpuClass": "h200-141gb"}]},
     {"budget": {"monthly": "lots"}},
     {"displayName": ""},
+    {"sleep": {"afterInactivity": "4 hours"}},
+    {"sleep": {"whenIdle": "yes"}},
 ]
 
 

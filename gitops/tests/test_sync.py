@@ -102,7 +102,7 @@ def test_a_bad_commit_applies_nothing_and_the_source_says_why(repo, source):
             "line": 8,
             "field": "spec.colour",
             "reason": "'colour' is not a field of Tenant; allowed here: budget, displayName, hostCluster, "
-            "members, quotas, trustTier",
+            "members, quotas, sleep, trustTier",
         }
     ]
     assert h200_quota("vision") == 8 and not Tenant.objects.filter(slug="zeta").exists()
