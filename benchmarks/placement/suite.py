@@ -75,12 +75,17 @@ def _one(job: tuple[Path, Path, str, int, float]) -> tuple[str, str, int, list[f
     return pods_csv.stem.removeprefix("openb_pod_list_"), policy, seed, r.curve, r.wall_seconds
 
 
-def _workloads(args: argparse.Namespace, anchors: dict[tuple[str, str], Published], scratch: Path) -> dict:
-    """Workload name -> (set, pod list path); generated ones written to ``scratch``, checked."""
+def _sets(args: argparse.Namespace) -> list[str]:
     sets = [s.strip() for s in args.set.split(",") if s.strip()]
     unknown = [s for s in sets if s != "published" and s not in workloads.SETS]
     if unknown or not sets:
         raise EngineError(f"unknown set {unknown}; known: published, {', '.join(workloads.SETS)}", "--set")
+    return sets
+
+
+def _workloads(args: argparse.Namespace, anchors: dict[tuple[str, str], Published], scratch: Path) -> dict:
+    """Workload name -> (set, pod list path); generated ones written to ``scratch``, checked."""
+    sets = _sets(args)
     chosen: dict[str, tuple[str, Path]] = {}
     for s in sets:
         names = sorted({w for w, _ in anchors}) if s == "published" else list(workloads.SETS[s])
@@ -106,6 +111,7 @@ def run(args: argparse.Namespace) -> dict:
     unknown = [p for p in policies if p not in POLICIES]
     if unknown or not policies:
         raise EngineError(f"unknown policy {unknown}; known: {', '.join(POLICIES)}", "--policies")
+    _sets(args)  # refused before any file is read
     anchors = published(args.published)
     with tempfile.TemporaryDirectory(prefix="placement-suite-") as scratch:
         chosen = _workloads(args, anchors, Path(scratch))
