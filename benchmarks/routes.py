@@ -39,8 +39,8 @@ from benchmarks.scale import (
     clear_broker,
     converged,
     cpu_seconds,
-    database_url,
     drop_database,
+    environment,
     fresh_database,
     python,
 )
@@ -55,27 +55,6 @@ ROUTES = (
     "tenant-create",
     "tenant-delete",
 )
-
-
-def environment(name: str, var: Path) -> dict[str, str]:
-    """What `benchmarks.scale` gives its processes, for the database `name`."""
-    env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
-    env.update(
-        DATABASE_URL=database_url(name),
-        PYTHONPATH=str(ROOT),
-        DJANGO_SETTINGS_MODULE="gpucloud.settings",
-        GPUCLOUD_VAR_DIR=str(var),
-        GPUCLOUD_HTTPS="false",
-        GPUCLOUD_SIM_PROVISION_DELAY="0",
-        GPUCLOUD_SIM_DELETE_DELAY="0",
-        GPUCLOUD_REQUEUE_DELAY="0.5",
-        GPUCLOUD_METRICS_PORT="0",
-        GPUCLOUD_CACHE_URL=os.environ["CELERY_BROKER_URL"],
-        LOG_LEVEL="WARNING",
-    )
-    env.setdefault("SECRET_KEY", "bench-" + "x" * 50)
-    env.setdefault("GPUCLOUD_ENCRYPTION_KEYS", "Ni1-sjkjCJx0Qm3HT3UxGrSgJjB5bW8-UbrMRRWSR9E=")
-    return env
 
 
 def set_up(name: str, env: dict[str, str], tenants: int) -> None:
@@ -320,7 +299,12 @@ def main() -> None:
     load = os.getloadavg()[0]
     print(f"python -m benchmarks.routes {' '.join(sys.argv[1:])}; {when}; load before: {load:.2f}")
     name = args.database or fresh_database()
-    env = environment(name, Path(tempfile.mkdtemp(prefix="gpc-routes-")))
+    env = environment(
+        name,
+        Path(tempfile.mkdtemp(prefix="gpc-routes-")),
+        GPUCLOUD_SIM_PROVISION_DELAY="0",
+        GPUCLOUD_SIM_DELETE_DELAY="0",
+    )
     try:
         if not args.database:
             clear_broker()

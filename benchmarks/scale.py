@@ -424,27 +424,37 @@ def clear_broker() -> None:
         client.delete(key)
 
 
-def production(args: argparse.Namespace) -> None:
-    clear_broker()
-    name = fresh_database()
-    var = Path(tempfile.mkdtemp(prefix="gpc-scale-"))
-    env = {k: v for k, v in os.environ.items() if k not in ("PROMETHEUS_MULTIPROC_DIR",)}
+def environment(name: str, var: Path, **settings: str) -> dict[str, str]:
+    """The environment of the processes a bench starts on the database `name`, with `settings` on top."""
+    env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
     env.update(
         DATABASE_URL=database_url(name),
         PYTHONPATH=str(ROOT),
         DJANGO_SETTINGS_MODULE="gpucloud.settings",
         GPUCLOUD_VAR_DIR=str(var),
         GPUCLOUD_HTTPS="false",
-        GPUCLOUD_SIM_PROVISION_DELAY="1",
-        GPUCLOUD_SIM_DELETE_DELAY="0.5",
         GPUCLOUD_REQUEUE_DELAY="0.5",
-        GPUCLOUD_WEB_WORKERS="2",
         GPUCLOUD_METRICS_PORT="0",
         GPUCLOUD_CACHE_URL=os.environ["CELERY_BROKER_URL"],
         LOG_LEVEL="WARNING",
+        **settings,
     )
     env.setdefault("SECRET_KEY", "bench-" + "x" * 50)
     env.setdefault("GPUCLOUD_ENCRYPTION_KEYS", "Ni1-sjkjCJx0Qm3HT3UxGrSgJjB5bW8-UbrMRRWSR9E=")
+    return env
+
+
+def production(args: argparse.Namespace) -> None:
+    clear_broker()
+    name = fresh_database()
+    var = Path(tempfile.mkdtemp(prefix="gpc-scale-"))
+    env = environment(
+        name,
+        var,
+        GPUCLOUD_SIM_PROVISION_DELAY="1",
+        GPUCLOUD_SIM_DELETE_DELAY="0.5",
+        GPUCLOUD_WEB_WORKERS="2",
+    )
     # Threads per gunicorn worker and per Celery worker: the environment may say (docs/operations.md).
     env.setdefault("GPUCLOUD_WEB_THREADS", "4")
     env.setdefault("GPUCLOUD_WORKER_CONCURRENCY", "4")
