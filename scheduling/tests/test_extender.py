@@ -25,10 +25,13 @@ NODES = [
 NAMES = [n.name for n in NODES]
 
 
-def v1_pod(name="p", cpu="4", memory="8Gi", gpus=None, models=(), annotations=None, init=None):
+def v1_pod(
+    name="p", cpu="4", memory="8Gi", gpus=None, models=(), annotations=None, init=None, ns="ns", mig=None
+):
     requests = {"cpu": cpu, "memory": memory}
     if gpus is not None:
         requests["nvidia.com/gpu"] = gpus
+    requests.update({f"nvidia.com/mig-{profile}": count for profile, count in (mig or {}).items()})
     spec: dict = {"containers": [{"name": "c", "resources": {"requests": requests}}]}
     if init:
         spec["initContainers"] = [{"name": "i", "resources": {"requests": init}}]
@@ -41,7 +44,7 @@ def v1_pod(name="p", cpu="4", memory="8Gi", gpus=None, models=(), annotations=No
                 }
             }
         }
-    meta = {"name": name, "namespace": "ns", "annotations": annotations or {}}
+    meta = {"name": name, "namespace": ns, "annotations": annotations or {}}
     return {"metadata": meta, "spec": spec}
 
 
@@ -83,6 +86,12 @@ def test_a_pod_is_read_with_its_largest_init_container_gpus_share_and_models():
         {"metadata": {"name": "p"}, "spec": {"containers": [{"resources": {"requests": {"cpu": "x"}}}]}},
         v1_pod(gpus="1.5"),
         v1_pod(gpus="2", annotations={"gpucloud.io/gpu-milli": "500"}),
+        v1_pod(mig={"1g.10gb": "500m"}),
+        v1_pod(mig={"1g.10gb": "2"}),
+        v1_pod(mig={"1g.10gb": "1", "2g.20gb": "1"}),
+        v1_pod(mig={"1g.10gb": "lots"}),
+        v1_pod(mig={"": "1"}),
+        v1_pod(gpus="1", mig={"1g.10gb": "1"}),
     ],
 )
 def test_a_pod_the_extender_cannot_read_is_a_bad_request(pod):
@@ -150,6 +159,141 @@ def test_a_pod_asked_about_again_is_not_counted_twice():
     ext.prioritize(args(v1_pod("p", gpus="8")))
     ext.prioritize(args(v1_pod("p", gpus="8")))
     assert list(ext.fleet.placements()) == ["ns/p"]
+
+
+# --- tenancy: pods of a tenant's host namespace ----------------------------------------------------
+
+ONE_GPU = [NodeSpec("a", 32_000, 256_000, 1, "G2"), NodeSpec("b", 32_000, 256_000, 1, "G2")]
+SHARE = {"gpucloud.io/gpu-milli": "400"}
+
+
+def tenanted(nodes=ONE_GPU, policy="best-fit", **namespaces):
+    ext = Extender(nodes, policy)
+    ext.set_tenancy({ns: (f"{ns}-slug", tier) for ns, tier in namespaces.items()})
+    return ext
+
+
+def bind(ext, pod, node):
+    """A v1.Pod the cluster reports bound to ``node`` (as the feed hands it over)."""
+    ext.observe([ObservedPod(pod_request(pod), node)], complete=False)
+
+
+def test_a_standard_tenants_share_never_joins_a_gpu_another_tenant_holds():
+    ext = tenanted(alpha="standard", beta="standard")
+    bind(ext, v1_pod("held", gpus="1", annotations=SHARE, ns="alpha"), "a")
+    beta = ext.filter(args(v1_pod(gpus="1", annotations=SHARE, ns="beta"), ["a", "b"]))
+    assert beta["NodeNames"] == ["b"] and beta["FailedAndUnresolvableNodes"] == {}
+    assert beta["FailedNodes"] == {"a": "GPU shared with another tenant (standard tier: never shares a GPU)"}
+    alpha = ext.filter(args(v1_pod(gpus="1", annotations=SHARE, ns="alpha"), ["a", "b"]))
+    assert alpha["NodeNames"] == ["a", "b"]  # its own tenant's GPU is open to it
+
+
+def test_trusted_tenants_share_a_gpu_among_themselves_only():
+    ext = tenanted(alpha="trusted", beta="trusted", gamma="standard")
+    bind(ext, v1_pod("held", gpus="1", annotations=SHARE, ns="alpha"), "a")
+    assert ext.filter(args(v1_pod(gpus="1", annotations=SHARE, ns="beta"), ["a"]))["NodeNames"] == ["a"]
+    gamma = ext.filter(args(v1_pod(gpus="1", annotations=SHARE, ns="gamma"), ["a"]))
+    assert gamma["NodeNames"] == [] and "GPU shared with another tenant" in gamma["FailedNodes"]["a"]
+
+
+def test_a_pod_of_no_tenant_never_joins_a_tenants_gpu():
+    ext = tenanted(alpha="trusted")
+    bind(ext, v1_pod("held", gpus="1", annotations=SHARE, ns="alpha"), "a")
+    stray = ext.filter(args(v1_pod(gpus="1", annotations=SHARE, ns="kube-system"), ["a"]))
+    assert stray["FailedNodes"] == {
+        "a": "GPU shared with a tenant (a pod of no tenant takes only GPUs no tenant holds)"
+    }
+
+
+def test_prioritize_chooses_only_gpus_the_sharing_rules_allow_and_books_the_pod_as_its_tenants():
+    ext = tenanted(alpha="standard", beta="standard")
+    bind(ext, v1_pod("held", gpus="1", annotations=SHARE, ns="alpha"), "a")
+    ranked = ext.prioritize(args(v1_pod("p", gpus="1", annotations=SHARE, ns="beta"), ["a", "b"]))
+    # best-fit would pack onto a's half-used GPU; beta may not join alpha there
+    assert ranked == [{"Host": "a", "Score": 0}, {"Host": "b", "Score": MAX_PRIORITY}]
+    assert ext.fleet.gpu_tenants("b", 0) == {"beta-slug (standard)"}
+    again = ext.prioritize(args(v1_pod("q", gpus="1", annotations=SHARE, ns="alpha"), ["a", "b"]))
+    assert [h["Host"] for h in again if h["Score"] == MAX_PRIORITY] == ["a"]
+
+
+def test_an_isolated_tenant_shares_no_node_with_another_tenant():
+    ext = tenanted(NODES, "fgd", alpha="standard", solo="isolated")
+    bind(ext, v1_pod("cpu-only", ns="alpha"), "a")  # any pod of a tenant counts, GPU or not
+    solo = ext.filter(args(v1_pod("s", gpus="1", ns="solo"), ["a", "b"]))
+    assert solo["NodeNames"] == ["b"] and solo["FailedAndUnresolvableNodes"] == {}
+    assert solo["FailedNodes"] == {"a": "node runs pods of another tenant (isolated tier)"}
+    ranked = ext.prioritize(args(v1_pod("s", gpus="1", ns="solo"), ["b"]))
+    assert ranked == [{"Host": "b", "Score": MAX_PRIORITY}]
+    alpha = ext.filter(args(v1_pod("x", gpus="1", ns="alpha"), ["a", "b"]))
+    assert alpha["NodeNames"] == ["a"] and alpha["FailedNodes"] == {
+        "b": "node runs pods of an isolated tenant"
+    }
+    system = ext.filter(args(v1_pod("y", gpus="1", ns="kube-system"), ["b"]))
+    assert system["NodeNames"] == ["b"]  # a pod of no tenant is no other tenant
+    ext.gone("solo/s")
+    assert ext.filter(args(v1_pod("x", gpus="1", ns="alpha"), ["b"]))["NodeNames"] == ["b"]
+
+
+def test_a_namespace_relabelled_to_another_tier_rebooks_its_pods_at_the_next_list():
+    ext = tenanted(alpha="trusted", beta="trusted")
+    held = ObservedPod(pod_request(v1_pod("held", gpus="1", annotations=SHARE, ns="alpha")), "a")
+    ext.observe([held], complete=True)
+    ext.set_tenancy({"alpha": ("alpha-slug", "standard"), "beta": ("beta-slug", "trusted")})
+    ext.observe([held], complete=True)
+    assert ext.fleet.gpu_tenants("a", 0) == {"alpha-slug (standard)"}
+    beta = ext.filter(args(v1_pod(gpus="1", annotations=SHARE, ns="beta"), ["a"]))
+    assert beta["NodeNames"] == []  # alpha is standard now: trusted beta may not join it
+
+
+# --- MIG: instances as the nodes advertise them ----------------------------------------------------
+
+MIG_1G = {"1g.10gb": "1"}
+
+
+def test_a_mig_pod_is_read_as_one_instance_of_its_profile():
+    pod = pod_request(v1_pod(mig=MIG_1G))
+    assert pod.mig_profile == "1g.10gb" and pod.num_gpu == 0 and pod.gpu_milli == 0
+    assert pod_request(v1_pod(mig={"1g.10gb": "0"})).mig_profile == ""
+
+
+def test_filter_keeps_only_nodes_with_a_free_instance_of_the_pods_profile():
+    ext = Extender(NODES)
+    ext.set_mig_allocatable(
+        {"a": {"1g.10gb": 1, "2g.20gb": 3}, "b": {"2g.20gb": 1}, "nowhere": {"1g.10gb": 7}}
+    )
+    result = ext.filter(args(v1_pod(mig=MIG_1G), [*NAMES, "cpu-node"]))
+    assert result["NodeNames"] == ["a", "cpu-node"] and result["FailedAndUnresolvableNodes"] == {}
+    reason = "no free nvidia.com/mig-1g.10gb instance"
+    assert result["FailedNodes"] == {"b": reason, "t": reason}
+    whole = ext.filter(args(v1_pod(gpus="8")))
+    assert whole["NodeNames"] == ["a", "b"]  # whole-GPU pods are not touched by MIG capacity
+
+
+def test_bound_mig_pods_use_up_their_nodes_instances_until_they_are_gone():
+    ext = Extender(NODES)
+    ext.set_mig_allocatable({"a": {"1g.10gb": 2}, "b": {"1g.10gb": 1}})
+    bind(ext, v1_pod("one", mig=MIG_1G), "a")
+    bind(ext, v1_pod("two", mig=MIG_1G), "a")
+    result = ext.filter(args(v1_pod(mig=MIG_1G), ["a", "b"]))
+    assert result["NodeNames"] == ["b"] and result["FailedNodes"] == {
+        "a": "no free nvidia.com/mig-1g.10gb instance"
+    }
+    ext.gone("ns/one")
+    assert ext.filter(args(v1_pod(mig=MIG_1G), ["a", "b"]))["NodeNames"] == ["a", "b"]
+
+
+def test_prioritize_packs_a_mig_pod_onto_the_node_with_fewest_free_instances_and_books_it():
+    ext = Extender(NODES)
+    ext.set_mig_allocatable({"a": {"1g.10gb": 3}, "b": {"1g.10gb": 1}})
+    ranked = ext.prioritize(args(v1_pod("p", mig=MIG_1G), ["a", "b"]))
+    assert ranked == [{"Host": "a", "Score": 0}, {"Host": "b", "Score": MAX_PRIORITY}]
+    assert ext.filter(args(v1_pod("q", mig=MIG_1G), ["a", "b"]))["NodeNames"] == ["a"]  # b's one is assumed
+
+
+def test_a_bad_mig_quantity_is_answered_with_400():
+    body = json.dumps(args(v1_pod(mig={"1g.10gb": "2"}))).encode()
+    code, answer = handle(Extender(NODES), "filter", body)
+    assert code == 400 and "one MIG instance of one profile" in answer["Error"]
 
 
 @pytest.mark.parametrize(
