@@ -1,8 +1,10 @@
-"""Fleet state for the extender from the host cluster: GPU nodes, and the pods bound to them.
+"""Fleet state for the extender from the host cluster: GPU nodes, tenants' namespaces, and the pods bound.
 
-One pass lists the GPU nodes' pods (one list of all pods: no selector picks pods by node label) and hands
-them to the :class:`Extender` as the complete picture; a watch from the list's resourceVersion then feeds
-every change until the server ends it (``timeoutSeconds``), and the next pass lists again. Decisions never
+One pass lists the tenants' host namespaces (those gpucloud labels ``gpucloud.io/tenant``, with their trust
+tier), the GPU nodes' MIG instances (allocatable ``nvidia.com/mig-<profile>``), and the GPU nodes' pods (one
+list of all pods: no selector picks pods by node label), and hands them to the :class:`Extender` as the
+complete picture; a watch on pods from the list's resourceVersion then feeds every change until the server
+ends it (``timeoutSeconds``), and the next pass lists again, namespaces and nodes included. Decisions never
 wait for either: between events the extender's own bookkeeping (its assumed placements) stands in.
 """
 
@@ -14,11 +16,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from scheduling.engine.errors import EngineError
-from scheduling.engine.extender import MODEL_LABEL, BadRequest, ObservedPod, pod_request, quantity
-from scheduling.engine.fleet import NodeSpec
+from scheduling.engine.extender import MIG, MODEL_LABEL, BadRequest, ObservedPod, pod_request, quantity
+from scheduling.engine.fleet import NodeSpec, Tier
 from workers.drivers.base import DriverError
 from workers.kube import kinds as k
 from workers.kube.api import KubeApi
+from workers.render.meta import SHARED, TENANT, TRUST_TIER
 
 log = logging.getLogger(__name__)
 POD_PATH = "/api/v1/pods"
@@ -47,6 +50,36 @@ def node_spec(node: Mapping[str, Any]) -> NodeSpec:
     )
 
 
+def node_mig(node: Mapping[str, Any]) -> dict[str, int]:
+    """MIG instances a node advertises per profile: its allocatable ``nvidia.com/mig-<profile>`` (the GPU
+    Operator's mixed strategy advertises each profile as its own resource). A malformed figure counts 0."""
+    allocatable = (node.get("status") or {}).get("allocatable") or {}
+    out = {}
+    for resource, value in allocatable.items():
+        if str(resource).startswith(MIG) and resource != MIG:
+            try:
+                out[resource.removeprefix(MIG)] = int(quantity(value, resource))
+            except BadRequest:
+                out[resource.removeprefix(MIG)] = 0
+    return out
+
+
+def namespace_tenant(namespace: Mapping[str, Any]) -> tuple[str, Tier] | None:
+    """(tenant slug, trust tier) of a host namespace gpucloud rendered (workers/render/namespace.py), or None.
+
+    A tenant's namespace without a readable tier counts as standard: it shares no GPU with another tenant
+    and keeps no other tenant off its nodes.
+    """
+    labels = (namespace.get("metadata") or {}).get("labels") or {}
+    slug = labels.get(TENANT)
+    if not isinstance(slug, str) or not slug or slug == SHARED:
+        return None
+    try:
+        return slug, Tier(str(labels.get(TRUST_TIER)))
+    except ValueError:
+        return slug, Tier.STANDARD
+
+
 def observed(pod: Mapping[str, Any]) -> ObservedPod | None:
     """A pod holding resources on a node, or None (not bound, finished, or unreadable)."""
     node = (pod.get("spec") or {}).get("nodeName")
@@ -73,12 +106,24 @@ class ClusterFeed:
 
     def nodes(self) -> list[NodeSpec]:
         """The GPU nodes (those GPU feature discovery labelled with a product), in name order."""
-        listed = self.api.get(k.NODE.path(), {"labelSelector": MODEL_LABEL}).get("items") or []
-        specs = sorted((node_spec(n) for n in listed), key=lambda n: n.name)
+        specs = sorted((node_spec(n) for n in self._gpu_nodes()), key=lambda n: n.name)
         return [n for n in specs if n.gpus]
 
+    def mig(self) -> dict[str, dict[str, int]]:
+        """MIG instances per profile of every GPU node, by node name."""
+        return {str((n.get("metadata") or {}).get("name")): node_mig(n) for n in self._gpu_nodes()}
+
+    def tenancy(self) -> dict[str, tuple[str, Tier]]:
+        """The tenants' host namespaces: namespace -> (tenant slug, trust tier)."""
+        listed = self.api.get(k.NAMESPACE.path(), {"labelSelector": TENANT}).get("items") or []
+        found = {str((ns.get("metadata") or {}).get("name")): namespace_tenant(ns) for ns in listed}
+        return {name: owner for name, owner in found.items() if owner is not None}
+
     def list_pass(self, extender: Any) -> str:
-        """One list: every bound pod to the extender; returns the resourceVersion to watch from."""
+        """One pass: tenants' namespaces, MIG instances, then every bound pod to the extender (booked as its
+        namespace's tenant's, so tenancy goes first); returns the resourceVersion to watch pods from."""
+        extender.set_tenancy(self.tenancy())
+        extender.set_mig_allocatable(self.mig())
         listed = self.api.get(POD_PATH)
         pods = [p for p in (observed(item) for item in listed.get("items") or []) if p is not None]
         extender.observe(pods, complete=True)
@@ -86,6 +131,9 @@ class ClusterFeed:
             extender.learn([p.request for p in pods])
         self.passes += 1
         return str((listed.get("metadata") or {}).get("resourceVersion") or "0")
+
+    def _gpu_nodes(self) -> list[dict[str, Any]]:
+        return self.api.get(k.NODE.path(), {"labelSelector": MODEL_LABEL}).get("items") or []
 
     def watch(self, extender: Any, resource_version: str, stop: threading.Event) -> None:
         """Feed watch events until the server ends the watch (or ``stop`` is set at the next event)."""

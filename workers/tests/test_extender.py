@@ -15,22 +15,30 @@ import yaml
 
 from gpucloud import crypto
 from scheduling.engine.extender import Extender
-from scheduling.engine.fleet import NodeSpec
+from scheduling.engine.fleet import NodeSpec, Tier
 from scheduling.models import HostCluster
 from tenants.audit import Actor
 from tenants.tokens import create_token
 from tests.kube_emulator import RunningEmulator, start_emulator
-from workers.extender.feed import ClusterFeed
+from workers.extender.feed import ClusterFeed, namespace_tenant
 from workers.extender.http import ExtenderServer, NotReady
 from workers.extender.service import Registry
 from workers.kube.api import KubeApi, RetryPolicy, api_client_for_url
+from workers.render.namespace import render_namespace
+from workers.tests.conftest import make_tenant
 from workers.tests.test_host_clusters_api import kubeconfig_for
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "placement.md"
 FAST = RetryPolicy(attempts=1, timeout_seconds=2.0)
+MIG_1G = "nvidia.com/mig-1g.10gb"
 
 
-def gpu_node(name: str, product: str = "NVIDIA-H100", gpus: int = 8) -> dict[str, Any]:
+def gpu_node(name: str, product: str = "NVIDIA-H100", gpus: int = 8, mig: str = "") -> dict[str, Any]:
+    """A GPU node; ``mig="nvidia.com/mig-1g.10gb=2"``: what its device plugin advertises of a MIG profile."""
+    allocatable = {"cpu": "96", "memory": "1000Gi", "nvidia.com/gpu": str(gpus)}
+    if mig:
+        resource, count = mig.split("=")
+        allocatable[resource] = count
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -38,19 +46,21 @@ def gpu_node(name: str, product: str = "NVIDIA-H100", gpus: int = 8) -> dict[str
             "name": name,
             "labels": {"nvidia.com/gpu.product": product, "nvidia.com/gpu.count": str(gpus)},
         },
-        "status": {"allocatable": {"cpu": "96", "memory": "1000Gi", "nvidia.com/gpu": str(gpus)}},
+        "status": {"allocatable": allocatable},
     }
 
 
 def pod(
-    name: str, gpus: int, node: str | None = None, phase: str = "Running", ns: str = "team"
+    name: str,
+    gpus: int,
+    node: str | None = None,
+    phase: str = "Running",
+    ns: str = "team",
+    resource: str = "nvidia.com/gpu",
 ) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "containers": [
-            {
-                "name": "c",
-                "resources": {"requests": {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": str(gpus)}},
-            }
+            {"name": "c", "resources": {"requests": {"cpu": "4", "memory": "16Gi", resource: str(gpus)}}}
         ]
     }
     if node:
@@ -186,6 +196,56 @@ def test_the_extender_keeps_answering_from_its_last_state_when_the_cluster_goes_
     result = extender.filter({"Pod": pod("p", 8), "NodeNames": ["gpu-1", "gpu-2"]})
     stop.set()
     assert result["NodeNames"] == ["gpu-1", "gpu-2"]
+
+
+def test_a_list_pass_picks_up_the_tenants_namespace_labels(cluster: RunningEmulator):
+    cluster.put_object(render_namespace(make_tenant("alpha")))
+    cluster.put_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "tenant-solo"}})
+    cluster.put_object(pod("held", 1, "gpu-1", ns="tenant-solo"))
+    feed = ClusterFeed(KubeApi(api_client_for_url(cluster.url), FAST), watch_seconds=1)
+    extender = Extender(feed.nodes())
+    feed.list_pass(extender)
+    asked = {"Pod": pod("new", 1, ns="tenant-alpha"), "NodeNames": ["gpu-1", "gpu-2"]}
+    assert extender.filter(asked)["NodeNames"] == ["gpu-1", "gpu-2"]  # tenant-solo is no tenant's yet
+    cluster.put_object(render_namespace(make_tenant("solo", trust_tier="isolated", namespace="tenant-solo")))
+    feed.list_pass(extender)
+    assert extender.namespaces == {
+        "tenant-alpha": ("alpha", Tier.STANDARD),
+        "tenant-solo": ("solo", Tier.ISOLATED),
+    }
+    result = extender.filter(asked)
+    assert result["NodeNames"] == ["gpu-2"] and result["FailedAndUnresolvableNodes"] == {}
+    assert result["FailedNodes"] == {"gpu-1": "node runs pods of an isolated tenant"}
+
+
+@pytest.mark.parametrize(
+    ("labels", "owner"),
+    [
+        ({"gpucloud.io/tenant": "acme", "gpucloud.io/trust-tier": "trusted"}, ("acme", Tier.TRUSTED)),
+        ({"gpucloud.io/tenant": "acme"}, ("acme", Tier.STANDARD)),  # no tier: no sharing across tenants
+        ({"gpucloud.io/tenant": "acme", "gpucloud.io/trust-tier": "gold"}, ("acme", Tier.STANDARD)),
+        ({"gpucloud.io/tenant": "gpucloud.shared"}, None),  # objects several tenants need: nobody's
+        ({"gpucloud.io/trust-tier": "isolated"}, None),
+    ],
+)
+def test_a_namespace_belongs_to_the_tenant_its_gpucloud_label_names(labels, owner):
+    assert namespace_tenant({"metadata": {"name": "ns", "labels": labels}}) == owner
+
+
+def test_a_list_pass_reads_mig_instances_from_allocatable_less_the_bound_mig_pods(cluster: RunningEmulator):
+    cluster.put_object(gpu_node("gpu-2", mig=f"{MIG_1G}=2"))
+    cluster.put_object(pod("one", 1, "gpu-2", resource=MIG_1G))
+    feed = ClusterFeed(KubeApi(api_client_for_url(cluster.url), FAST), watch_seconds=1)
+    extender = Extender(feed.nodes())
+    feed.list_pass(extender)
+    asked = {"Pod": pod("new", 1, resource=MIG_1G), "NodeNames": ["gpu-1", "gpu-2", "cpu-1"]}
+    result = extender.filter(asked)
+    assert result["NodeNames"] == ["gpu-2", "cpu-1"]
+    assert result["FailedNodes"] == {"gpu-1": f"no free {MIG_1G} instance"}
+    cluster.put_object(pod("two", 1, "gpu-2", resource=MIG_1G))  # the second of gpu-2's two
+    cluster.put_object(gpu_node("gpu-1", mig=f"{MIG_1G}=1"))  # the MIG manager laid out gpu-1
+    feed.list_pass(extender)
+    assert extender.filter(asked)["NodeNames"] == ["gpu-1", "cpu-1"]
 
 
 def _documented_config() -> dict[str, Any]:
