@@ -121,18 +121,25 @@ def _containers(spec: Mapping[str, Any], key: str, where: str) -> list[dict[str,
     return [_resources(c, f"{where} {key}[{i}]") for i, c in enumerate(items)]
 
 
-def _effective(spec: Mapping[str, Any], name: str, where: str) -> Decimal:
+Requests = tuple[list[dict[str, Decimal]], list[dict[str, Decimal]]]  # containers', init containers'
+
+
+def _requests(spec: Mapping[str, Any], where: str) -> Requests:
+    """Every container's and init container's requests, read once per pod."""
+    return _containers(spec, "containers", where), _containers(spec, "initContainers", where)
+
+
+def _effective(requests: Requests, name: str) -> Decimal:
     """The scheduler's view of a request: max(sum over containers, largest init container)."""
-    main = sum((c.get(name, Decimal(0)) for c in _containers(spec, "containers", where)), Decimal(0))
-    init = [c.get(name, Decimal(0)) for c in _containers(spec, "initContainers", where)]
-    return max([main, *init])
+    main, init = requests
+    total = sum((c.get(name, Decimal(0)) for c in main), Decimal(0))
+    return max([total, *(c.get(name, Decimal(0)) for c in init)])
 
 
-def _mig_profile(spec: Mapping[str, Any], where: str) -> str:
+def _mig_profile(requests: Requests, where: str) -> str:
     """The MIG profile of the one instance a pod asks for (``nvidia.com/mig-1g.10gb: 1``), or ``""``."""
-    containers = _containers(spec, "containers", where) + _containers(spec, "initContainers", where)
-    names = sorted({k for c in containers for k in c if k.startswith(MIG)})
-    asked = {n: amount for n in names if (amount := _effective(spec, n, where))}
+    names = sorted({k for c in requests[0] + requests[1] for k in c if k.startswith(MIG)})
+    asked = {n: amount for n in names if (amount := _effective(requests, n))}
     if not asked:
         return ""
     (resource, amount), *more = asked.items()
@@ -174,14 +181,15 @@ def pod_request(pod: Any) -> PodRequest:
     spec = pod.get("spec") or {}
     if not isinstance(spec, Mapping):
         raise BadRequest("Pod.spec must be an object", name)
-    cpu = _effective(spec, "cpu", name) * 1000
-    memory = _effective(spec, "memory", name) / 2**20
-    gpus = _effective(spec, GPU, name)
+    requests = _requests(spec, name)
+    cpu = _effective(requests, "cpu") * 1000
+    memory = _effective(requests, "memory") / 2**20
+    gpus = _effective(requests, GPU)
     if gpus != int(gpus) or gpus > 64:
         raise BadRequest(f"{GPU} must be a whole number of GPUs up to 64, not {gpus}", name)
     milli = MILLI if gpus else 0
     annotations = (pod.get("metadata") or {}).get("annotations") or {}
-    cores = _effective(spec, GPU_CORES, name)
+    cores = _effective(requests, GPU_CORES)
     if gpus and isinstance(annotations, Mapping) and GPU_MILLI in annotations:
         milli = int(quantity(annotations[GPU_MILLI], f"{name}: {GPU_MILLI}"))
     elif gpus and cores:
@@ -194,7 +202,7 @@ def pod_request(pod: Any) -> PodRequest:
             int(gpus),
             min(milli, MILLI) if gpus else 0,
             _models(spec),
-            mig_profile=_mig_profile(spec, name),
+            mig_profile=_mig_profile(requests, name),
         )
     except EngineError as e:
         raise BadRequest(e.what, name) from None
