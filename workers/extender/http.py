@@ -36,13 +36,14 @@ Resolve = Callable[[str], Extender | None]  # host-cluster name -> its extender;
 Authorize = Callable[[str], bool]  # the bearer token -> allowed
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _JsonHandler(BaseHTTPRequestHandler):
+    """What both ports share: JSON answers, ``GET /healthz``, quiet request logs."""
+
     protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True  # headers and body are two writes: no 40 ms delayed-ACK stall between them
-    server: ExtenderServer
+    unknown_get = "no such path {path}"  # the 404 for any other GET
 
     def log_message(self, format: str, *args: Any) -> None:
-        log.debug("extender %s", format % args)
+        log.debug("%s %s", self.server.__class__.__name__, format % args)
 
     def _send(self, status: int, payload: Any) -> None:
         body = json.dumps(payload, separators=(",", ":")).encode()
@@ -58,7 +59,12 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path == "/healthz":
             self._send(200, {"status": "ok"})
         else:
-            self._send(404, {"Error": f"no such path {self.path}"})
+            self._send(404, {"Error": self.unknown_get.format(path=self.path)})
+
+
+class _Handler(_JsonHandler):
+    disable_nagle_algorithm = True  # headers and body are two writes: no 40 ms delayed-ACK stall between them
+    server: ExtenderServer
 
     def do_POST(self) -> None:
         try:
@@ -97,10 +103,19 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(*handle(extender, parts[1], body))
 
 
-class ExtenderServer(ThreadingHTTPServer):
-    """Serves the extender verbs for the host clusters ``resolve`` knows."""
-
+class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    thread_name = "extender"
+
+    def start(self) -> threading.Thread:
+        """Serve from a background thread; stop with ``shutdown()``."""
+        thread = threading.Thread(target=self.serve_forever, name=self.thread_name, daemon=True)
+        thread.start()
+        return thread
+
+
+class ExtenderServer(_Server):
+    """Serves the extender verbs for the host clusters ``resolve`` knows."""
 
     def __init__(self, address: tuple[str, int], resolve: Resolve, authorize: Authorize) -> None:
         super().__init__(address, _Handler)
@@ -123,47 +138,19 @@ class ExtenderServer(ThreadingHTTPServer):
         host, port = self.server_address[:2]
         return f"http://{host!s}:{port}"
 
-    def start(self) -> threading.Thread:
-        """Serve from a background thread (tests and the benchmark); stop with ``shutdown()``."""
-        thread = threading.Thread(target=self.serve_forever, name="extender", daemon=True)
-        thread.start()
-        return thread
 
-
-class _HealthHandler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("extender health %s", format % args)
-
-    def _send(self, status: int, payload: Any) -> None:
-        body = json.dumps(payload, separators=(",", ":")).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def do_GET(self) -> None:
-        if self.path == "/healthz":
-            self._send(200, {"status": "ok"})
-        else:
-            self._send(404, {"Error": f"no such path {self.path}; this port serves /healthz only"})
+class _HealthHandler(_JsonHandler):
+    unknown_get = "no such path {path}; this port serves /healthz only"
 
     def do_POST(self) -> None:  # the verbs are never served here, in plain HTTP
         self.close_connection = True
         self._send(404, {"Error": "this port serves GET /healthz only; the verbs are on the extender's port"})
 
 
-class HealthServer(ThreadingHTTPServer):
+class HealthServer(_Server):
     """``GET /healthz`` in plain HTTP for the kubelet's probes; nothing else, no credentials needed."""
 
-    daemon_threads = True
+    thread_name = "extender-health"
 
     def __init__(self, address: tuple[str, int]) -> None:
         super().__init__(address, _HealthHandler)
-
-    def start(self) -> threading.Thread:
-        thread = threading.Thread(target=self.serve_forever, name="extender-health", daemon=True)
-        thread.start()
-        return thread
