@@ -102,12 +102,15 @@ def _expected_stranded(
     total = free.sum(axis=1).astype(np.float64)  # [K]
     if not len(typ.freq):
         return total * 0.0
-    fits = gpu[:, None, :] >= np.maximum(typ.milli, 1)[None, :, None]  # [K, T, slots]
-    hosts = fits.sum(axis=2) >= typ.num[None, :]
+    # Shapes share few GPU sizes (the openb default: 91 shapes, 22 sizes): which GPUs have room is worked
+    # out once per size, [K, sizes, slots], and read per shape.
+    sizes, size_of = np.unique(np.maximum(typ.milli, 1), return_inverse=True)
+    fits = gpu[:, None, :] >= sizes[None, :, None]
+    hosts = fits.sum(axis=2)[:, size_of] >= typ.num[None, :]
     cpu_ok = cpu[:, None] >= typ.cpu[None, :]
     access = typ.access[:, np.maximum(model, 0)].T & (model >= 0)[:, None]
     satisfied = hosts & cpu_ok & access & (typ.milli > 0)[None, :]
-    usable = np.where(fits, free[:, None, :], 0).sum(axis=2)  # milli on GPUs with room for the shape
+    usable = np.where(fits, free[:, None, :], 0).sum(axis=2)[:, size_of]  # milli on GPUs with room for it
     if cpu_caps_copies:
         copies = cpu[:, None] // np.maximum(typ.cpu, 1)[None, :]
         copies = np.where(typ.cpu[None, :] > 0, copies, np.iinfo(np.int64).max // MILLI**2)
