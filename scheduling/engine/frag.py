@@ -10,13 +10,18 @@ expectation grows least. Memory plays no part in the measure (as in the paper), 
 a node's CPU, so a node with eight free GPUs and cores for one pod looks whole. The variant caps what each
 shape can use by the copies of it the node's free CPU can host; the rest of the free GPU milli counts as
 fragmented.
+
+:func:`weigh_by_contention` is gpucloud's model-aware change: FGD counts every free GPU of a model a shape may
+not use as stranded for that shape, so using any such GPU earns the same bonus, however it splits its node.
+Weighted by contention, a shape's barred GPUs count only as far as the models it may use are wanted by
+model-constrained pods.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -34,6 +39,7 @@ class TypicalPods:
     num: np.ndarray  # GPUs per pod
     freq: np.ndarray  # probability of the shape
     access: np.ndarray  # [shape, fleet model] bool: may the shape use that model?
+    barred: np.ndarray  # per shape, the share of a barred node's free milli it strands (FGD: all, 1.0)
 
 
 def _shape(pod: PodRequest) -> tuple[int, int, int, str]:
@@ -67,7 +73,29 @@ def typical_pods(
         num=np.array([s[2] for s, _ in chosen], dtype=np.int64),
         freq=freq,
         access=access.reshape(len(chosen), len(models)),
+        barred=np.ones(len(chosen)),
     )
+
+
+def weigh_by_contention(typ: TypicalPods, capacity: np.ndarray) -> TypicalPods:
+    """The same shapes, each barred from a model only as far as the models it may use are contended.
+
+    ``capacity`` is the fleet's GPU milli per model. With arrivals filling the fleet, each shape asks its
+    share of the GPU milli; a model-constrained shape spreads its ask over the models it accepts in
+    proportion to their capacity, so each model's *load* is the share of its capacity that constrained
+    pods want. A shape's weight is the capacity-weighted load of its models, at most 1: a free GPU of
+    another model is stranded for it in full only where its own models are wanted in full. Unconstrained
+    shapes are barred nowhere; a shape no model of the fleet accepts weighs 0 (it steers nothing).
+    """
+    capacity = capacity.astype(np.float64)
+    ask = typ.freq * typ.milli * typ.num
+    demand = ask / max(float(ask.sum()), 1.0) * capacity.sum()
+    supply = typ.access @ capacity  # [shape] capacity of the models the shape accepts
+    constrained = ~typ.access.all(axis=1)
+    spread = np.where(constrained, demand / np.maximum(supply, 1.0), 0.0)
+    load = spread @ typ.access  # [model] constrained ask per unit of capacity
+    weight = typ.access @ (capacity * load) / np.maximum(supply, 1.0)
+    return replace(typ, barred=np.minimum(weight, 1.0))
 
 
 def fragmentation(typ: TypicalPods, cpu: np.ndarray, gpu: np.ndarray, model: np.ndarray) -> np.ndarray:
@@ -95,8 +123,9 @@ def _expected_stranded(
 ) -> np.ndarray:
     """Per node state: the free milli each shape could not use, weighted by the shapes' frequencies.
 
-    A shape that cannot land at all strands all free milli; one that can uses the milli on GPUs with room
-    for it, and with ``cpu_caps_copies`` no more than the free CPU can feed copies of it.
+    A shape that cannot land at all strands all free milli (only its ``barred`` share of it when the node's
+    model is one it may not use); one that can uses the milli on GPUs with room for it, and with
+    ``cpu_caps_copies`` no more than the free CPU can feed copies of it.
     """
     free = np.maximum(gpu, 0)
     total = free.sum(axis=1).astype(np.float64)  # [K]
@@ -115,5 +144,7 @@ def _expected_stranded(
         copies = cpu[:, None] // np.maximum(typ.cpu, 1)[None, :]
         copies = np.where(typ.cpu[None, :] > 0, copies, np.iinfo(np.int64).max // MILLI**2)
         usable = np.minimum(usable, copies * (typ.milli * typ.num)[None, :])
-    per_shape = np.where(satisfied, total[:, None] - usable, total[:, None])
+    barred = ~access & (typ.milli > 0)[None, :] & (model >= 0)[:, None]
+    stranded = np.where(barred, typ.barred[None, :] * total[:, None], total[:, None])
+    per_shape = np.where(satisfied, total[:, None] - usable, stranded)
     return per_shape @ typ.freq

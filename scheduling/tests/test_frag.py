@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from scheduling.engine.frag import cpu_fragmentation, fragmentation, typical_pods
+from scheduling.engine.frag import cpu_fragmentation, fragmentation, typical_pods, weigh_by_contention
 from scheduling.tests.factories import make_pod
 
 
@@ -50,3 +50,17 @@ def test_the_cpu_aware_measure_agrees_with_fgd_when_cpu_is_plentiful():
     cpu, model = np.array([96_000, 96_000]), np.array([0, 0])
     gpu = np.array([[500, 1000, 0, -1], [1000, 1000, 1000, 1000]])
     assert list(cpu_fragmentation(typ, cpu, gpu, model)) == list(fragmentation(typ, cpu, gpu, model))
+
+
+def test_a_barred_shape_strands_other_models_gpus_as_far_as_its_own_are_contended():
+    pods = [make_pod(f"u{i}") for i in range(3)] + [make_pod("v", gpu_models=frozenset({"V100"}))]
+    typ = typical_pods(pods, ["H100", "V100"], popularity=1.0)
+    cpu, gpu, h100 = np.array([96_000]), np.array([[1000, 1000]]), np.array([0])
+    assert fragmentation(typ, cpu, gpu, h100)[0] == 0.25 * 2000  # FGD: all of H100's free GPUs, for V100 pods
+    # V100-only pods ask a quarter of the 8 GPUs' milli, 2000: half of V100's 4000.
+    weighed = weigh_by_contention(typ, np.array([4000, 4000]))
+    assert weighed.barred[1] == pytest.approx(0.5)
+    assert fragmentation(weighed, cpu, gpu, h100)[0] == pytest.approx(0.25 * 0.5 * 2000)
+    # Wanted beyond its capacity, V100 counts in full; no V100 in the fleet, the shape steers nothing.
+    assert weigh_by_contention(typ, np.array([7000, 1000])).barred[1] == 1.0
+    assert weigh_by_contention(typ, np.array([8000, 0])).barred[1] == 0.0

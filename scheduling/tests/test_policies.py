@@ -68,20 +68,29 @@ def test_it_names_the_known_policies_for_an_unknown_one():
         make_policy("magic")
 
 
-# 20 unconstrained pods and one that runs only on T4: FGD's 95 % cut keeps only the unconstrained shape.
+# 20 unconstrained pods and one that runs only on T4: FGD's 95 % cut keeps only the unconstrained shape, and
+# the T4-only pods want a tenth of the T4 capacity below.
 MOSTLY_FREE = [make_pod(f"u{i}") for i in range(20)] + [make_pod("t", gpu_models=frozenset({"T4"}))]
+# 12 unconstrained pods and 8 T4-only ones: the T4-only pods want 80 % of the T4 capacity.
+T4_CONTENDED = [make_pod(f"u{i}") for i in range(12)] + [
+    make_pod(f"t{i}", gpu_models=frozenset({"T4"})) for i in range(8)
+]
 
 
-@pytest.mark.parametrize(("policy", "node"), [("default", "v100"), ("fgd", "t4")])
-def test_default_keeps_the_model_constrained_pods_need_for_them(policy, node):
-    """Alike but for the model, and t4 already runs a pod; the rare T4-only shape is in default's mix only.
+@pytest.mark.parametrize(
+    ("workload", "node"), [(T4_CONTENDED, "v100"), (MOSTLY_FREE, "t4")], ids=["contended", "rare"]
+)
+def test_default_keeps_a_model_for_the_pods_that_need_it_as_far_as_they_contend_for_it(workload, node):
+    """Alike but for the model, and t4 already runs a pod: packing there is FGD's choice.
 
-    No consolidating tie-break overrules that: the policy before this one sent the pod to the busy t4.
+    With T4 wanted by constrained pods, the unconstrained pod leaves the T4 GPU to them; with one rare
+    T4-only pod, it packs, as FGD does (weighted in full, the rare shape's access term sent it to v100).
+    No consolidating tie-break overrules the term: the policy before this one sent it to t4 in both cases.
     """
     engine = Engine(
         [make_node("t4", gpus=2, model="T4"), make_node("v100", gpus=2, model="V100")],
-        policy,
-        workload=MOSTLY_FREE,
+        "default",
+        workload=workload,
     )
     engine.fleet.allocate(make_pod("seed"), 0, (0,))
     assert engine.place(make_pod("p")).node == node
