@@ -3,7 +3,8 @@
 ``random``, ``best-fit`` and ``fgd`` re-implement the baselines of the FGD paper the way the authors'
 simulator scores them (integer kube-scheduler scores, equal scores to the first node in order), so that the
 benchmark reproduces their published numbers. ``default`` is gpucloud's own policy: FGD with every workload
-shape in its typical-pod mix and a CPU-aware measure for CPU-only pods (see docs/placement.md).
+shape in its typical-pod mix, a CPU-aware measure for CPU-only pods and the model-access term weighed by
+contention (see docs/placement.md).
 """
 
 from __future__ import annotations
