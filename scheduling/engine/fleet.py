@@ -162,6 +162,14 @@ class Fleet:
         """GPUs that exist, healthy or not (the denominator of the FGD allocation ratio)."""
         return int(self.gpu_count.sum())
 
+    def gpus_per_model(self) -> np.ndarray:
+        """GPUs that exist per model, in the order of :attr:`models`."""
+        has_gpus = self.model_idx >= 0
+        counts = np.bincount(
+            self.model_idx[has_gpus], weights=self.gpu_count[has_gpus], minlength=len(self.models)
+        )
+        return counts.astype(np.int64)
+
     def allocated_gpu_milli(self) -> int:
         """GPU milli currently allocated to pods."""
         return int(sum(p.gpu_milli * len(p.gpus) for p, _ in self._placed.values()))

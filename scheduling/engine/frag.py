@@ -144,7 +144,6 @@ def _expected_stranded(
         copies = cpu[:, None] // np.maximum(typ.cpu, 1)[None, :]
         copies = np.where(typ.cpu[None, :] > 0, copies, np.iinfo(np.int64).max // MILLI**2)
         usable = np.minimum(usable, copies * (typ.milli * typ.num)[None, :])
-    barred = ~access & (typ.milli > 0)[None, :] & (model >= 0)[:, None]
-    stranded = np.where(barred, typ.barred[None, :] * total[:, None], total[:, None])
+    stranded = np.where(access, 1.0, typ.barred[None, :]) * total[:, None]  # a barred shape: its share only
     per_shape = np.where(satisfied, total[:, None] - usable, stranded)
     return per_shape @ typ.freq

@@ -318,11 +318,7 @@ class DefaultPolicy(FGDPolicy):
         """FGD's preparation, then each shape's model-access term weighed by contention (3. above)."""
         super().prepare(fleet, workload)
         assert self.typical is not None
-        has_gpus = fleet.model_idx >= 0
-        capacity = np.bincount(
-            fleet.model_idx[has_gpus], weights=fleet.gpu_count[has_gpus], minlength=len(fleet.models)
-        )
-        self.typical = weigh_by_contention(self.typical, capacity * MILLI)
+        self.typical = weigh_by_contention(self.typical, fleet.gpus_per_model() * MILLI)
 
     def measure(self, pod: PodRequest) -> Measure:
         """CPU-only pods: the CPU-aware measure; pods with GPUs: FGD's."""
