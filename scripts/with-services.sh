@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
 # Runs a command with PostgreSQL and Redis for the tests:
-#   DATABASE_URL / REDIS_URL when set; else the machine's servers on 127.0.0.1; else throwaway instances
-#   started here (and stopped on exit). Under CI=true, failing to find or start one is an error.
+#   DATABASE_URL / REDIS_URL when set; else the machine's PostgreSQL on 127.0.0.1 with a database name of this
+#   run's own and a throwaway Redis of this run's own; else throwaway instances of both started here (and
+#   stopped on exit). Two runs on one machine therefore never share a test database, a queue or a lock.
+#   Under CI=true, failing to find or start one is an error.
 set -euo pipefail
 tmp=$(mktemp -d)
+run_id="run_$$_$(date +%s)"
 cleanup() {
+  [ -n "${own_database:-}" ] && command -v psql >/dev/null && for db in "gpucloud_$run_id" "test_gpucloud_$run_id"; do
+    psql -q "$own_database" -c "DROP DATABASE IF EXISTS \"$db\" WITH (FORCE)" >/dev/null 2>&1 || true
+  done
   [ -n "${pg_dir:-}" ] && runuser -u postgres -- "$pg_bin/pg_ctl" -D "$pg_dir" -m fast stop >/dev/null 2>&1 || true
   [ -n "${redis_pid:-}" ] && kill "$redis_pid" 2>/dev/null || true
   rm -rf "$tmp"
@@ -16,7 +22,9 @@ reachable() { python3 -c "import socket,sys; socket.create_connection(('127.0.0.
 
 if [ -z "${DATABASE_URL:-}" ]; then
   if reachable 5432; then
-    export DATABASE_URL="postgres://postgres@127.0.0.1:5432/gpucloud"
+    # pytest-django creates test_<name>: a name per run keeps two runs from colliding on one test database.
+    export DATABASE_URL="postgres://postgres@127.0.0.1:5432/gpucloud_$run_id"
+    own_database="postgres://postgres@127.0.0.1:5432/postgres"
   else
     pg_bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n1)
     [ -n "$pg_bin" ] || { echo "PostgreSQL is not running and not installed (apt-get install postgresql)" >&2; exit 1; }
@@ -30,7 +38,8 @@ if [ -z "${DATABASE_URL:-}" ]; then
 fi
 
 if [ -z "${REDIS_URL:-}" ]; then
-  if reachable 6379; then
+  # A Redis of this run's own where redis-server is installed: workers of two runs never eat each other's tasks.
+  if ! command -v redis-server >/dev/null && reachable 6379; then
     export REDIS_URL="redis://127.0.0.1:6379/0"
   else
     command -v redis-server >/dev/null || { echo "Redis is not running and not installed (apt-get install redis-server)" >&2; exit 1; }
