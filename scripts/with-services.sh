@@ -25,6 +25,8 @@ if [ -z "${DATABASE_URL:-}" ]; then
     # pytest-django creates test_<name>: a name per run keeps two runs from colliding on one test database.
     export DATABASE_URL="postgres://postgres@127.0.0.1:5432/gpucloud_$run_id"
     own_database="postgres://postgres@127.0.0.1:5432/postgres"
+    # The database itself exists too: the processes some tests start connect to DATABASE_URL as it is.
+    psql -q "$own_database" -c "CREATE DATABASE \"gpucloud_$run_id\"" >/dev/null
   else
     pg_bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n1)
     [ -n "$pg_bin" ] || { echo "PostgreSQL is not running and not installed (apt-get install postgresql)" >&2; exit 1; }
