@@ -14,3 +14,10 @@ from tenants.tokens import create_scim_token
 def scim_token(admin: Any) -> str:
     _, token = create_scim_token(actor=Actor.of(admin), name="okta")
     return token
+
+
+@pytest.fixture
+def scim(scim_token: str) -> Any:
+    from tenants.scim.tests.helpers import Scim
+
+    return Scim(scim_token)
