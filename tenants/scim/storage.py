@@ -263,6 +263,7 @@ class Storage(ScimStorage):
         return SearchPage(total=rows.count(), resources=page)
 
     def create(self, resource_type: ResourceType, resource: Resource[Any]) -> Resource[Any]:
+        row: ScimUser | ScimGroup
         if resource_type.name == "User":
             row = services.create_user(actor=self.actor, person=person_of(resource))
         else:

@@ -133,7 +133,7 @@ def scim(request: HttpRequest, path: str = "") -> HttpResponse:
             method=request.method or "GET",
             base_url=base_url,
             path="/" + path.removesuffix(".scim"),
-            query=dict(request.GET.items()),
+            query={key: str(value) for key, value in request.GET.items()},
             headers=dict(request.headers.items()),
             body=body,
         )

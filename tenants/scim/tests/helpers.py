@@ -19,7 +19,7 @@ class Scim:
     def __init__(self, token: str) -> None:
         self.client = Client(HTTP_AUTHORIZATION=f"Bearer {token}")
 
-    def call(self, method: str, path: str, body: Any = None, **headers: str) -> tuple[int, Any]:
+    def call(self, method: str, path: str, body: Any = None, **headers: Any) -> tuple[int, Any]:
         response = self.client.generic(
             method,
             f"/scim/v2/{path.lstrip('/')}",

@@ -3,6 +3,8 @@ stops working at once, over real HTTP (live server, a real OpenID provider for t
 
 from __future__ import annotations
 
+from typing import Any
+
 import requests
 from django.contrib.auth.models import User
 from django.contrib.sessions.models import Session
@@ -32,7 +34,7 @@ def test_deactivation_over_scim_refuses_the_token_and_ends_the_session_at_once(
     make_tenant("vision")
     status, ada = scim_call(base, scim_token, "POST", "Users", {"schemas": [USER_SCHEMA], "userName": "ada"})
     assert status == 201, ada
-    group = {"schemas": [GROUP_SCHEMA], "displayName": "gpucloud:vision:member"}
+    group: dict[str, Any] = {"schemas": [GROUP_SCHEMA], "displayName": "gpucloud:vision:member"}
     group["members"] = [{"value": ada["id"]}]
     assert scim_call(base, scim_token, "POST", "Groups", group)[0] == 201
     sso_on.person("ada", [])  # the provider pushes groups over SCIM and puts none in the claim

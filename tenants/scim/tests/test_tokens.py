@@ -54,6 +54,7 @@ def test_a_scim_token_is_refused_by_the_rest_api_and_stops_when_revoked(api, peo
     assert answer.status_code == 401 and "/scim/v2/" in answer.json()["detail"]
 
     row = tokens.check(scim_token)[0]
+    assert row is not None
     tokens.revoke_token(actor=Actor.of(people["admin"]), token=row)
 
     status, body = Scim(scim_token).call("GET", "Users")

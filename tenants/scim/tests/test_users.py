@@ -3,6 +3,8 @@ Okta and Entra ID send it."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from django.contrib.auth.models import User
 
@@ -49,7 +51,7 @@ def test_a_taken_or_malformed_user_name_is_a_scim_error_saying_so(scim, make_use
 
 @pytest.fixture
 def directory(scim):
-    people = {
+    people: dict[str, dict[str, Any]] = {
         "ada": {
             "externalId": "ext-ada",
             "displayName": "Ada Lovelace",
