@@ -79,6 +79,15 @@ def _check_username(username: str, *, other_than: Any = None) -> None:
         raise Conflict(f"userName {username!r} is taken by another account", errors={"userName": ["taken"]})
 
 
+def _check_lengths(**values: str) -> None:
+    """The columns' lengths, said as SCIM names them (a longer value would fail in the database)."""
+    for name, value in values.items():
+        if len(value) > 255:
+            raise ValidationFailed.on(name, f"{name} is {len(value)} characters long; at most 255 are kept")
+    if len(values.get("email", "")) > 254:
+        raise ValidationFailed.on("emails", "an e-mail address is at most 254 characters long")
+
+
 def _touch(row: ScimUser | ScimGroup) -> None:
     row.version += 1
     row.updated_at = timezone.now()
@@ -91,6 +100,7 @@ def create_user(*, actor: Actor, person: Person) -> ScimUser:
     """Make an account for someone the provider provisions; it signs in through the provider only."""
     _require(actor)
     _check_username(person.username)
+    _check_lengths(externalId=person.external_id, displayName=person.display_name, email=person.email)
     user = User(
         username=person.username,
         email=person.email,
@@ -118,6 +128,7 @@ def update_user(*, actor: Actor, row: ScimUser, person: Person) -> ScimUser:
     user = row.user
     before = user_snapshot(row)
     _check_username(person.username, other_than=user)
+    _check_lengths(externalId=person.external_id, displayName=person.display_name, email=person.email)
     user.username, user.email = person.username, person.email
     user.first_name, user.last_name = person.given_name[:150], person.family_name[:150]
     user.save(update_fields=["username", "email", "first_name", "last_name"])
@@ -160,6 +171,7 @@ def group_snapshot(row: ScimGroup) -> dict[str, Any]:
 def _check_name(name: str, *, other_than: ScimGroup | None = None) -> None:
     if not name.strip():
         raise ValidationFailed.on("displayName", "a group needs a displayName")
+    _check_lengths(displayName=name)
     taken = ScimGroup.objects.filter(display_name__iexact=name)
     if other_than is not None:
         taken = taken.exclude(pk=other_than.pk)
@@ -191,6 +203,7 @@ def create_group(*, actor: Actor, team: Team) -> ScimGroup:
     """Take in a group the provider pushes; its members get the roles its name gives."""
     _require(actor)
     _check_name(team.display_name)
+    _check_lengths(externalId=team.external_id)
     members = _members(team.members)
     row = ScimGroup.objects.create(
         display_name=team.display_name, external_id=team.external_id, attributes=team.attributes
@@ -208,6 +221,7 @@ def update_group(*, actor: Actor, row: ScimGroup, team: Team) -> ScimGroup:
     _require(actor)
     row = ScimGroup.objects.select_for_update().get(pk=row.pk)
     _check_name(team.display_name, other_than=row)
+    _check_lengths(externalId=team.external_id)
     before = group_snapshot(row)
     old = set(row.members.select_related("user"))
     new = set(_members(team.members))

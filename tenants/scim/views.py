@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from http import HTTPStatus
 from typing import Any
 
@@ -44,6 +45,9 @@ from tenants.scim.storage import PROVIDER, Storage
 
 log = logging.getLogger(__name__)
 ROOT = "/scim/v2"
+# A JSON-escaped NUL (an odd number of backslashes before u0000): PostgreSQL refuses NUL in text, so it is
+# refused here, as gpucloud.api.middleware and the API's parser refuse it everywhere else.
+ESCAPED_NUL = re.compile(rb"(?<!\\)(?:\\\\)*\\u0000", re.IGNORECASE)
 
 
 class Service(ScimService):
@@ -106,6 +110,8 @@ def _needs_auth(scim_request: ScimRequest) -> bool:
 def serve(scim_request: ScimRequest, request: HttpRequest) -> ScimResponse:
     try:
         actor = authenticate(request) if _needs_auth(scim_request) else Actor.system("scim")
+        if b"\x00" in scim_request.body or ESCAPED_NUL.search(scim_request.body):
+            raise InvalidValueException(detail="NUL characters (\\u0000) are not allowed in a SCIM request")
         with transaction.atomic():
             return ScimHandler(SERVICE, Storage(actor)).handle(scim_request)
     except ServiceError as error:
