@@ -189,6 +189,11 @@ OIDC_GROUPS_CLAIM = env_str("OIDC_GROUPS_CLAIM", "groups")
 OIDC_ADMIN_GROUPS = env_list("OIDC_ADMIN_GROUPS", [])
 OIDC_TENANT_GROUP_PATTERN = env_str("OIDC_TENANT_GROUP_PATTERN", "gpucloud:{tenant}:{role}")
 OIDC_TIMEOUT = env_float("OIDC_TIMEOUT", 5.0, minimum=0.1)
+# Invitations are claimed by e-mail address: an address counts only if the provider says it verified it
+# (`email_verified`), unless the operator trusts every address the provider sends (docs/sso.md).
+OIDC_TRUST_EMAIL = env_bool("OIDC_TRUST_EMAIL", False)
+# An account the provider made over SCIM is linked to its first sign-in by this claim = the SCIM userName.
+OIDC_SCIM_LINK_CLAIM = env_str("OIDC_SCIM_LINK_CLAIM", "preferred_username")
 OIDC_RP_SIGN_ALGO = "RS256"
 OIDC_USE_PKCE = True
 OIDC_PKCE_CODE_CHALLENGE_METHOD = "S256"

@@ -10,6 +10,7 @@ urlpatterns = [
     path("readyz", ops.readyz, name="readyz"),
     path("metrics", ops.metrics, name="metrics"),
     path("api/v1/", include("gpucloud.api.urls")),
+    path("scim/v2/", include("tenants.scim.urls")),  # identity providers provisioning people (docs/scim.md)
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     # The split view serves its start-up script as a file: the Content Security Policy needs no inline script.
     # Swagger UI (React) does set inline styles, so this one page allows inline *styles*; scripts stay 'self'.

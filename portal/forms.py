@@ -12,6 +12,7 @@ from django import forms
 
 from scheduling.models import GpuClass, HostCluster
 from tenants.models import ApiToken, Membership, Tenant
+from tenants.tokens import SCOPES
 
 # Counts are typed as text: what is not a whole number reaches the service, which says so.
 NUMBER = forms.TextInput({"inputmode": "numeric"})
@@ -105,7 +106,7 @@ class TokenForm(forms.Form):
     name = forms.CharField(required=False, label="Name", help_text="Where it is used: “laptop”, “terraform”.")
     scope = forms.ChoiceField(
         label="Scope",
-        choices=ApiToken.Scope.choices,
+        choices=[(value, label) for value, label in ApiToken.Scope.choices if value in SCOPES],  # not scim
         initial=ApiToken.Scope.READ,
         help_text="read only reads; write also changes; admin also manages members and tokens.",
     )

@@ -19,6 +19,7 @@ class Actor:
     user: User | None
     label: str
     operator: bool = False  # someone at the server's console (manage.py): a platform administrator
+    provisioner: bool = False  # an identity provider over SCIM: manages people's accounts, nothing else
 
     @classmethod
     def system(cls, process: str) -> Actor:
@@ -35,9 +36,20 @@ class Actor:
         label = user.get_username() + (f" (token {token_name})" if token_name else "")
         return cls(user=user, label=label)  # type: ignore[arg-type]
 
+    @classmethod
+    def scim(cls, user: User, token_name: str) -> Actor:
+        """The identity provider holding a SCIM token (`user` is the token's own account)."""
+        return cls(user=user, label=f"{user.get_username()} (SCIM token {token_name})", provisioner=True)
+
     @property
     def is_platform_admin(self) -> bool:
         return self.operator or is_platform_admin(self.user)
+
+    @property
+    def manages_people(self) -> bool:
+        """Whether it may create, change and deactivate anyone's account: a platform administrator, a
+        process (single sign-on), or the identity provider over SCIM."""
+        return self.user is None or self.is_platform_admin or self.provisioner
 
 
 def record(

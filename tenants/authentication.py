@@ -10,6 +10,7 @@ from rest_framework.request import Request
 
 from gpucloud.observability import current_context
 from tenants import tokens
+from tenants.models import ApiToken
 
 
 class BearerTokenAuthentication(authentication.BaseAuthentication):
@@ -23,6 +24,8 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         row, reason = tokens.check(token.strip())
         if row is None:
             raise exceptions.AuthenticationFailed(reason)
+        if row.scope == ApiToken.Scope.SCIM:
+            raise exceptions.AuthenticationFailed("a SCIM token is accepted at /scim/v2/ only")
         if not row.user.is_active:
             raise exceptions.AuthenticationFailed("the token's user is deactivated")
         tokens.touch(row, current_context().source_ip or request.META.get("REMOTE_ADDR", ""))

@@ -7,6 +7,7 @@ from typing import ClassVar
 from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
+from django.db.models.functions import Lower
 from django.utils import timezone
 
 from gpucloud.ids import PublicIdField
@@ -258,13 +259,15 @@ class ApiToken(models.Model):
     A personal token acts as its user. A tenant service token (`tenant` set) acts as an account of its own
     that holds one role in that tenant and nothing else; `created_by` is the person who made it.
     `scope` caps what any token may do, whatever its user's roles: `read` only reads, `write` also changes,
-    `admin` also manages members and tokens.
+    `admin` also manages members and tokens. A `scim` token is another kind: an identity provider's, made by
+    a platform administrator for an account of its own; it works at `/scim/v2/` and nowhere else.
     """
 
     class Scope(models.TextChoices):
         READ = "read"
         WRITE = "write"
         ADMIN = "admin"
+        SCIM = "scim"
 
     public_id = PublicIdField(prefix="tok")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
@@ -358,3 +361,53 @@ class Invitation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.login} invited as {self.role} of {self.tenant}"
+
+
+class ScimUser(models.Model):
+    """A person as the identity provider provisions them over SCIM (`tenants.scim`, docs/scim.md).
+
+    The account itself is the Django user: its username, names, e-mail and active flag are the SCIM
+    `userName`, `name`, primary e-mail and `active`. This row adds what SCIM needs besides: the opaque id,
+    the provider's `externalId`, and the resource's other attributes as the provider sent them (title,
+    phone numbers, the enterprise extension…), kept so they read back unchanged; gpucloud uses none of them.
+    Accounts made by single sign-on get a row too, so the provider can find and adopt them.
+    """
+
+    public_id = PublicIdField(prefix="scu")
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="scim")
+    external_id = models.CharField(max_length=255, blank=True, db_index=True)
+    display_name = models.CharField(max_length=255, blank=True)
+    attributes = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+    version = models.PositiveIntegerField(default=1, help_text="bumped at every write: the SCIM ETag")
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.public_id} ({self.user})"
+
+
+class ScimGroup(models.Model):
+    """A group the identity provider pushes over SCIM, with its members.
+
+    Its `display_name` is read like a name in the groups claim of a sign-in (`OIDC_TENANT_GROUP_PATTERN`,
+    `OIDC_ADMIN_GROUPS`): being a member of `gpucloud:vision:member` makes one a member of tenant vision.
+    """
+
+    public_id = PublicIdField(prefix="scg")
+    display_name = models.CharField(max_length=255)
+    external_id = models.CharField(max_length=255, blank=True, db_index=True)
+    members = models.ManyToManyField(ScimUser, related_name="groups", blank=True)
+    attributes = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+    version = models.PositiveIntegerField(default=1, help_text="bumped at every write: the SCIM ETag")
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [models.UniqueConstraint(Lower("display_name"), name="scim_group_unique_display_name")]
+
+    def __str__(self) -> str:
+        return self.display_name

@@ -564,9 +564,10 @@ def set_platform_admin(*, actor: Actor, user: Any, admin: bool) -> bool:
     """Make `user` a platform administrator, or stop them being one; returns whether anything changed.
 
     Platform administrators may do everything in every tenant, so this is audited like any other write. A
-    person must be a platform administrator to do it; a process (the console, single sign-on) is trusted.
+    person must be a platform administrator to do it; a process (the console, single sign-on) and the
+    identity provider's groups over SCIM are trusted.
     """
-    if actor.user is not None and not actor.is_platform_admin:
+    if not actor.manages_people:
         raise PermissionDenied("naming platform administrators needs a platform administrator")
     user = User.objects.select_for_update().get(pk=user.pk)
     if user.is_staff == admin:

@@ -1,9 +1,13 @@
 """Single sign-on through any OpenID provider (docs/sso.md).
 
 One setting, `OIDC_ISSUER`, is enough: the endpoints come from the issuer's discovery document, read once
-per process and read again while it fails. Users are matched by (issuer, `sub`), never by e-mail. At every
-sign-in the groups claim decides the user's platform-administrator flag and their `sso` memberships
-(`OIDC_TENANT_GROUP_PATTERN`, default `gpucloud:{tenant}:{role}`); memberships granted by hand are kept.
+per process and read again while it fails. Users are matched by (issuer, `sub`), never by e-mail; an
+account the provider made over SCIM is linked at its first sign-in by `OIDC_SCIM_LINK_CLAIM`. The groups the
+provider puts someone in (the groups claim of their sign-in, and the SCIM groups it pushes) decide their
+platform-administrator flag and their `sso` memberships (`OIDC_TENANT_GROUP_PATTERN`, default
+`gpucloud:{tenant}:{role}`); memberships granted by hand are kept. An e-mail address is taken only when the
+provider verified it (`email_verified`) or the operator trusts its addresses (`OIDC_TRUST_EMAIL`): pending
+invitations are claimed by it.
 """
 
 from __future__ import annotations
@@ -26,9 +30,9 @@ from django.utils import timezone
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 from mozilla_django_oidc.utils import absolutify, import_from_settings
 
-from tenants import audit, invitations, services, tokens
+from tenants import audit, invitations, services, tokens, users
 from tenants.audit import Actor
-from tenants.models import Identity, Membership, Tenant
+from tenants.models import Identity, Membership, ScimGroup, ScimUser, Tenant
 
 log = logging.getLogger(__name__)
 User = get_user_model()
@@ -155,6 +159,57 @@ def grants_from(groups: list[str]) -> Grants:
     )
 
 
+def provider_groups(user: Any, claimed: list[str] | None = None) -> list[str]:
+    """The groups the identity provider puts `user` in: those of their sign-in's groups claim (`claimed`,
+    else the claim of their last sign-in) and the SCIM groups it pushed them into.
+
+    Both come from the same provider, so either is enough: a provider that pushes groups over SCIM need not
+    put them in the claim too. A removal over SCIM strikes the group from the last claim as well
+    (`forget_group`), so it takes effect at once rather than at the next sign-in.
+    """
+    if claimed is None:
+        identity = Identity.objects.filter(user=user, issuer=settings.OIDC_ISSUER).first()
+        claimed = list(identity.groups) if identity else []
+    pushed = ScimGroup.objects.filter(members__user=user).values_list("display_name", flat=True)
+    return sorted({str(g) for g in claimed} | set(pushed))
+
+
+def forget_group(user: Any, group: str) -> None:
+    """The provider says (over SCIM) that `user` is no longer in `group`: strike it from their last claim."""
+    for identity in Identity.objects.select_for_update().filter(user=user, issuer=settings.OIDC_ISSUER):
+        kept = [g for g in identity.groups if str(g).lstrip("/") != group.lstrip("/")]
+        if kept != identity.groups:
+            identity.groups = kept
+            identity.save(update_fields=["groups"])
+
+
+def sync_grants(*, actor: Actor, user: Any, claimed: list[str] | None = None) -> Grants:
+    """Make `user`'s platform administration and `sso` memberships what their provider groups give now."""
+    grants = grants_from(provider_groups(user, claimed))
+    services.set_platform_admin(actor=actor, user=user, admin=grants.admin)
+    services.sync_sso_memberships(actor=actor, user=user, grants=grants.tenants)
+    return grants
+
+
+def verified_email(claims: dict[str, Any]) -> str:
+    """The claims' e-mail address if gpucloud may rely on it, else "".
+
+    Invitations are claimed by e-mail address (`tenants.invitations`), so an address the person merely typed
+    in at the provider must not count: the provider must say it verified it (`email_verified`, a boolean or,
+    as some providers send it, the string "true"), or the operator trusts every address the provider sends
+    (`OIDC_TRUST_EMAIL`, for providers that only hold addresses their administrators set, such as Entra ID).
+    """
+    email = str(claims.get("email") or "").strip()
+    verified = claims.get("email_verified")
+    if verified is True or str(verified).lower() == "true" or settings.OIDC_TRUST_EMAIL:
+        return email
+    if email:
+        log.info(
+            "sso: the e-mail address of subject %s is not verified by the provider; not taken", claims["sub"]
+        )
+    return ""
+
+
 class Backend(OIDCAuthenticationBackend):
     """mozilla-django-oidc's backend, matching users by `sub` and syncing roles from groups."""
 
@@ -173,15 +228,23 @@ class Backend(OIDCAuthenticationBackend):
     def verify_claims(self, claims: dict[str, Any]) -> bool:
         if not claims.get("sub"):
             self._refuse("the provider sent no subject (sub) for this person")
-        grants = grants_from(self._groups(claims))
         identity = (
             Identity.objects.select_related("user")
             .filter(issuer=settings.OIDC_ISSUER, subject=claims["sub"])
             .first()
         )
-        self._note_who(identity.user.get_username() if identity else str(claims["sub"]))
-        hand_granted = identity is not None and (
-            identity.user.memberships.filter(source=Membership.Source.MANUAL).exists()
+        account = identity.user if identity is not None else self._provisioned(claims)
+        self._note_who(account.get_username() if account else str(claims["sub"]))
+        if account is not None and not account.is_active:
+            self._refuse(
+                "your gpucloud account is deactivated; ask an administrator of your identity provider or of "
+                "gpucloud to reactivate it"
+            )
+        grants = grants_from(
+            provider_groups(account, self._groups(claims)) if account else self._groups(claims)
+        )
+        hand_granted = account is not None and (
+            account.memberships.filter(source=Membership.Source.MANUAL).exists()
         )
         if not grants.any and not hand_granted:
             if identity is not None:
@@ -193,6 +256,29 @@ class Backend(OIDCAuthenticationBackend):
                 + settings.OIDC_TENANT_GROUP_PATTERN.format(tenant="<tenant>", role="viewer")
             )
         return True
+
+    def _provisioned(self, claims: dict[str, Any]) -> Any:
+        """The account the provider made over SCIM for this person, not yet linked to a sign-in.
+
+        Its SCIM `userName` is compared with the claim `OIDC_SCIM_LINK_CLAIM` (default `preferred_username`:
+        Okta, Entra ID and Keycloak send the same value in both). The link is made once, at the first
+        sign-in; from then on the person is known by `sub` alone.
+        """
+        value = str(claims.get(settings.OIDC_SCIM_LINK_CLAIM) or "").strip()
+        if not value:
+            return None
+        row = (
+            ScimUser.objects.select_related("user")
+            .filter(user__username__iexact=value)
+            .exclude(user__identities__issuer=settings.OIDC_ISSUER)
+            .first()
+        )
+        return row.user if row else None
+
+    def get_user(self, user_id: Any) -> Any:
+        # mozilla-django-oidc loads a session's user without looking at the flag; a deactivated one is no one.
+        user = super().get_user(user_id)
+        return user if user is not None and user.is_active else None
 
     def _note_who(self, name: str) -> None:
         request = getattr(self, "request", None)
@@ -217,11 +303,16 @@ class Backend(OIDCAuthenticationBackend):
 
     @transaction.atomic
     def create_user(self, claims: dict[str, Any]) -> Any:
-        user = User.objects.create_user(self._free_username(claims), email=claims.get("email", ""))
-        user.set_unusable_password()
-        user.save(update_fields=["password"])
+        user = self._provisioned(claims)
+        if user is not None:
+            log.info("sso linked subject %s to %s, provisioned over SCIM", claims["sub"], user.username)
+        else:
+            user = User.objects.create_user(self._free_username(claims), email=verified_email(claims))
+            user.set_unusable_password()
+            user.save(update_fields=["password"])
+            ScimUser.objects.create(user=user)  # so the provider can find and adopt it over SCIM
+            log.info("sso created user %s for subject %s", user.username, claims["sub"])
         Identity.objects.create(user=user, issuer=settings.OIDC_ISSUER, subject=claims["sub"])
-        log.info("sso created user %s for subject %s", user.username, claims["sub"])
         return self.update_user(user, claims)
 
     def _free_username(self, claims: dict[str, Any]) -> str:
@@ -236,16 +327,14 @@ class Backend(OIDCAuthenticationBackend):
     @transaction.atomic
     def update_user(self, user: Any, claims: dict[str, Any]) -> Any:
         groups = self._groups(claims)
-        grants = grants_from(groups)
-        user.email = claims.get("email", user.email)
+        user.email = verified_email(claims) or user.email  # an unverified address never replaces one
         user.first_name = str(claims.get("given_name", user.first_name))[:150]
         user.last_name = str(claims.get("family_name", user.last_name))[:150]
         user.save(update_fields=["email", "first_name", "last_name"])
         Identity.objects.filter(user=user, issuer=settings.OIDC_ISSUER, subject=claims["sub"]).update(
             groups=groups, last_login_at=timezone.now()
         )
-        services.set_platform_admin(actor=Actor.system("sso"), user=user, admin=grants.admin)
-        services.sync_sso_memberships(actor=Actor.system("sso"), user=user, grants=grants.tenants)
+        sync_grants(actor=Actor.system("sso"), user=user, claimed=groups)
         invitations.accept(user)  # roles someone gave this person before their first sign-in
         return user
 
@@ -255,22 +344,20 @@ def deprovision(user: Any) -> None:
     """The provider no longer gives `user` any access: take away what sign-in gave, and what they still hold.
 
     Their `sso` memberships and platform administration go, their personal tokens are revoked, and their
-    portal sessions end (a new unusable-password marker fails every session's auth hash). Memberships
-    granted by hand would have let them in, so there are none left to keep.
+    portal sessions end. Memberships granted by hand would have let them in, so there are none left to keep.
+    The account stays active: a group given back lets them in again (SCIM's `active: false` deactivates).
     """
     actor = Actor.system("sso")
     services.sync_sso_memberships(actor=actor, user=user, grants={})
     services.set_platform_admin(actor=actor, user=user, admin=False)
     revoked = tokens.revoke_personal_tokens(actor=actor, user=user)
-    if not user.has_usable_password():
-        user.set_unusable_password()
-        user.save(update_fields=["password"])
+    ended = users.end_sessions(user)
     audit.record(
         actor,
         "user.deprovision",
         object_type="user",
         object_id=user.get_username(),
-        after={"tokens_revoked": revoked, "sessions_ended": not user.has_usable_password()},
+        after={"tokens_revoked": revoked, "sessions_ended": ended},
     )
     log.info("sso deprovisioned %s: no group gives access any more", user.get_username())
 

@@ -6,6 +6,10 @@ is returned once, on creation. Checking compares digests in constant time.
 Personal tokens act as their user, capped by their scope. A tenant service token (for Terraform, GitOps)
 gets an account of its own, `svc.<tenant>.<prefix>`, holding one role in that tenant only (viewer, member or
 admin for the scopes read, write, admin), so it is scoped by the same memberships as everyone else.
+
+A SCIM token (scope `scim`) is an identity provider's: only a platform administrator makes one, it gets an
+account of its own, `scim.<prefix>`, with no role anywhere, and it is accepted at `/scim/v2/` only; the REST
+API refuses it, and SCIM refuses every other token (`tenants.scim.views`).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from gpucloud.errors import Conflict, PermissionDenied, ValidationFailed
@@ -56,11 +61,22 @@ def token_snapshot(row: ApiToken) -> dict[str, Any]:
     }
 
 
+# The scopes of personal and tenant service tokens; `scim` tokens are made by `create_scim_token` only.
+SCOPES = (ApiToken.Scope.READ, ApiToken.Scope.WRITE, ApiToken.Scope.ADMIN)
+SCIM_ACCOUNT_PREFIX = "scim."
+
+
 def _validate(name: str, scope: str, expires_at: datetime | None) -> None:
     if not name.strip():
         raise ValidationFailed.on("name", "a token needs a name saying where it is used")
-    if scope not in ApiToken.Scope.values:
-        allowed = ", ".join(ApiToken.Scope.values)
+    if scope == ApiToken.Scope.SCIM:
+        raise ValidationFailed.on(
+            "scope",
+            "a SCIM token is made by a platform administrator at /api/v1/scim/tokens/, not as a personal or "
+            "service token",
+        )
+    if scope not in SCOPES:
+        allowed = ", ".join(SCOPES)
         raise ValidationFailed.on("scope", f"{scope!r} is not a scope; use one of: {allowed}")
     if expires_at is not None and expires_at <= timezone.now():
         raise ValidationFailed.on("expires_at", "the expiry must be in the future")
@@ -118,8 +134,12 @@ def create_token(
 
 
 def is_service_account(user: User) -> bool:
-    """Whether `user` is the account of a tenant service token (it has tokens bound to a tenant)."""
-    return ApiToken.objects.filter(user=user, tenant__isnull=False).exists()
+    """Whether `user` is the account of a tenant service token or of a SCIM token, not a person."""
+    return (
+        ApiToken.objects.filter(user=user)
+        .filter(Q(tenant__isnull=False) | Q(scope=ApiToken.Scope.SCIM))
+        .exists()
+    )
 
 
 @transaction.atomic
@@ -147,10 +167,31 @@ def create_service_token(
 
 
 @transaction.atomic
+def create_scim_token(*, actor: Actor, name: str, expires_at: datetime | None = None) -> tuple[ApiToken, str]:
+    """Make a token for an identity provider to provision people over SCIM (docs/scim.md).
+
+    Only a platform administrator may: SCIM creates and deactivates accounts and grants every role the
+    groups name. The token gets an account of its own (`scim.<random>`), which holds no role and is the
+    actor of everything SCIM writes; `created_by` is the administrator.
+    """
+    if not actor.is_platform_admin:
+        raise PermissionDenied("only a platform administrator can make a SCIM token")
+    _validate(name, ApiToken.Scope.READ, expires_at)
+    account = User.objects.create_user(f"{SCIM_ACCOUNT_PREFIX}{_random(8).lower()}")
+    account.set_unusable_password()
+    account.save(update_fields=["password"])
+    return _issue(
+        user=account, tenant=None, actor=actor, name=name, scope=ApiToken.Scope.SCIM, expires_at=expires_at
+    )
+
+
+@transaction.atomic
 def revoke_token(*, actor: Actor, token: ApiToken) -> ApiToken:
     """Stop a token working at once; a service token's account loses its role and is deactivated."""
     if token.tenant is not None:
         require(actor, token.tenant, "token.manage", "managing service tokens")
+    elif token.scope == ApiToken.Scope.SCIM and not actor.is_platform_admin:
+        raise PermissionDenied("only a platform administrator can revoke a SCIM token")
     elif actor.user != token.user and not actor.is_platform_admin:
         raise PermissionDenied("only the token's owner or a platform administrator can revoke it")
     token = ApiToken.objects.select_for_update(of=("self",)).select_related("user", "tenant").get(pk=token.pk)
@@ -163,6 +204,8 @@ def revoke_token(*, actor: Actor, token: ApiToken) -> ApiToken:
         Membership.objects.filter(user=token.user, source=Membership.Source.TOKEN).delete()
         User.objects.filter(pk=token.user.pk).update(is_active=False)
         services.access_changed(token.tenant)
+    elif token.scope == ApiToken.Scope.SCIM:
+        User.objects.filter(pk=token.user.pk).update(is_active=False)  # its account serves nothing else
     audit.record(
         actor,
         "token.revoke",
@@ -179,9 +222,9 @@ def revoke_token(*, actor: Actor, token: ApiToken) -> ApiToken:
 def revoke_personal_tokens(*, actor: Actor, user: User) -> int:
     """Revoke every live personal token of `user` (someone who lost all access); returns how many.
 
-    A person may revoke their own; a platform administrator or a process (single sign-on) anyone's.
+    A person may revoke their own; a platform administrator or a process (single sign-on, SCIM) anyone's.
     """
-    if actor.user is not None and actor.user != user and not actor.is_platform_admin:
+    if actor.user != user and not actor.manages_people:
         raise PermissionDenied("only the tokens' owner or a platform administrator can revoke them")
     live = (
         ApiToken.objects.select_for_update()

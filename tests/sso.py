@@ -38,13 +38,24 @@ class Provider:
     def set_users(self, users: dict[str, dict[str, Any]]) -> None:
         self.users_file.write_text(json.dumps(users))
 
-    def person(self, login: str, groups: list[str], password: str = "correct horse") -> None:
+    def person(
+        self,
+        login: str,
+        groups: list[str],
+        password: str = "correct horse",
+        *,
+        email: str | None = None,
+        email_verified: bool = True,
+        preferred_username: str | None = None,
+    ) -> None:
         users = json.loads(self.users_file.read_text())
         users[login] = {
             "password": password,
-            "email": f"{login}@corp.example",
+            "email": email or f"{login}@corp.example",
+            "email_verified": email_verified,
             "name": login,
             "groups": groups,
+            "preferred_username": preferred_username or login,
         }
         self.set_users(users)
 

@@ -23,7 +23,7 @@ from scheduling.models import Gpu, GpuClass, HealthEvent, HostCluster
 from tenants import services
 from tenants.audit import Actor
 from tenants.models import Tenant, TenantCluster
-from tenants.tokens import create_service_token, create_token
+from tenants.tokens import create_scim_token, create_service_token, create_token
 
 PEOPLE = ("alice", "bob", "charlie", "anonymous")
 
@@ -53,6 +53,11 @@ MATRIX: dict[tuple[str, str], tuple[int, int, int, int]] = {
     ("token-list", "POST"): (201, 201, 201, 401),
     ("token-detail", "GET"): (200, 404, 404, 401),  # alice's own token
     ("token-detail", "DELETE"): (200, 404, 404, 401),
+    # identity providers' SCIM tokens: platform administrators only, whatever role someone has in a tenant
+    ("scim-token-list", "GET"): (403, 403, 403, 401),
+    ("scim-token-list", "POST"): (403, 403, 403, 401),
+    ("scim-token-detail", "GET"): (403, 403, 403, 401),
+    ("scim-token-detail", "DELETE"): (403, 403, 403, 401),
     ("member-list", "GET"): (200, 200, 404, 401),
     ("member-list", "POST"): (201, 403, 404, 401),
     ("member-detail", "GET"): (200, 200, 404, 401),
@@ -111,6 +116,7 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("what-if-list", "POST"): {"gang": {"pods": 2, "gpus_per_pod": 1, "tenant": "tenant-a"}},
     ("host-cluster-list", "POST"): {"name": "gpu-east", "kubeconfig": "apiVersion: v1", "scheduler": "kueue"},
     ("token-list", "POST"): {"name": "laptop", "scope": "read"},
+    ("scim-token-list", "POST"): {"name": "okta"},
     ("member-list", "POST"): {"username": "charlie", "role": "viewer"},
     ("member-detail", "PATCH"): {"role": "member"},
     ("quota-list", "POST"): {"gpu_class": "a100-80gb", "guaranteed": 1},
@@ -177,12 +183,14 @@ def world(people, api, demo_fleet):
     budgets.set_budget(actor=admin, tenant=people["a"], monthly_amount="1000.00")
     personal, _ = create_token(actor=Actor.of(people["alice"]), user=people["alice"], name="alice's laptop")
     service, _ = create_service_token(actor=admin, tenant=people["a"], name="gitops")
+    scim, _ = create_scim_token(actor=admin, name="okta")
     source = gitops.create_source(actor=admin, name="platform", url="https://git.example.com/platform.git")
     event = _credited_event(people["a"], demo_fleet)
     values = {
         "*": {"slug": "tenant-a", "tenant_slug": "tenant-a", "username": "bob", "gpu_class": "h200-141gb"},
         "token-detail": {"id": personal.public_id},
         "service-token-detail": {"id": service.public_id},
+        "scim-token-detail": {"id": scim.public_id},
         "gpu-class-detail": {"name": "h200-141gb"},
         "host-cluster-detail": {"name": demo_fleet.name},
         "host-cluster-conformance": {"name": demo_fleet.name},
@@ -257,3 +265,29 @@ def test_bob_and_charlie_see_none_of_tenant_as_audit_events(world, people):
         assert clients[person].get("/api/v1/audit-events/?tenant=tenant-a").json()["count"] == 0
         export = clients[person].get("/api/v1/audit-events/export/")
         assert b"tenant-a" not in b"".join(export.streaming_content)
+
+
+# SCIM (/scim/v2/, outside the API router): one path of each kind × every caller. Only a SCIM token gets in;
+# a tenant owner's token, and a platform administrator's own, are refused (403); no token is 401.
+SCIM_PATHS = ("ServiceProviderConfig", "ResourceTypes", "Schemas", "Users", "Groups", "Users/scu_0", "Void")
+SCIM_CALLERS = ("alice", "bob", "charlie", "admin", "anonymous", "scim")
+
+
+def test_only_a_scim_token_opens_scim_and_it_opens_nothing_else(people, api):
+    _, scim_token = create_scim_token(actor=Actor.of(people["admin"]), name="okta")
+    clients = {name: api(people.get(name)) for name in SCIM_CALLERS}
+    clients["scim"].credentials(HTTP_AUTHORIZATION=f"Bearer {scim_token}")
+    expected = {"Users": 200, "Groups": 200, "Users/scu_0": 404, "Void": 404}
+    wrong = []
+    for path in SCIM_PATHS:
+        for caller, client in clients.items():
+            status = client.get(f"/scim/v2/{path}").status_code
+            want = 200 if path == "ServiceProviderConfig" else None  # public, as RFC 7644 §4 has it
+            want = want or {"anonymous": 401, "scim": expected.get(path, 200)}.get(caller, 403)
+            if status != want:
+                wrong.append(f"GET /scim/v2/{path} as {caller}: {status}, expected {want}")
+    assert not wrong, "\n".join(wrong)
+    plain = {route.replace("^", "").replace("$", "") for route, _ in api_routes() if "<" not in route}
+    for path in sorted(p for p in plain if "(?P" not in p):
+        status = clients["scim"].get("/" + path).status_code
+        assert status in (401, 405), f"GET /{path} with a SCIM token: {status}"

@@ -241,3 +241,36 @@ def test_an_invitation_by_e_mail_becomes_a_membership_at_the_first_single_sign_o
     assert page.status_code == 200
     assert roles("grace") == {("vision", "member", "manual"), ("speech", "viewer", "sso")}
     assert not vision.invitations.filter(accepted_at=None).exists()
+
+
+def test_an_unverified_e_mail_address_claims_no_invitation_and_is_not_taken(sso_on, live_server, make_tenant):
+    vision = make_tenant("vision")
+    make_tenant("speech")
+    invitations.invite(actor=Actor.console("test"), tenant=vision, login="grace@corp.example", role="owner")
+    # Mallory types Grace's address into her own profile at the provider, which does not verify it.
+    sso_on.person("mallory", ["gpucloud:speech:viewer"], email="grace@corp.example", email_verified=False)
+
+    _, page = sign_in(live_server.url, "mallory")
+
+    assert page.status_code == 200
+    assert roles("mallory") == {("speech", "viewer", "sso")}  # not vision's owner
+    assert vision.invitations.filter(accepted_at=None).count() == 1
+    assert User.objects.get(username="mallory").email == ""
+    # …and the address cannot be used to reach her account either: inviting it still makes an invitation.
+    console = Actor.console("test")
+    pending = invitations.invite(actor=console, tenant=vision, login="grace@corp.example", role="member")
+    assert not isinstance(pending, Membership)
+
+
+def test_an_operator_may_trust_the_provider_s_e_mail_addresses(sso_on, live_server, make_tenant, settings):
+    settings.OIDC_TRUST_EMAIL = True  # OIDC_TRUST_EMAIL=true: a provider that sends no email_verified
+    vision = make_tenant("vision")
+    make_tenant("speech")
+    invitations.invite(actor=Actor.console("test"), tenant=vision, login="grace@corp.example", role="member")
+    sso_on.person("grace", ["gpucloud:speech:viewer"], email="grace@corp.example", email_verified=False)
+
+    _, page = sign_in(live_server.url, "grace")
+
+    assert page.status_code == 200
+    assert roles("grace") == {("vision", "member", "manual"), ("speech", "viewer", "sso")}
+    assert User.objects.get(username="grace").email == "grace@corp.example"

@@ -70,8 +70,11 @@ def _subject(membership: Membership, identities: dict[int, str]) -> str:
 def access_spec(tenant: Tenant) -> AccessSpec:
     """The desired access inside the tenant's vCluster, from its memberships now."""
     mode = cluster_mode()
+    # A deactivated person holds nothing inside the cluster either (tenants.users.set_active).
     memberships = [
-        m for m in tenant.memberships.select_related("user").order_by("user_id") if m.role in CLUSTER_ROLES
+        m
+        for m in tenant.memberships.select_related("user").order_by("user_id")
+        if m.role in CLUSTER_ROLES and m.user.is_active
     ]
     identities: dict[int, str] = {}
     if mode == "oidc":

@@ -18,6 +18,7 @@ from tenants.api.views import (
     AuditEventViewSet,
     MemberViewSet,
     QuotaViewSet,
+    ScimTokenViewSet,
     ServiceTokenViewSet,
     TenantViewSet,
     TokenViewSet,
@@ -32,6 +33,7 @@ router.register("fleet/capacity", CapacityViewSet, basename="capacity")
 router.register("fleet/what-if", WhatIfViewSet, basename="what-if")
 router.register("audit-events", AuditEventViewSet, basename="audit-event")
 router.register("tokens", TokenViewSet, basename="token")
+router.register("scim/tokens", ScimTokenViewSet, basename="scim-token")
 router.register("usage", UsageViewSet, basename="usage")
 router.register("rate-cards", RateCardViewSet, basename="rate-card")
 router.register("invoices", InvoiceViewSet, basename="invoice")

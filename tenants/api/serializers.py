@@ -5,6 +5,7 @@ from rest_framework import serializers
 from gpucloud.api.serializers import ModelSerializer, model_field
 from scheduling.models import GpuClass
 from tenants.models import ApiToken, AuditEvent, Membership, Quota, Tenant, TenantCluster
+from tenants.tokens import SCOPES
 
 
 class ClusterAccessSerializer(serializers.Serializer):
@@ -186,7 +187,12 @@ class TokenSerializer(ModelSerializer):
 
 class TokenCreateSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=100)
-    scope = serializers.ChoiceField(choices=ApiToken.Scope.choices, default=ApiToken.Scope.READ)
+    scope = serializers.ChoiceField(choices=list(SCOPES), default=ApiToken.Scope.READ)
+    expires_at = serializers.DateTimeField(required=False, allow_null=True, default=None)
+
+
+class ScimTokenCreateSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=100, help_text="the identity provider it is for, e.g. okta")
     expires_at = serializers.DateTimeField(required=False, allow_null=True, default=None)
 
 

@@ -32,6 +32,7 @@ from tenants.api.serializers import (
     MemberSerializer,
     QuotaSerializer,
     QuotaValuesSerializer,
+    ScimTokenCreateSerializer,
     TenantSerializer,
     TenantUpdateSerializer,
     TokenCreatedSerializer,
@@ -297,6 +298,30 @@ class ServiceTokenViewSet(TokenViewSet, TenantChildViewSet):
     def create(self, request: Request, tenant_slug: str) -> Response:  # type: ignore[override]
         """Make a service token for this tenant; the answer is the only time its text is shown."""
         return self._create(request, tenant=self.tenant())
+
+
+class ScimTokenViewSet(TokenViewSet):
+    """Tokens for identity providers to provision people and groups over SCIM at /scim/v2/ (docs/scim.md):
+    platform administrators only. DELETE revokes."""
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        super().initial(request, *args, **kwargs)
+        if not is_platform_admin(request.user):
+            raise PermissionDenied("SCIM tokens are managed by platform administrators only")
+
+    def get_queryset(self) -> QuerySet[ApiToken]:
+        return ApiToken.objects.filter(scope=ApiToken.Scope.SCIM).select_related(
+            "user", "tenant", "created_by"
+        )
+
+    @extend_schema(request=ScimTokenCreateSerializer, responses={201: TokenCreatedSerializer})
+    def create(self, request: Request) -> Response:
+        """Make a SCIM token; the answer is the only time its text is shown."""
+        serializer = ScimTokenCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        row, text = tokens.create_scim_token(actor=self.actor(), **serializer.validated_data)
+        body = TokenCreatedSerializer(row, context={"token": text}).data
+        return Response(body, status=status.HTTP_201_CREATED)
 
 
 class UtcDateTimeFilter(django_filters.IsoDateTimeFilter):

@@ -4,7 +4,7 @@ import pytest
 from django.contrib.auth.models import User
 
 from gpucloud.errors import Conflict, PermissionDenied, ValidationFailed
-from tenants import users
+from tenants import tokens, users
 from tenants.audit import Actor
 from tenants.models import AuditEvent
 
@@ -44,3 +44,20 @@ def test_a_deactivated_account_cannot_sign_in_and_nobody_deactivates_themselves(
     assert AuditEvent.objects.filter(action="user.deactivate", object_id="bob").exists()
     with pytest.raises(Conflict, match="your own account"):
         users.set_active(actor=Actor.of(admin), user=admin, active=False)
+
+
+def test_deactivating_an_account_revokes_its_tokens_and_ends_its_sessions_at_once(admin, people, client, api):
+    bob = people["bob"]
+    _, token = tokens.create_token(actor=Actor.of(bob), user=bob, name="laptop", scope="read")
+    client.force_login(bob)
+    assert client.get("/", follow=False).status_code == 200
+
+    users.set_active(actor=Actor.of(admin), user=bob, active=False)
+
+    assert client.get("/", follow=False).status_code == 302
+    answer = api(None).get("/api/v1/tenants/", HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert answer.status_code == 401 and "revoked" in answer.json()["detail"]
+    row = AuditEvent.objects.get(action="user.deactivate", object_id="bob")
+    assert row.after == {"active": False, "tokens_revoked": 1, "sessions_ended": 1}
+    users.set_active(actor=Actor.of(admin), user=bob, active=True)
+    assert api(None).get("/api/v1/tenants/", HTTP_AUTHORIZATION=f"Bearer {token}").status_code == 401

@@ -3,7 +3,7 @@
 // Environment: PORT, CLIENT_ID, CLIENT_SECRET, REDIRECT_URI, POST_LOGOUT_REDIRECT_URI, CLI_CLIENT_ID (optional: a
 // public native client with PKCE for `kubectl oidc-login`, redirecting to http://localhost:8000 as kubelogin
 // does), and USERS_FILE: a JSON
-// object {login: {password, email, name, groups}} read at every sign-in, so a test can change someone's groups
+// object {login: {password, email, email_verified, name, groups, preferred_username}} read at every sign-in, so a test can change someone's groups
 // between two logins. devInteractions draws the login form; the middleware below checks the password, which
 // devInteractions alone would not.
 import { readFileSync } from 'node:fs';
@@ -52,7 +52,8 @@ const provider = new Provider(issuer, {
       accountId: sub,
       async claims() {
         return {
-          sub, email: user.email, email_verified: true, name: user.name, preferred_username: sub,
+          sub, email: user.email, email_verified: user.email_verified ?? true, name: user.name,
+          preferred_username: user.preferred_username ?? sub,
           groups: user.groups,
         };
       },
