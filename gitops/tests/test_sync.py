@@ -6,6 +6,7 @@ import hashlib
 import hmac
 import io
 import json
+import textwrap
 
 import pytest
 from django.core.management import call_command
@@ -313,3 +314,34 @@ def test_the_api_registers_sources_for_platform_administrators_and_hides_secrets
         format="json",
     )
     assert inline.status_code == 400 and "not in the URL" in inline.json()["detail"]
+
+
+def test_a_source_takes_over_what_another_source_manages_only_when_the_console_says_so(
+    repo, source, tmp_path
+):
+    legacy = tmp_path / "legacy.yaml"
+    legacy.write_text(textwrap.dedent(tenant("vision", 8)))
+    call_command("apply", "-f", str(legacy), "--source", "legacy", stdout=io.StringIO())
+    repo.commit("add vision", {"tenants/vision.yaml": tenant("vision", 12)})
+
+    refused = services.sync(source)
+    out = io.StringIO()
+    call_command("gitops", "sync", "platform", "--take-ownership", stdout=out)
+
+    assert refused.state == "failed" and "Tenant vision is managed by legacy" in refused.error
+    assert "platform synced at" in out.getvalue() and h200_quota("vision") == 12
+    assert ManagedObject.objects.get(name="vision").source == "gitops:platform"
+    taken = AuditEvent.objects.get(action="ownership.take")
+    assert (taken.actor_label, taken.before, taken.after["source"]) == (
+        "console:gitops sync --take-ownership",
+        {"source": "legacy"},
+        "gitops:platform",
+    )
+
+
+def test_the_console_cannot_apply_as_a_gitops_source_either(source, tmp_path):
+    manifest = tmp_path / "vision.yaml"
+    manifest.write_text("")
+
+    with pytest.raises(CommandError, match="'gitops:platform' is reserved"):
+        call_command("apply", "-f", str(manifest), "--source", "gitops:platform", stdout=io.StringIO())
