@@ -5,14 +5,14 @@ all call `apply` (custom resources and anything else declarative should too).
 services the API calls (same validation, capacity admission, trust tiers, audit), all in one transaction:
 one bad document, or one refusal by a service, applies nothing. Services enqueue follow-up work with
 `transaction.on_commit`, so a rolled-back apply (or a dry run, which is rolled back on purpose) enqueues
-nothing. Each applied object is recorded as owned by its source (`ManagedObject`); pruning removes only
-objects the same source applied before and no longer declares.
+nothing. What each source owns is recorded (`ManagedObject`, by the rules of `gitops.ownership`); pruning
+removes only objects the same source owns and no longer declares.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
@@ -22,10 +22,11 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from billing.services import budgets, rates
-from gitops import state
+from gitops import ownership, state
 from gitops.manifests import Document, ManifestInvalid, Problem
 from gitops.models import ManagedObject
-from gpucloud.errors import ServiceError
+from gitops.ownership import Move
+from gpucloud.errors import PermissionDenied, ServiceError
 from scheduling import services as fleet
 from scheduling.models import GpuClass, HostCluster, host_cluster_named
 from tenants import audit, invitations, services
@@ -92,12 +93,16 @@ class Result:
     changes: list[Change]
     dry_run: bool
     drift: list[Change] = field(default_factory=list)
+    source: str = ""
+    ownership: list[Move] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "dryRun": self.dry_run,
             "changed": bool(self.changes),
             "changes": [c.as_dict() for c in self.changes],
+            "source": self.source,
+            "ownership": [m.as_dict() for m in self.ownership],
         }
 
 
@@ -210,19 +215,37 @@ def _static_problems(document: Document, spec: dict[str, Any], obj: Any) -> list
     return problems
 
 
+def _owner(owners: dict[tuple[str, str], str], document: Document, obj: Any) -> str | None:
+    """The source owning the object, as far as the caller may know: a tenant they cannot see has none (it
+    does not exist for them, and must answer exactly as a slug nobody has)."""
+    if document.kind == "Tenant" and obj is None:
+        return None
+    return owners.get((document.kind, document.name))
+
+
 def plan(
-    documents: list[Document], *, source: str, prune: bool = False, tenants: QuerySet[Tenant] | None = None
+    documents: list[Document],
+    *,
+    source: str,
+    prune: bool = False,
+    tenants: QuerySet[Tenant] | None = None,
+    take_ownership: bool = False,
 ) -> list[Change]:
     """What applying these documents would change, or `ManifestInvalid` naming every problem found."""
     changes: list[Change] = []
     problems: list[Problem] = []
+    conflicts = 0
     owners = {(m.kind, m.name): m.source for m in ManagedObject.objects.all()}
     for document in documents:
-        owner = owners.get((document.kind, document.name))
-        if owner is not None and owner != source:
+        obj = state.find(document.kind, document.name, tenants)
+        owner = _owner(owners, document, obj)
+        if owner is not None and owner != source and not take_ownership:
+            conflicts += 1
             problems.append(
                 document.problem(
-                    "metadata.name", f"{document} is managed by {owner}; change or remove it there"
+                    "metadata.name",
+                    f"{document} is managed by {owner}; change or remove it there (a platform administrator "
+                    "may take it over for this source: takeOwnership, manage.py apply --take-ownership)",
                 )
             )
             continue
@@ -231,7 +254,6 @@ def plan(
         except state.Unresolvable as exc:
             problems.append(document.problem(exc.path, exc.reason))
             continue
-        obj = state.find(document.kind, document.name, tenants)
         problems += _static_problems(document, spec, obj)
         current = state.current(document.kind, obj) if obj is not None else {}
         if obj is not None and document.kind == "HostCluster":
@@ -243,7 +265,8 @@ def plan(
         else:
             changes.append(Change(document.kind, document.name, "none", [], document, spec))
     if problems:
-        raise ManifestInvalid(problems)
+        # Only objects managed elsewhere: a conflict with the current state (409), not a bad document.
+        raise ManifestInvalid(problems, status=409 if conflicts == len(problems) else 400)
     if prune:
         declared = {(d.kind, d.name) for d in documents}
         for kind, name in sorted(k for k, s in owners.items() if s == source and k not in declared):
@@ -482,16 +505,27 @@ def _carry_out(actor: Actor, changes: list[Change], source: str) -> None:
             ) from exc
 
 
-def _record_ownership(changes: list[Change], source: str, revision: str) -> None:
-    owned = {(m.kind, m.name): m for m in ManagedObject.objects.filter(source=source)}
+def _record_ownership(actor: Actor, changes: list[Change], source: str, revision: str) -> list[Move]:
+    """Record what `source` owns after this apply (`gitops.ownership` says what it may claim); returns the
+    changes of ownership. Unchanged desired state costs no writes."""
+    rows = {(m.kind, m.name): m for m in ManagedObject.objects.all()}
+    moves: list[Move] = []
     for change in changes:
-        key = (change.kind, change.name)
+        row = rows.get((change.kind, change.name))
         if change.action in ("delete", "release"):
-            ManagedObject.objects.filter(kind=change.kind, name=change.name, source=source).delete()
+            if row is not None and row.source == source:
+                row.delete()
+                moves.append(Move("release", change.kind, change.name, source, None))
             continue
-        row = owned.get(key)
-        if row is not None and row.applied == change.desired and (not revision or row.revision == revision):
-            continue  # unchanged desired state costs no writes
+        if row is None:
+            claims = change.action == "create" or ownership.adopts(source)
+            if not (claims and ownership.may_change_ownership(actor)):
+                continue  # an edit through the services, as through the API: it claims nothing
+            moves.append(Move("claim", change.kind, change.name, None, source))
+        elif row.source != source:  # `plan` let it through: a take-over, which `apply` checked the actor for
+            moves.append(Move("take", change.kind, change.name, row.source, source))
+        elif row.applied == change.desired and (not revision or row.revision == revision):
+            continue
         ManagedObject.objects.update_or_create(
             kind=change.kind,
             name=change.name,
@@ -502,6 +536,7 @@ def _record_ownership(changes: list[Change], source: str, revision: str) -> None
                 "applied_at": timezone.now(),
             },
         )
+    return moves
 
 
 def apply(
@@ -513,17 +548,30 @@ def apply(
     dry_run: bool = False,
     revision: str = "",
     tenants: QuerySet[Tenant] | None = None,
+    take_ownership: bool = False,
 ) -> Result:
     """Apply validated documents as `source`, all or nothing. Returns the changes (made, or for a dry run,
-    that would be made); raises `ManifestInvalid` naming file, line, field and reason when anything fails."""
-    result = Result([], dry_run)
+    that would be made); raises `ManifestInvalid` naming file, line, field and reason when anything fails.
+
+    `take_ownership` (platform administrators only) takes declared objects another source owns over for this
+    one, instead of refusing them. The services see the source (`Actor.source`), so they let it change the
+    fields it declares (`tenants.declared`).
+    """
+    if take_ownership and not ownership.may_change_ownership(actor):
+        raise PermissionDenied("taking objects over from another source is for platform administrators")
+    actor = replace(actor, source=source)
+    result = Result([], dry_run, source=source)
     try:
         with transaction.atomic():
-            changes = plan(documents, source=source, prune=prune, tenants=tenants)
+            changes = plan(
+                documents, source=source, prune=prune, tenants=tenants, take_ownership=take_ownership
+            )
             result.changes = [c for c in changes if c.action != "none"]
+            # Ownership first: the services then see this source as the one declaring what it takes over.
+            result.ownership = _record_ownership(actor, changes, source, revision)
             _carry_out(actor, changes, source)
-            _record_ownership(changes, source, revision)
-            if result.changes and not dry_run:
+            ownership.audit_moves(actor, result.ownership, revision)
+            if (result.changes or result.ownership) and not dry_run:
                 audit.record(
                     actor,
                     "manifests.apply",
@@ -532,6 +580,7 @@ def apply(
                     after={
                         "revision": revision,
                         "changes": [f"{c.action} {c.kind} {c.name}" for c in result.changes],
+                        "ownership": [str(m) for m in result.ownership],
                     },
                 )
             if dry_run:

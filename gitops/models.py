@@ -11,8 +11,10 @@ from gpucloud.ids import PublicIdField
 class ManagedObject(models.Model):
     """An object applied from manifests, the source that owns it, and the spec last applied.
 
-    `source` is `gitops:<name>` for a GitOps source, or what `manage.py apply --source` / the API was given.
-    Pruning removes only a source's own objects; `applied` is what drift is measured against.
+    `source` is `gitops:<name>` for a GitOps source, `kubernetes:…` for a custom resource, `api:<username>`
+    (or a source a platform administrator named) for the API, `file:<path>` (or `--source`) for the console;
+    `gitops.ownership` says who may change it. Pruning removes only a source's own objects; `applied` is what
+    drift is measured against, and its keys are the fields the source declares (`tenants.declared`).
     """
 
     kind = models.CharField(max_length=20)
@@ -71,3 +73,27 @@ class GitSource(models.Model):
     def owner(self) -> str:
         """The `ManagedObject.source` of the objects this source applies."""
         return f"gitops:{self.name}"
+
+
+class WebhookDelivery(models.Model):
+    """A push webhook a source accepted: its delivery id (where the forge sends one) and the digest of its
+    body. The same delivery again is refused as a replay; rows older than `GITOPS_WEBHOOK_REPLAY_WINDOW` are
+    forgotten by the periodic GitOps task."""
+
+    source = models.ForeignKey(GitSource, on_delete=models.CASCADE, related_name="deliveries")
+    delivery = models.CharField(max_length=100, blank=True, help_text="X-GitHub-Delivery and the like")
+    digest = models.CharField(max_length=64, help_text="SHA-256 of the body, which the signature covers")
+    received_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["source", "digest"], name="webhook_delivery_unique_body"),
+            models.UniqueConstraint(
+                fields=["source", "delivery"],
+                condition=~models.Q(delivery=""),
+                name="webhook_delivery_unique_id",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.source} {self.delivery or self.digest[:12]}"

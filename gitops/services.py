@@ -9,17 +9,18 @@ import logging
 import re
 import shutil
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from gitops import git
 from gitops.apply import apply, drift
 from gitops.manifests import ManifestInvalid, read_texts
-from gitops.models import GitSource, ManagedObject
+from gitops.models import GitSource, ManagedObject, WebhookDelivery
 from gpucloud import crypto
 from gpucloud.celery import SYNC_GITOPS_SOURCE, enqueue
 from gpucloud.errors import Conflict, PermissionDenied, ValidationFailed
@@ -160,12 +161,14 @@ def _fail(source: GitSource, revision: str, error: str, problems: list[dict[str,
     log.warning("GitOps sync failed", extra={"source": source.name, "revision": revision, "error": error})
 
 
-def sync(source: GitSource) -> GitSource:
+def sync(source: GitSource, *, take_ownership_by: Actor | None = None) -> GitSource:
     """Fetch the branch, validate every manifest of the commit, apply them all (pruning this source's
     objects no longer declared) in one transaction, and record revision, state, error and drift.
 
     A commit with any bad manifest, or one a service refuses, applies nothing; the source keeps its last
     good revision and shows the reason. Safe to run twice: a second sync of the same commit writes nothing.
+    `take_ownership_by`, a platform administrator, takes what the commit declares and another source owns over
+    for this source, writing as that administrator (`manage.py gitops sync NAME --take-ownership`).
     """
     with exclusive(f"gitops-source-{source.pk}"):
         source = GitSource.objects.get(pk=source.pk)
@@ -189,7 +192,12 @@ def sync(source: GitSource) -> GitSource:
             documents = read_texts(files)
             drifted = drift(source.owner)
             result = apply(
-                documents, actor=actor_of(source), source=source.owner, prune=True, revision=revision
+                documents,
+                actor=take_ownership_by or actor_of(source),
+                source=source.owner,
+                prune=True,
+                revision=revision,
+                take_ownership=take_ownership_by is not None,
             )
         except git.GitError as exc:
             _fail(source, revision, str(exc), [])
@@ -263,3 +271,31 @@ def signature_valid(source: GitSource, headers: Mapping[str, str], body: bytes) 
     if "X-Gitlab-Token" in headers:
         return hmac.compare_digest(headers["X-Gitlab-Token"].encode(), secret)
     return False
+
+
+# Where each forge names a delivery (GitLab's UUID is per event; a redelivery repeats GitHub's and Gitea's).
+DELIVERY_HEADERS = ("X-GitHub-Delivery", "X-Gitea-Delivery", "X-Gitlab-Event-UUID")
+
+
+def record_delivery(source: GitSource, headers: Mapping[str, str], body: bytes) -> bool:
+    """Remember a signed webhook delivery; False when it was received before: a replay.
+
+    A delivery is the same when its delivery id is, or its body is (the signature covers the body only, so
+    someone replaying a captured request can change the id header but not the body).
+    """
+    delivery = next((headers[h] for h in DELIVERY_HEADERS if headers.get(h)), "")[:100]
+    try:
+        with transaction.atomic():  # the unique constraints decide, also between two copies at once
+            WebhookDelivery.objects.create(
+                source=source, delivery=delivery, digest=hashlib.sha256(body).hexdigest()
+            )
+    except IntegrityError:
+        log.warning("GitOps webhook replay refused", extra={"source": source.name, "delivery": delivery})
+        return False
+    return True
+
+
+def forget_deliveries(now: Any = None) -> int:
+    """Forget webhook deliveries older than `GITOPS_WEBHOOK_REPLAY_WINDOW`; returns how many."""
+    cutoff = (now or timezone.now()) - timedelta(seconds=settings.GITOPS_WEBHOOK_REPLAY_WINDOW)
+    return WebhookDelivery.objects.filter(received_at__lt=cutoff).delete()[0]

@@ -12,6 +12,7 @@ from gpucloud.tasks import task
 
 @task(names.SYNC_GITOPS_DUE, max_retries=2)
 def sync_due_sources() -> None:
+    services.forget_deliveries()
     for source in services.due_sources():
         enqueue(names.SYNC_GITOPS_SOURCE, source.pk)
 

@@ -58,6 +58,13 @@ class Conflict(ServiceError):
     title = "The request conflicts with the current state"
 
 
+class ManagedBySource(Conflict):
+    """A change to what a GitOps source (or a custom resource) declares: its next sync would undo it."""
+
+    type = "managed-by-source"
+    title = "This is declared elsewhere, which would undo the change"
+
+
 class CapacityExceeded(ServiceError):
     status = 422
     type = "quota-exceeds-capacity"

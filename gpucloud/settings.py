@@ -117,6 +117,9 @@ WSGI_APPLICATION = "gpucloud.wsgi.application"
 # Called once when a web process starts (gpucloud/wsgi.py): read the OpenID provider's discovery document in
 # the background, so a misconfigured provider shows in the log at start-up rather than at the first sign-in.
 WSGI_STARTUP = ["tenants.sso.warm_up"]
+# Which manifest source declares an object (tenants/declared.py): the record is the gitops layer's, above the
+# services that ask, so they reach it by this name, resolved at run time.
+DECLARATION_LOOKUP = "gitops.ownership.declaration"
 
 TEMPLATES = [
     {
@@ -436,6 +439,9 @@ GITOPS_FILE_URLS = env_bool("GPUCLOUD_GITOPS_FILE_URLS", False)
 # `manage.py watch_tenants` (Tenant and RateCard custom resources): a full list-and-apply pass this often;
 # watches carry changes in between.
 TENANT_RESOURCES_RESYNC = env_float("GPUCLOUD_TENANT_RESOURCES_RESYNC", 60.0, minimum=1.0)
+# A GitOps webhook delivery is remembered this long (its delivery id and the digest of its signed body): the
+# same delivery again within it is refused as a replay.
+GITOPS_WEBHOOK_REPLAY_WINDOW = env_float("GPUCLOUD_GITOPS_WEBHOOK_REPLAY_WINDOW", 7 * 86400.0, minimum=60.0)
 
 CELERY_BEAT_SCHEDULE = {
     "sync-gitops-sources": {"task": "gitops.sync_due_sources", "schedule": GITOPS_POLL_INTERVAL},

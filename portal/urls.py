@@ -8,6 +8,7 @@ from portal.views import (
     capacity,
     dashboard,
     fleet,
+    gitops,
     invoices,
     members,
     quotas,
@@ -78,5 +79,7 @@ urlpatterns = [
     path("rate-cards/", admin.rate_cards, name="rate-cards"),
     path("audit/", admin.audit_log, name="audit"),
     path("host-clusters/", admin.host_clusters, name="host-clusters"),
+    path("gitops/", gitops.sources, name="gitops-sources"),
+    path("gitops/<slug:name>/sync/", gitops.sync, name="gitops-source-sync"),
     path("users/<int:user_id>/", users.user_action, name="user-action"),
 ]

@@ -13,6 +13,7 @@ from scheduling.fleet_file import Fleet
 from scheduling.models import Gpu, GpuClass, GpuModel, HostCluster, Node
 from tenants import audit
 from tenants.audit import Actor
+from tenants.declared import refuse_undone_edit
 
 
 def _upsert(manager: Any, key: str, value: str, fields: dict[str, Any], existing: dict[str, Any]) -> Any:
@@ -154,8 +155,17 @@ def update_host_cluster(
         setattr(host_cluster, field, value)
     if topology_levels is not None:
         host_cluster.topology_levels = list(topology_levels)
-    if host_cluster_snapshot(host_cluster) == before:
+    after = host_cluster_snapshot(host_cluster)
+    if after == before:
         return host_cluster
+    fields = {"region": "region", "endpoint_base": "endpointBase", "topology_levels": "topologyLevels"}
+    refuse_undone_edit(
+        actor,
+        "HostCluster",
+        host_cluster.name,
+        [name for key, name in fields.items() if before.get(key) != after.get(key)],
+        f"changing host cluster {host_cluster.name}",
+    )
     host_cluster.save(update_fields=["region", "endpoint_base", "topology_levels"])
     audit.record(
         actor,

@@ -14,12 +14,20 @@ from tenants.permissions import is_platform_admin
 
 @dataclass(frozen=True)
 class Actor:
-    """The person, token or process on whose behalf a service writes."""
+    """The person, token or process on whose behalf a service writes.
+
+    `scope` is the scope of the bearer token it acts through ("" without one: a portal session, the console,
+    a process), which caps its permissions in every service (`tenants.permissions.scope_allows`). `source` is
+    the manifest source a write comes from (`gitops.apply` sets it: `gitops:<name>`, `api:<username>` …; ""
+    for a direct edit), which is what may change the fields that source declares (`tenants.declared`).
+    """
 
     user: User | None
     label: str
     operator: bool = False  # someone at the server's console (manage.py): a platform administrator
     provisioner: bool = False  # an identity provider over SCIM: manages people's accounts, nothing else
+    scope: str = ""
+    source: str = ""
 
     @classmethod
     def system(cls, process: str) -> Actor:
@@ -30,11 +38,13 @@ class Actor:
         return cls(user=None, label=f"console:{command}", operator=True)
 
     @classmethod
-    def of(cls, user: User | AbstractBaseUser | AnonymousUser, token_name: str = "") -> Actor:
+    def of(
+        cls, user: User | AbstractBaseUser | AnonymousUser, token_name: str = "", scope: str = ""
+    ) -> Actor:
         if not user.is_authenticated:
             return cls(user=None, label="anonymous")
         label = user.get_username() + (f" (token {token_name})" if token_name else "")
-        return cls(user=user, label=label)  # type: ignore[arg-type]
+        return cls(user=user, label=label, scope=scope)  # type: ignore[arg-type]
 
     @classmethod
     def scim(cls, user: User, token_name: str) -> Actor:

@@ -18,6 +18,7 @@ from django.utils import timezone
 from gpucloud.errors import ValidationFailed
 from tenants import audit, services
 from tenants.audit import Actor
+from tenants.declared import refuse_undone_edit
 from tenants.models import Invitation, Membership, Tenant
 
 User = get_user_model()
@@ -52,6 +53,8 @@ def invite(*, actor: Actor, tenant: Tenant, login: str, role: str) -> Membership
     invitation = Invitation.objects.select_for_update().filter(tenant=tenant, login=login, accepted_at=None)
     row = invitation.first()
     before = invitation_snapshot(row) if row else None
+    if "@" in login and (row is None or row.role != role):  # invitations by e-mail are a manifest's members
+        refuse_undone_edit(actor, "Tenant", tenant.slug, ["members"], f"inviting {login}")
     if row is None:
         row = Invitation.objects.create(tenant=tenant, login=login, role=role, invited_by=actor.user)
     else:
@@ -73,6 +76,9 @@ def invite(*, actor: Actor, tenant: Tenant, login: str, role: str) -> Membership
 def cancel(*, actor: Actor, invitation: Invitation) -> None:
     """Withdraw a pending invitation."""
     services.require(actor, invitation.tenant, "member.manage", "managing members")
+    if "@" in invitation.login:
+        what = f"withdrawing the invitation of {invitation.login}"
+        refuse_undone_edit(actor, "Tenant", invitation.tenant.slug, ["members"], what)
     before = invitation_snapshot(invitation)
     invitation.delete()
     audit.record(

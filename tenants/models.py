@@ -259,7 +259,8 @@ class ApiToken(models.Model):
     A personal token acts as its user. A tenant service token (`tenant` set) acts as an account of its own
     that holds one role in that tenant and nothing else; `created_by` is the person who made it.
     `scope` caps what any token may do, whatever its user's roles: `read` only reads, `write` also changes,
-    `admin` also manages members and tokens. A `scim` token is another kind: an identity provider's, made by
+    `admin` also manages members and tokens. `source`, when set, is the one manifest source the token applies
+    as (`gitops.ownership.request_source`). A `scim` token is another kind: an identity provider's, made by
     a platform administrator for an account of its own; it works at `/scim/v2/` and nowhere else.
     """
 
@@ -280,6 +281,12 @@ class ApiToken(models.Model):
     name = models.CharField(max_length=100)
     # Tokens made before scopes existed could do everything their user could; new ones choose (API: read).
     scope = models.CharField(max_length=10, choices=Scope.choices, default=Scope.ADMIN)
+    source = models.CharField(
+        max_length=100,
+        blank=True,
+        help_text="the manifest source POST /apply/ applies as with this token (set by a platform "
+        "administrator); empty: api:<its user>",
+    )
     prefix = models.CharField(max_length=16, unique=True)
     digest = models.CharField(max_length=64)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -42,6 +42,32 @@ PERMISSIONS: dict[str, frozenset[str]] = {
 # The role a tenant service token's account holds, by the token's scope.
 SERVICE_TOKEN_ROLE = {"read": VIEWER, "write": MEMBER, "admin": ADMIN}
 
+# Token scopes, weakest first, and the least scope each permission needs. A bearer token's scope caps what it
+# may do whatever its user's roles, and this cap is checked with the role, by the service (`require`), so it
+# holds through every door: /members/, /apply/, anything later. (A `read` token is refused every write at the
+# API's door already: `tenants.api.permissions.TokenScope`.)
+READ, WRITE, ADMIN_SCOPE = "read", "write", "admin"
+SCOPE_RANK: dict[str, int] = {READ: 0, WRITE: 1, ADMIN_SCOPE: 2}
+SCOPE_NEEDED: dict[str, str] = {
+    "tenant.view": READ,
+    "tenant.update": WRITE,
+    "tenant.suspend": WRITE,
+    "tenant.delete": WRITE,
+    "tenant.wake": WRITE,
+    "member.view": READ,
+    "member.manage": ADMIN_SCOPE,
+    "member.manage_owners": ADMIN_SCOPE,
+    "quota.view": READ,
+    "quota.manage": WRITE,
+    "kubeconfig.download": READ,
+    "kubeconfig.admin": READ,
+    "billing.view": READ,
+    "invoice.download": READ,
+    "budget.manage": WRITE,
+    "token.manage": ADMIN_SCOPE,
+    "audit.view": READ,
+}
+
 
 def is_platform_admin(user: Any) -> bool:
     """Whether `user` is a platform administrator: the one place that says so.
@@ -60,3 +86,8 @@ def roles_with(permission: str) -> frozenset[str]:
 
 def allows(role: str | None, permission: str) -> bool:
     return role is not None and role in PERMISSIONS[permission]
+
+
+def scope_allows(scope: str, permission: str) -> bool:
+    """Whether a token of `scope` may use `permission`; "" is no token (a session, the console, a process)."""
+    return not scope or SCOPE_RANK[scope] >= SCOPE_RANK[SCOPE_NEEDED[permission]]

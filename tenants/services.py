@@ -21,8 +21,9 @@ from scheduling.models import GpuClass, HostCluster
 from tenants import audit, tiers
 from tenants.audit import Actor
 from tenants.capacity import admit, pick_host_cluster
+from tenants.declared import refuse_undone_edit
 from tenants.models import SLUG_RE, InvalidTransition, Membership, Quota, Tenant, TenantCluster
-from tenants.permissions import roles_with
+from tenants.permissions import SCOPE_NEEDED, roles_with, scope_allows
 
 User = get_user_model()
 
@@ -35,13 +36,20 @@ def role_of(actor: Actor, tenant: Tenant) -> str | None:
 
 
 def can(actor: Actor, tenant: Tenant, permission: str) -> bool:
-    """Whether the actor holds `permission` (tenants.permissions) in the tenant."""
+    """Whether the actor holds `permission` (tenants.permissions) in the tenant (by role: what a page shows;
+    `require`, which every write goes through, also checks the token's scope)."""
     return actor.is_platform_admin or role_of(actor, tenant) in roles_with(permission)
 
 
-def require(actor: Actor, tenant: Tenant, roles: str | set[str] | frozenset[str], what: str) -> None:
-    """Refuse unless the actor is a platform admin or holds the permission (or a role of `roles`) there."""
-    roles = roles_with(roles) if isinstance(roles, str) else roles
+def require(actor: Actor, tenant: Tenant, permission: str, what: str) -> None:
+    """Refuse unless the actor's token scope allows `permission` and the actor is a platform admin or holds it
+    in the tenant: the one check of an action, whatever door it came through (REST, /apply/, the portal)."""
+    if not scope_allows(actor.scope, permission):
+        raise PermissionDenied(
+            f"{what} needs a token with scope {SCOPE_NEEDED[permission]!r}; this token has scope "
+            f"{actor.scope!r}"
+        )
+    roles = roles_with(permission)
     if actor.is_platform_admin or role_of(actor, tenant) in roles:
         return
     allowed = ", ".join(sorted(roles)) or "platform administrators only"
@@ -164,6 +172,14 @@ def update_tenant(
         tenant.trust_tier = trust_tier
     if tenant_snapshot(tenant) == before:
         return tenant
+    changed = {"displayName": "display_name", "trustTier": "trust_tier"}
+    refuse_undone_edit(
+        actor,
+        "Tenant",
+        tenant.slug,
+        [field for field, key in changed.items() if before[key] != getattr(tenant, key)],
+        f"changing {tenant.slug}",
+    )
     tenant.save()
     _audit_tenant(actor, "tenant.update", tenant, before)
     _reconcile_on_commit(tenant)
@@ -223,6 +239,7 @@ def set_sleep_settings(
     }
     if after == before:
         return tenant
+    refuse_undone_edit(actor, "Tenant", tenant.slug, ["sleep"], "changing the sleep settings")
     tenant.save(update_fields=["sleep_after_inactivity", "sleep_when_idle", "updated_at"])
     audit.record(
         actor,
@@ -346,6 +363,7 @@ def resume_tenant(*, actor: Actor, tenant: Tenant) -> Tenant:
 def delete_tenant(*, actor: Actor, tenant: Tenant) -> Tenant:
     """Start deleting: the reconciler removes the tenant cluster, then marks the tenant deleted."""
     require(actor, tenant, "tenant.delete", "deleting a tenant")
+    refuse_undone_edit(actor, "Tenant", tenant.slug, None, f"deleting {tenant.slug}")
     return _transition(actor, tenant, Tenant.State.DELETING, "tenant.delete")
 
 
@@ -408,6 +426,7 @@ def add_member(*, actor: Actor, tenant: Tenant, username: str, role: str) -> Mem
     before = membership_snapshot(existing) if existing else None
     if existing and existing.role == role and existing.source == Membership.Source.MANUAL:
         return existing
+    refuse_undone_edit(actor, "Tenant", tenant.slug, ["members"], f"giving {username} the role {role}")
     if existing and existing.role == Membership.Role.OWNER and role != Membership.Role.OWNER:
         _refuse_last_owner(tenant, existing)
     # A role given by hand is the tenant's own decision: it becomes `manual` and sign-ins leave it alone.
@@ -444,6 +463,10 @@ def remove_member(*, actor: Actor, tenant: Tenant, membership: Membership) -> No
     current = Membership.objects.select_related("user").filter(pk=membership.pk).first()
     if current is None:
         raise NotFound(f"{membership.user.get_username()} has no role in {tenant.slug} any more")
+    if current.source == Membership.Source.MANUAL:  # SSO and token roles are never in a manifest
+        refuse_undone_edit(
+            actor, "Tenant", tenant.slug, ["members"], f"removing {current.user.get_username()}"
+        )
     if current.role == Membership.Role.OWNER:
         _require_owner_rights(actor, tenant, f"removing {current.user.get_username()}, an owner,")
         _refuse_last_owner(tenant, current)
@@ -517,6 +540,8 @@ def set_quota(
     # takes the (host cluster, model) lock, which every admission of the model waits for.
     existing = Quota.objects.filter(tenant=tenant, gpu_class=gpu_class).first()
     before = quota_snapshot(existing, gpu_class) if existing else None
+    if before != {"gpu_class": gpu_class.name, **values}:
+        refuse_undone_edit(actor, "Tenant", tenant.slug, ["quotas"], f"setting the quota of {gpu_class.name}")
     admit(tenant, gpu_class, values["guaranteed"])  # type: ignore[arg-type]
     if existing is None:
         quota, created = Quota.objects.create(tenant=tenant, gpu_class=gpu_class, **values), True
@@ -547,6 +572,8 @@ def remove_quota(*, actor: Actor, quota: Quota) -> None:
         raise PermissionDenied("removing quotas needs a platform administrator")
     before = quota_snapshot(quota)
     tenant = quota.tenant
+    what = f"removing the quota of {before['gpu_class']}"
+    refuse_undone_edit(actor, "Tenant", tenant.slug, ["quotas"], what)
     quota.delete()
     audit.record(
         actor,

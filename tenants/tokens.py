@@ -30,6 +30,7 @@ from django.utils import timezone
 from gpucloud.errors import Conflict, PermissionDenied, ValidationFailed
 from tenants import audit, services
 from tenants.audit import Actor
+from tenants.declared import source_problem
 from tenants.models import ApiToken, Membership, Tenant
 from tenants.permissions import SERVICE_TOKEN_ROLE
 from tenants.services import require
@@ -56,6 +57,7 @@ def token_snapshot(row: ApiToken) -> dict[str, Any]:
         "name": row.name,
         "prefix": row.prefix,
         "scope": row.scope,
+        "source": row.source,
         "expires_at": row.expires_at.isoformat() if row.expires_at else None,
         "revoked_at": row.revoked_at.isoformat() if row.revoked_at else None,
     }
@@ -66,7 +68,7 @@ SCOPES = (ApiToken.Scope.READ, ApiToken.Scope.WRITE, ApiToken.Scope.ADMIN)
 SCIM_ACCOUNT_PREFIX = "scim."
 
 
-def _validate(name: str, scope: str, expires_at: datetime | None) -> None:
+def _validate(actor: Actor, name: str, scope: str, expires_at: datetime | None, source: str) -> None:
     if not name.strip():
         raise ValidationFailed.on("name", "a token needs a name saying where it is used")
     if scope == ApiToken.Scope.SCIM:
@@ -80,9 +82,18 @@ def _validate(name: str, scope: str, expires_at: datetime | None) -> None:
         raise ValidationFailed.on("scope", f"{scope!r} is not a scope; use one of: {allowed}")
     if expires_at is not None and expires_at <= timezone.now():
         raise ValidationFailed.on("expires_at", "the expiry must be in the future")
+    if source:
+        # A source owns what it applied and its prune deletes it: who applies as which is the platform's call.
+        if not actor.is_platform_admin:
+            raise PermissionDenied("binding a token to a manifest source is for platform administrators")
+        problem = source_problem(source)
+        if problem is not None:
+            raise ValidationFailed.on("source", problem)
 
 
-def _issue(*, user: User, tenant: Tenant | None, actor: Actor, name: str, scope: str, expires_at: Any) -> Any:
+def _issue(
+    *, user: User, tenant: Tenant | None, actor: Actor, name: str, scope: str, expires_at: Any, source: str
+) -> Any:
     prefix = _random(PREFIX_LENGTH)
     while ApiToken.objects.filter(prefix=prefix).exists():
         prefix = _random(PREFIX_LENGTH)
@@ -93,6 +104,7 @@ def _issue(*, user: User, tenant: Tenant | None, actor: Actor, name: str, scope:
         created_by=actor.user,
         name=name.strip(),
         scope=scope,
+        source=source,
         prefix=prefix,
         digest=digest(token),
         expires_at=expires_at,
@@ -116,13 +128,15 @@ def create_token(
     name: str,
     scope: str = ApiToken.Scope.ADMIN,
     expires_at: datetime | None = None,
+    source: str = "",
 ) -> tuple[ApiToken, str]:
     """Make a personal token for `user`; returns the row and the token text, which is never stored.
 
     The default scope, `admin`, is what every token could do before scopes existed (callers in code and
-    the CLI); the API asks people to choose and defaults to `read`.
+    the CLI); the API asks people to choose and defaults to `read`. `source` binds it to a manifest source
+    (platform administrators only).
     """
-    _validate(name, scope, expires_at)
+    _validate(actor, name, scope, expires_at, source)
     if actor.user is not None and actor.user != user and not actor.is_platform_admin:
         raise PermissionDenied("only a platform administrator can make a token for someone else")
     if is_service_account(user):
@@ -130,7 +144,9 @@ def create_token(
             "a tenant service token cannot make personal tokens; its tenant's owners and admins make more "
             "service tokens at /tenants/{slug}/tokens/"
         )
-    return _issue(user=user, tenant=None, actor=actor, name=name, scope=scope, expires_at=expires_at)
+    return _issue(
+        user=user, tenant=None, actor=actor, name=name, scope=scope, expires_at=expires_at, source=source
+    )
 
 
 def is_service_account(user: User) -> bool:
@@ -150,10 +166,12 @@ def create_service_token(
     name: str,
     scope: str = ApiToken.Scope.READ,
     expires_at: datetime | None = None,
+    source: str = "",
 ) -> tuple[ApiToken, str]:
-    """Make a tenant service token: its own account with one role in `tenant`, nothing anywhere else."""
+    """Make a tenant service token: its own account with one role in `tenant`, nothing anywhere else.
+    `source` binds it to a manifest source (platform administrators only)."""
     require(actor, tenant, "token.manage", "managing service tokens")
-    _validate(name, scope, expires_at)
+    _validate(actor, name, scope, expires_at, source)
     if tenant.state in (Tenant.State.DELETING, Tenant.State.DELETED):
         raise Conflict(f"tenant {tenant.slug} is {tenant.state}; it can get no new tokens")
     account = User.objects.create_user(f"svc.{tenant.slug}.{_random(8).lower()}")
@@ -163,7 +181,9 @@ def create_service_token(
         tenant=tenant, user=account, role=SERVICE_TOKEN_ROLE[scope], source=Membership.Source.TOKEN
     )
     services.access_changed(tenant)
-    return _issue(user=account, tenant=tenant, actor=actor, name=name, scope=scope, expires_at=expires_at)
+    return _issue(
+        user=account, tenant=tenant, actor=actor, name=name, scope=scope, expires_at=expires_at, source=source
+    )
 
 
 @transaction.atomic
@@ -176,12 +196,18 @@ def create_scim_token(*, actor: Actor, name: str, expires_at: datetime | None = 
     """
     if not actor.is_platform_admin:
         raise PermissionDenied("only a platform administrator can make a SCIM token")
-    _validate(name, ApiToken.Scope.READ, expires_at)
+    _validate(actor, name, ApiToken.Scope.READ, expires_at, "")
     account = User.objects.create_user(f"{SCIM_ACCOUNT_PREFIX}{_random(8).lower()}")
     account.set_unusable_password()
     account.save(update_fields=["password"])
     return _issue(
-        user=account, tenant=None, actor=actor, name=name, scope=ApiToken.Scope.SCIM, expires_at=expires_at
+        user=account,
+        tenant=None,
+        actor=actor,
+        name=name,
+        scope=ApiToken.Scope.SCIM,
+        expires_at=expires_at,
+        source="",
     )
 
 

@@ -102,7 +102,7 @@ MATRIX: dict[tuple[str, str], tuple[int, int, int, int]] = {
     ("gitops-source-detail", "PATCH"): (403, 403, 403, 401),
     ("gitops-source-detail", "DELETE"): (403, 403, 403, 401),
     ("gitops-source-sync", "POST"): (403, 403, 403, 401),
-    ("gitops-source-webhook", "POST"): (403, 403, 403, 403),  # unsigned
+    ("gitops-source-webhook", "POST"): (404, 404, 404, 404),  # unsigned: as a source that does not exist
     # health: every event to platform administrators; to a tenant's team the events that cost it time
     ("health-event-list", "GET"): (200, 200, 200, 401),  # scoped: charlie sees none of A's
     ("health-event-detail", "GET"): (200, 200, 404, 401),  # an event tenant A was credited for

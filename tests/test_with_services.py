@@ -1,4 +1,4 @@
-"""`scripts/with-services.sh`, which `make test` runs the suite under: two runs on one machine share nothing."""
+"""`scripts/with-services.sh`, which `make test` runs the suite under: two runs share nothing."""
 
 from __future__ import annotations
 

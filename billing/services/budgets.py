@@ -30,6 +30,7 @@ from billing.services.rates import CENT, decimal_of
 from gpucloud.errors import ValidationFailed
 from tenants import audit
 from tenants.audit import Actor
+from tenants.declared import refuse_undone_edit
 from tenants.models import Tenant
 from tenants.services import require, suspend_tenant
 
@@ -73,6 +74,10 @@ def set_budget(
             validate_email(email)
         except DjangoValidationError:
             raise ValidationFailed.on("email", f"{email!r} is not an e-mail address") from None
+    # A manifest's budget is these four (the webhook is a secret no manifest holds).
+    wanted = {"monthly_amount": amount, "currency": currency, "email": email, "enforce": enforce}
+    if Budget.objects.filter(tenant=tenant).values(*wanted).first() != wanted:
+        refuse_undone_edit(actor, "Tenant", tenant.slug, ["budget"], f"setting the budget of {tenant.slug}")
     before = Budget.objects.filter(tenant=tenant).values("monthly_amount", "enforce").first()
     defaults: dict[str, Any] = {
         "monthly_amount": amount,

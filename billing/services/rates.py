@@ -18,6 +18,7 @@ from gpucloud.errors import PermissionDenied, ValidationFailed
 from scheduling import catalog
 from tenants import audit
 from tenants.audit import Actor
+from tenants.declared import refuse_undone_edit
 from tenants.models import Tenant
 
 CENT = Decimal("0.01")
@@ -73,6 +74,8 @@ def create_rate_card(
     """
     if not actor.is_platform_admin:
         raise PermissionDenied("rate cards are written by platform administrators only")
+    if name:
+        refuse_undone_edit(actor, "RateCard", name, None, f"a new version of rate card {name}")
     tiers = dict(tier_multipliers or {})
     _validate_prices(prices, tiers)
     if len(currency) != 3 or not currency.isalpha():

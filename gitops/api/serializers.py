@@ -12,10 +12,17 @@ class ApplySerializer(serializers.Serializer):
     documents = serializers.ListField(child=serializers.JSONField(), max_length=1000)
     dryRun = serializers.BooleanField(default=False)
     prune = serializers.BooleanField(default=False, help_text="platform administrators only")
-    source = serializers.RegexField(  # type: ignore[assignment]
-        r"^[a-z0-9][a-z0-9:._/-]{0,99}$",
-        default="api",
-        help_text="who owns what is applied; pruning removes only this source's objects",
+    source = serializers.CharField(  # type: ignore[assignment]
+        required=False,
+        max_length=100,
+        help_text="who owns what is applied; pruning removes only this source's objects. Left out, it is "
+        "api:<your username> (or the source your token is bound to); naming another is for platform "
+        "administrators, and gitops:…, kubernetes:… and api:… cannot be named",
+    )
+    takeOwnership = serializers.BooleanField(
+        default=False,
+        help_text="take objects another source manages over for this one instead of refusing them; platform "
+        "administrators only, audited as ownership.take",
     )
 
 
@@ -38,10 +45,24 @@ ChangeSerializer = type(
 )
 
 
+class OwnershipMoveSerializer(serializers.Serializer):
+    action = serializers.ChoiceField(choices=["claim", "take", "release"])
+    kind = serializers.CharField()
+    name = serializers.CharField()
+    previous = serializers.CharField(allow_null=True, help_text="the source that owned it before")
+    source = serializers.CharField(  # type: ignore[assignment]
+        allow_null=True, help_text="the source that owns it now"
+    )
+
+
 class ApplyResultSerializer(serializers.Serializer):
     dryRun = serializers.BooleanField()
     changed = serializers.BooleanField()
     changes = ChangeSerializer(many=True)
+    source = serializers.CharField(  # type: ignore[assignment]
+        help_text="the source the documents were applied as"
+    )
+    ownership = OwnershipMoveSerializer(many=True, help_text="what this apply changed about who owns what")
 
 
 class KindSerializer(serializers.Serializer):

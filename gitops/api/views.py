@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import mixins, status
@@ -25,8 +24,10 @@ from gitops.api.serializers import (
 from gitops.apply import apply
 from gitops.manifests import KINDS, SCHEMAS, ManifestInvalid, from_bodies
 from gitops.models import GitSource
-from gpucloud.errors import NotFound, PermissionDenied, ServiceError
+from gitops.ownership import request_source
+from gpucloud.errors import Conflict, NotFound, PermissionDenied, ServiceError
 from tenants.api.viewsets import BaseViewSet
+from tenants.models import ApiToken
 from tenants.permissions import is_platform_admin
 
 
@@ -83,14 +84,18 @@ class ApplyViewSet(BaseViewSet):
         data = serializer.validated_data
         if data["prune"] and not is_platform_admin(request.user):
             raise PermissionDenied("pruning removes objects of any tenant: platform administrators only")
+        actor = self.actor()
+        token = request.auth if isinstance(request.auth, ApiToken) else None
+        source = request_source(actor, data.get("source"), bound=token.source if token else "")
         try:
             result = apply(
                 from_bodies(data["documents"]),
-                actor=self.actor(),
-                source=data["source"],
+                actor=actor,
+                source=source,
                 prune=data["prune"],
                 dry_run=data["dryRun"],
                 tenants=self.visible_tenants(),
+                take_ownership=data["takeOwnership"],
             )
         except ManifestInvalid as exc:
             raise ManifestRejected(exc) from exc
@@ -153,13 +158,19 @@ class GitSourceViewSet(
     )
     @action(detail=True, methods=["post"], permission_classes=[AllowAny], authentication_classes=[])
     def webhook(self, request: Request, name: str) -> Response:
-        """A push webhook from GitHub, GitLab or Gitea, signed with the source's webhook secret."""
-        source = get_object_or_404(GitSource, name=name)
-        if not services.signature_valid(source, request.headers, request.body):
-            raise PermissionDenied(
-                "the webhook signature does not match this source's webhook secret (X-Hub-Signature-256, "
-                "X-Gitea-Signature or X-Gitlab-Token)"
+        """A push webhook from GitHub, GitLab or Gitea, signed with the source's webhook secret.
+
+        A source that does not exist and a signature that does not match answer the same 404, so the
+        webhook tells a stranger nothing; a delivery received before is a replay (409) and queues nothing.
+        """
+        source = GitSource.objects.filter(name=name).first()
+        if source is None or not services.signature_valid(source, request.headers, request.body):
+            raise NotFound(
+                f"there is no GitOps source {name!r} whose webhook secret signed this request "
+                "(X-Hub-Signature-256, X-Gitea-Signature or X-Gitlab-Token)"
             )
+        if not services.record_delivery(source, request.headers, request.body):
+            raise Conflict("this webhook delivery was received before; a replay queues nothing")
         if request.headers.get("X-GitHub-Event") == "ping":
             return Response({"queued": False, "pong": True})
         try:

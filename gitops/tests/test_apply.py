@@ -254,11 +254,16 @@ def test_export_then_apply_changes_nothing_on_a_populated_database(populated, tm
     assert sleep["tenant-b"] == {"whenIdle": False, "afterInactivity": ""}
     assert kinds.count("Tenant") == 3 and kinds.count("RateCard") == 2 and kinds.count("HostCluster") == 2
     audit_rows, cards = AuditEvent.objects.count(), RateCard.objects.count()
+    documents = read_texts([(str(manifest), manifest.read_text())])
 
-    result = apply(read_texts([(str(manifest), manifest.read_text())]), actor=CONSOLE, source="export")
+    result = apply(documents, actor=CONSOLE, source="export")
 
-    assert result.changes == []
-    assert (AuditEvent.objects.count(), RateCard.objects.count()) == (audit_rows, cards)
+    assert result.changes == [] and RateCard.objects.count() == cards
+    # Nothing changed but who owns what: the console's source claimed the 7 objects, each claim audited.
+    written = AuditEvent.objects.order_by("id")[audit_rows:]
+    assert [e.action for e in written] == ["ownership.claim"] * 7 + ["manifests.apply"]
+    assert apply(documents, actor=CONSOLE, source="export").ownership == []
+    assert AuditEvent.objects.count() == audit_rows + 8  # the second time, nothing at all
     again = io.StringIO()
     call_command("export", stdout=again)
     assert again.getvalue() == out.getvalue()

@@ -6,6 +6,7 @@ import hashlib
 import hmac
 import io
 import json
+import textwrap
 
 import pytest
 from django.core.management import call_command
@@ -14,8 +15,6 @@ from django.core.management.base import CommandError
 from gitops import services
 from gitops.models import GitSource, ManagedObject
 from gitops.tests.gitrepos import Repo, smart_http
-from scheduling.models import GpuClass
-from tenants import services as tenant_services
 from tenants.audit import Actor
 from tenants.models import AuditEvent, Tenant
 
@@ -127,14 +126,14 @@ def test_a_commit_over_capacity_is_refused_whole_with_the_services_reason(repo, 
     assert not Tenant.objects.filter(slug__in=["alpha", "beta"]).exists()
 
 
-def test_a_change_made_through_the_api_is_reported_as_drift_and_restored(repo, source, admin):
+def test_a_change_made_behind_the_services_back_is_reported_as_drift_and_restored(repo, source):
     repo.commit("add vision", {"tenants/vision.yaml": tenant("vision", 8)})
     services.sync(source)
     vision = Tenant.objects.get(slug="vision")
-    tenant_services.update_tenant(actor=Actor.of(admin), tenant=vision, display_name="Renamed by hand")
-    tenant_services.set_quota(
-        actor=Actor.of(admin), tenant=vision, gpu_class=GpuClass.objects.get(name="h200-141gb"), guaranteed=2
-    )
+    # Through the services (API, portal) such a change is refused (tenants/tests/test_declared.py); in the
+    # database directly it is drift.
+    Tenant.objects.filter(pk=vision.pk).update(display_name="Renamed by hand")
+    vision.quotas.filter(gpu_class__name="h200-141gb").update(guaranteed=2, burst=0)
 
     synced = services.sync(source)
 
@@ -142,7 +141,7 @@ def test_a_change_made_through_the_api_is_reported_as_drift_and_restored(repo, s
     assert synced.drift == [
         "~ Tenant vision\n"
         "  ~ displayName: 'Renamed by hand' → 'Vision Team'\n"
-        # set through the API without burst, the quota's burst went back to 0: restored too
+        # the burst changed too: restored as well
         "  ~ quotas[h200-141gb]: {'guaranteed': 2, 'burst': 0, 'lendable': None, 'weight': 1} → "
         "{'guaranteed': 8, 'burst': 4, 'lendable': None, 'weight': 1}"
     ]
@@ -218,9 +217,9 @@ def hooked(source):
         (lambda body: {"HTTP_X_HUB_SIGNATURE_256": "sha256=" + sign("hook-secret", body)}, 202),
         (lambda body: {"HTTP_X_GITEA_SIGNATURE": sign("hook-secret", body)}, 202),
         (lambda body: {"HTTP_X_GITLAB_TOKEN": "hook-secret"}, 202),
-        (lambda body: {"HTTP_X_HUB_SIGNATURE_256": "sha256=" + sign("other-secret", body)}, 403),
-        (lambda body: {"HTTP_X_GITLAB_TOKEN": "hook-secre"}, 403),
-        (lambda body: {}, 403),
+        (lambda body: {"HTTP_X_HUB_SIGNATURE_256": "sha256=" + sign("other-secret", body)}, 404),
+        (lambda body: {"HTTP_X_GITLAB_TOKEN": "hook-secre"}, 404),
+        (lambda body: {}, 404),
     ],
 )
 def test_a_push_webhook_triggers_a_sync_only_when_signed(
@@ -239,7 +238,7 @@ def test_a_push_webhook_triggers_a_sync_only_when_signed(
 
     assert response.status_code == status, response.content
     assert sent == ([("gitops.sync_source", (hooked.pk,))] if status == 202 else [])
-    if status == 403:
+    if status == 404:  # exactly as a source that does not exist (gitops/tests/test_webhook.py)
         assert response["Content-Type"] == "application/problem+json"
 
 
@@ -315,3 +314,34 @@ def test_the_api_registers_sources_for_platform_administrators_and_hides_secrets
         format="json",
     )
     assert inline.status_code == 400 and "not in the URL" in inline.json()["detail"]
+
+
+def test_a_source_takes_over_what_another_source_manages_only_when_the_console_says_so(
+    repo, source, tmp_path
+):
+    legacy = tmp_path / "legacy.yaml"
+    legacy.write_text(textwrap.dedent(tenant("vision", 8)))
+    call_command("apply", "-f", str(legacy), "--source", "legacy", stdout=io.StringIO())
+    repo.commit("add vision", {"tenants/vision.yaml": tenant("vision", 12)})
+
+    refused = services.sync(source)
+    out = io.StringIO()
+    call_command("gitops", "sync", "platform", "--take-ownership", stdout=out)
+
+    assert refused.state == "failed" and "Tenant vision is managed by legacy" in refused.error
+    assert "platform synced at" in out.getvalue() and h200_quota("vision") == 12
+    assert ManagedObject.objects.get(name="vision").source == "gitops:platform"
+    taken = AuditEvent.objects.get(action="ownership.take")
+    assert (taken.actor_label, taken.before, taken.after["source"]) == (
+        "console:gitops sync --take-ownership",
+        {"source": "legacy"},
+        "gitops:platform",
+    )
+
+
+def test_the_console_cannot_apply_as_a_gitops_source_either(source, tmp_path):
+    manifest = tmp_path / "vision.yaml"
+    manifest.write_text("")
+
+    with pytest.raises(CommandError, match="'gitops:platform' is reserved"):
+        call_command("apply", "-f", str(manifest), "--source", "gitops:platform", stdout=io.StringIO())

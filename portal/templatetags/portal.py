@@ -1,4 +1,5 @@
-"""Template helpers: whether the person holds a permission in a tenant (the services' own check)."""
+"""Template helpers: whether the person holds a permission in a tenant (the services' own check), and which
+manifest source declares an object."""
 
 from __future__ import annotations
 
@@ -6,8 +7,10 @@ from typing import Any
 
 from django import template
 
+from gitops import ownership
 from tenants import services
 from tenants.audit import Actor
+from tenants.declared import Declaration
 
 register = template.Library()
 
@@ -16,3 +19,9 @@ register = template.Library()
 def may(context: Any, tenant: Any, permission: str) -> bool:
     """`{% may tenant "audit.view" as can_audit %}`: the same answer the service would give."""
     return services.can(Actor.of(context["request"].user), tenant, permission)
+
+
+@register.simple_tag
+def declared(kind: str, name: str) -> Declaration | None:
+    """`{% declared "Tenant" tenant.slug as declaration %}`: its declaring source, as the services see it."""
+    return ownership.declaration(kind, name)

@@ -1,5 +1,6 @@
-"""What a bearer token's scope lets it do, whatever its user's roles; the roles themselves are checked by
-the services (tenants.permissions) and the querysets (tenants.selectors)."""
+"""The API's door check of a bearer token's scope: a `read` token writes nothing. What a write needs beyond
+that (`admin` to manage people and tokens) is checked with the roles by the services
+(`tenants.services.require`, `tenants.permissions.SCOPE_NEEDED`), so it holds through every door."""
 
 from __future__ import annotations
 
@@ -9,13 +10,14 @@ from rest_framework import permissions
 from rest_framework.request import Request
 
 from tenants.models import ApiToken
+from tenants.permissions import SCOPE_RANK
 
 SAFE = frozenset(permissions.SAFE_METHODS)
-RANK: dict[str, int] = {"read": 0, "write": 1, "admin": 2}
 
 
 class TokenScope(permissions.BasePermission):
-    """Reads need any scope; writes need `write`, or `admin` on views that set `write_scope = "admin"`.
+    """Reads need any scope; writes need `write`, or `admin` on views that set `write_scope = "admin"` (the
+    personal tokens of /tokens/, which no tenant permission covers).
 
     Session callers (the portal, the browsable docs) are not capped: their roles decide alone.
     """
@@ -27,7 +29,7 @@ class TokenScope(permissions.BasePermission):
         if not isinstance(token, ApiToken) or request.method in SAFE:
             return True
         needed = str(getattr(view, "write_scope", ApiToken.Scope.WRITE))  # the value, not the enum's name
-        if RANK[token.scope] >= RANK[needed]:
+        if SCOPE_RANK[token.scope] >= SCOPE_RANK[needed]:
             return True
         self.message = (
             f"this token has scope {token.scope!r}; {request.method} here needs a token with scope {needed!r}"

@@ -172,6 +172,7 @@ class TokenSerializer(ModelSerializer):
             "id",
             "name",
             "scope",
+            "source",
             "user",
             "tenant",
             "prefix",
@@ -194,6 +195,14 @@ class TokenCreateSerializer(serializers.Serializer):
 class ScimTokenCreateSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=100, help_text="the identity provider it is for, e.g. okta")
     expires_at = serializers.DateTimeField(required=False, allow_null=True, default=None)
+    source = serializers.CharField(  # type: ignore[assignment]
+        required=False,
+        allow_blank=True,
+        default="",
+        max_length=100,
+        help_text="the manifest source POST /apply/ applies as with this token, and only that one (platform "
+        "administrators only); empty: api:<the token's user>",
+    )
 
 
 class TokenCreatedSerializer(TokenSerializer):

@@ -142,8 +142,7 @@ class MemberViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantChil
 
     dry_run_allowed = True
     serializer_class = MemberSerializer
-    read_permission = "member.view"
-    write_scope = ApiToken.Scope.ADMIN
+    read_permission = "member.view"  # changes: `member.manage`, token scope `admin` (the services check both)
     lookup_field = "user__username"
     lookup_url_kwarg = "username"
     lookup_value_regex = r"[\w.@+-]+"

@@ -122,7 +122,9 @@ class BaseViewSet(DryRunMixin, IdempotencyMixin, viewsets.GenericViewSet):
 
     def actor(self) -> Actor:
         auth = self.request.auth
-        return Actor.of(self.request.user, auth.name if isinstance(auth, ApiToken) else "")
+        if isinstance(auth, ApiToken):
+            return Actor.of(self.request.user, auth.name, scope=auth.scope)
+        return Actor.of(self.request.user)
 
     def visible_tenants(self, permission: str = "tenant.view") -> QuerySet[Tenant]:
         return visible_tenants(self.request.user, permission)

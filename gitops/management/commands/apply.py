@@ -8,11 +8,23 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from gitops.apply import apply
 from gitops.manifests import ManifestInvalid, read_path
 from tenants.audit import Actor
+from tenants.declared import source_problem
 
 
 def default_source(path: str) -> str:
     """Objects applied from one file or folder belong to it: `file:<absolute path>`."""
     return f"file:{Path(path).resolve()}"
+
+
+def console_source(named: str | None, path: str) -> str:
+    """The source the console applies as: `--source`, which may not be a GitOps source's, a custom
+    resource's or the API's (those doors set their own), else the file or folder."""
+    if not named:
+        return default_source(path)
+    problem = source_problem(named)
+    if problem is not None:
+        raise CommandError(f"--source: {problem}")
+    return named
 
 
 class Command(BaseCommand):
@@ -25,13 +37,25 @@ class Command(BaseCommand):
             "--prune", action="store_true", help="remove objects earlier applied from this source, now absent"
         )
         parser.add_argument("--source", help="who owns what is applied (default: file:<absolute path>)")
+        parser.add_argument(
+            "--take-ownership",
+            action="store_true",
+            help="take declared objects another source manages over for this one (audited), not refuse them",
+        )
 
-    def handle(self, *args: Any, filename: str, dry_run: bool, prune: bool, **options: Any) -> None:
-        source = options.get("source") or default_source(filename)
+    def handle(
+        self, *args: Any, filename: str, dry_run: bool, prune: bool, take_ownership: bool, **options: Any
+    ) -> None:
+        source = console_source(options.get("source"), filename)
         try:
             documents = read_path(Path(filename))
             result = apply(
-                documents, actor=Actor.console("apply"), source=source, prune=prune, dry_run=dry_run
+                documents,
+                actor=Actor.console("apply"),
+                source=source,
+                prune=prune,
+                dry_run=dry_run,
+                take_ownership=take_ownership,
             )
         except ManifestInvalid as exc:
             raise CommandError("nothing was applied:\n" + "\n".join(str(p) for p in exc.problems)) from exc

@@ -7,7 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from gitops.apply import apply
-from gitops.management.commands.apply import default_source
+from gitops.management.commands.apply import console_source
 from gitops.manifests import ManifestInvalid, read_path
 from tenants.audit import Actor
 
@@ -21,7 +21,7 @@ class Command(BaseCommand):
         parser.add_argument("--source", help="the source apply would use (default: file:<absolute path>)")
 
     def handle(self, *args: Any, filename: str, prune: bool, **options: Any) -> None:
-        source = options.get("source") or default_source(filename)
+        source = console_source(options.get("source"), filename)
         try:
             # A dry run of the real apply: the same plan, carried out and rolled back, so a refusal by a
             # service (capacity, trust tier) shows here too.

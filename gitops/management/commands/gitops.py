@@ -33,6 +33,11 @@ class Command(BaseCommand):
         )
         sync = commands.add_parser("sync", help="fetch and apply now")
         sync.add_argument("name")
+        sync.add_argument(
+            "--take-ownership",
+            action="store_true",
+            help="take what the commit declares and another source manages over for this source (audited)",
+        )
         commands.add_parser("list", help="every source with its state, revision and error")
 
     def handle(self, *args: Any, command: str, **options: Any) -> None:
@@ -61,11 +66,12 @@ class Command(BaseCommand):
             raise CommandError(f"{exc.detail}") from exc
         self.stdout.write(f"GitOps source {source.name}: {source.url} {source.branch} {source.path or '/'}")
 
-    def _sync(self, *, name: str, **options: Any) -> None:
+    def _sync(self, *, name: str, take_ownership: bool, **options: Any) -> None:
         source = GitSource.objects.filter(name=name).first()
         if source is None:
             raise CommandError(f"there is no GitOps source {name!r}")
-        source = services.sync(source)
+        taker = Actor.console("gitops sync --take-ownership") if take_ownership else None
+        source = services.sync(source, take_ownership_by=taker)
         if source.state != GitSource.State.SYNCED:
             for problem in source.problems:
                 self.stderr.write(

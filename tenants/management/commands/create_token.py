@@ -5,6 +5,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from gpucloud.errors import ServiceError
 from tenants.audit import Actor
 from tenants.tokens import create_token
 
@@ -18,10 +19,18 @@ class Command(BaseCommand):
         parser.add_argument(
             "--scope", default="admin", choices=["read", "write", "admin"], help="what the token may do"
         )
+        parser.add_argument(
+            "--source", default="", help="the one manifest source POST /api/v1/apply/ applies as with it"
+        )
 
-    def handle(self, *args: Any, user: str, name: str, scope: str, **options: Any) -> None:
+    def handle(self, *args: Any, user: str, name: str, scope: str, source: str, **options: Any) -> None:
         account = get_user_model().objects.filter(username=user).first()
         if account is None:
             raise CommandError(f"there is no user called {user!r}")
-        _, token = create_token(actor=Actor.system("create_token"), user=account, name=name, scope=scope)
+        try:
+            _, token = create_token(
+                actor=Actor.console("create_token"), user=account, name=name, scope=scope, source=source
+            )
+        except ServiceError as exc:
+            raise CommandError(exc.detail) from exc
         self.stdout.write(token)
