@@ -190,11 +190,6 @@ class TokenCreateSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=100)
     scope = serializers.ChoiceField(choices=list(SCOPES), default=ApiToken.Scope.READ)
     expires_at = serializers.DateTimeField(required=False, allow_null=True, default=None)
-
-
-class ScimTokenCreateSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=100, help_text="the identity provider it is for, e.g. okta")
-    expires_at = serializers.DateTimeField(required=False, allow_null=True, default=None)
     source = serializers.CharField(  # type: ignore[assignment]
         required=False,
         allow_blank=True,
@@ -203,6 +198,11 @@ class ScimTokenCreateSerializer(serializers.Serializer):
         help_text="the manifest source POST /apply/ applies as with this token, and only that one (platform "
         "administrators only); empty: api:<the token's user>",
     )
+
+
+class ScimTokenCreateSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=100, help_text="the identity provider it is for, e.g. okta")
+    expires_at = serializers.DateTimeField(required=False, allow_null=True, default=None)
 
 
 class TokenCreatedSerializer(TokenSerializer):
