@@ -181,7 +181,7 @@ def test_additional_properties_never_at_the_root_nor_beside_properties_except_tr
     assert f"{ROOT}.additionalProperties: Forbidden: must not be used at the root" in refusals(
         with_root(additionalProperties=False)
     )
-    both = {
+    both: dict[str, Any] = {
         "type": "object",
         "properties": {"a": {"type": "string"}},
         "additionalProperties": {"type": "string"},
