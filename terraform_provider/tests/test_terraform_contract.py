@@ -82,3 +82,19 @@ def test_a_quota_that_already_exists_is_refused_at_plan_with_the_import_command(
     assert "terraform import gpucloud_quota.<name> vision/h200-141gb" in refused
     assert "untaint" not in refused
     assert Quota.objects.get(tenant__slug="vision", gpu_class__name="h200-141gb").guaranteed == 2  # untouched
+
+
+def test_a_taken_slug_is_refused_at_plan_saying_how_to_adopt_a_live_tenant_or_that_a_deleted_ones_is_gone(
+    terraform: Terraform, make_tenant: Any
+) -> None:
+    make_tenant("vision")  # made in the portal, as the README's first walkthrough does
+    make_tenant("old")
+    Tenant.objects.filter(slug="old").update(state="deleted")
+    terraform.write(PROVIDER + 'resource "gpucloud_tenant" "vision" { slug = "vision" }')
+    terraform.run("init")
+    refused = " ".join(terraform.plan(expect=1).split())
+    assert "adopt it with `terraform import <address> vision`" in refused
+    terraform.write(PROVIDER + 'resource "gpucloud_tenant" "old" { slug = "old" }')
+    refused = " ".join(terraform.plan(expect=1).split())
+    assert "That tenant was deleted, and slugs are never reused: pick another slug." in refused
+    assert "import" not in refused
