@@ -8,7 +8,10 @@ fails when the two differ).
 
 Kubernetes wants a *structural* schema (OpenAPI v3, every node typed, no `const`, no `null` type, no
 `additionalProperties` beside `properties`: unknown fields are pruned, and refused by `kubectl`'s strict
-field validation), so the JSON Schema is translated, not copied.
+field validation), so the JSON Schema is translated, not copied. Under `metadata` the API server allows a
+schema for `name` and `generateName` only, and nothing else — not even `required: [name]` (it requires a
+name itself): the manifest's rule for the name's shape is kept, the rest of its `metadata` schema is not.
+`tests/apiextensions.py` (a port of the API server's CRD validation) checks the result in the tests.
 """
 
 from __future__ import annotations
@@ -90,6 +93,11 @@ def open_api_schema(kind: str) -> dict[str, Any]:
     schema = structural(SCHEMAS[kind])
     schema["properties"]["apiVersion"] = {"type": "string"}  # the API server sets and checks these two
     schema["properties"]["kind"] = {"type": "string"}
+    metadata = schema["properties"]["metadata"]["properties"]
+    schema["properties"]["metadata"] = {
+        "type": "object",
+        "properties": {k: v for k, v in metadata.items() if k in ("name", "generateName")},
+    }
     schema["properties"]["status"] = copy.deepcopy(STATUS)
     schema["required"] = ["spec"]
     return schema

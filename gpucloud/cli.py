@@ -86,6 +86,19 @@ def worker(args: argparse.Namespace) -> None:
     )
 
 
+def _serve_liveness(max_age: float) -> None:
+    """GET /healthz on GPUCLOUD_HEALTH_PORT for a process that serves no HTTP (the manifests set 8081). Off by
+    default: on one machine (`make serve`, the tests) several such processes would want the same port."""
+    from gpucloud import liveness
+
+    port = env_int("GPUCLOUD_HEALTH_PORT", 0, minimum=0)
+    if port:
+        try:
+            liveness.serve(port, max_age)
+        except OSError as exc:
+            raise ConfigError(f"GPUCLOUD_HEALTH_PORT={port}: cannot listen there: {exc.strerror}") from None
+
+
 def scheduler(args: argparse.Namespace) -> None:
     _become("scheduler", connections=1)
     from django.conf import settings
@@ -97,7 +110,10 @@ def scheduler(args: argparse.Namespace) -> None:
             "gpucloud scheduler keeps its schedule and leader lock in Redis: set CELERY_BROKER_URL=redis://… "
             "or GPUCLOUD_SCHEDULER_REDIS_URL=redis://… (make run's embedded default runs its own beat)"
         )
-    app.start(["beat", "--scheduler=redbeat.RedBeatScheduler", f"--loglevel={settings.LOG_LEVEL}"])
+    # The leader's loop comes round every CELERY_BEAT_MAX_LOOP_INTERVAL; one that has not within the lock
+    # timeout has lost its lock anyway. A standby waiting for the lock has not beaten yet: alive.
+    _serve_liveness(max_age=settings.CELERY_REDBEAT_LOCK_TIMEOUT)
+    app.start(["beat", "--scheduler=gpucloud.beat:Scheduler", f"--loglevel={settings.LOG_LEVEL}"])
 
 
 @contextmanager
@@ -140,8 +156,11 @@ def migrate(args: argparse.Namespace) -> None:
 def tenant_watcher(args: argparse.Namespace) -> None:
     # Two threads per watching host cluster (Tenants, RateCards), each holding a connection while it applies.
     _become("tenant-watcher", connections=env_int("GPUCLOUD_TENANT_WATCHER_CONNECTIONS", 8, minimum=1))
+    from django.conf import settings
     from django.core.management import call_command
 
+    # Its loop comes round once per resync (picking up new host clusters, restarting ended watches).
+    _serve_liveness(max_age=2 * settings.TENANT_RESOURCES_RESYNC + 30)
     call_command("watch_tenants")
 
 

@@ -311,6 +311,14 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
     "SCHEMA_PATH_PREFIX": "/api/v1",
+    # OpenAPI 3.1 (JSON Schema 2020-12): a nullable object is `oneOf: [{$ref}, {type: null}]`. 3.0 can only
+    # write it `{allOf: [{$ref}], nullable: true}`, which rejects null (nullable needs a type beside it), so
+    # validators refused every healthy node's `quarantine: null`. The hook writes other nulls as 3.1 does.
+    "OAS_VERSION": "3.1.0",
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "gpucloud.api.schema.null_as_in_openapi_31",
+    ],
     # bearerAuth comes from tenants.authentication.BearerTokenScheme, sessions from drf-spectacular.
     "ENUM_NAME_OVERRIDES": {
         "TenantStateEnum": "tenants.models.Tenant.State",

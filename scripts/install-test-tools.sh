@@ -4,6 +4,8 @@
 #   - chromium at /usr/bin/chromium: the browser sign-in test (PyPI playwright drives it; never
 #     `playwright install`)
 #   - prometheus (Debian's 2.42): billing's collection tests scrape the simulated exporters with it
+#   - checkov (PyPI) in a venv of its own, var/tools/checkov: it pins packaging, networkx, boto3… to versions
+#     that would downgrade the project's; tests/test_deploy_kubernetes.py runs it on the rendered manifests
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ci="${CI:-false}"
@@ -30,6 +32,12 @@ fi
 if ! command -v prometheus >/dev/null; then
   apt_install prometheus || problem "prometheus is missing (apt-get install -y prometheus)"
 fi
+checkov=var/tools/checkov
+if [ ! -x "$checkov/bin/checkov" ]; then
+  { python3 -m venv "$checkov" && "$checkov/bin/pip" install -q --disable-pip-version-check 'checkov==3.3.30'; } \
+    || problem "checkov could not be installed into $checkov"
+fi
 echo "test tools: node $(node --version 2>/dev/null || echo missing), oidc-provider" \
   "$(node -p 'require("./tests/oidc/node_modules/oidc-provider/package.json").version' 2>/dev/null || echo missing)," \
-  "$(/usr/bin/chromium --version 2>/dev/null || echo 'chromium missing'), $(prometheus --version 2>&1 | head -n1)"
+  "$(/usr/bin/chromium --version 2>/dev/null || echo 'chromium missing'), $(prometheus --version 2>&1 | head -n1)," \
+  "checkov $("$checkov/bin/checkov" --version 2>/dev/null || echo missing)"

@@ -32,6 +32,19 @@ def known(value: Any) -> bool:
     return value is not None and value is not Unknown
 
 
+class Exists(Exception):
+    """What a create would make is there already (made through the API, the portal or another configuration):
+    it is adopted with `terraform import`, never silently taken over. Raised at plan time, and again at apply
+    time for what appeared in between."""
+
+    def __init__(self, type_name: str, what: str, import_id: str):
+        super().__init__(f"{what} already exists")
+        self.detail = (
+            f"adopt it with: terraform import {type_name}.<name> {import_id}\n(<name>: this resource's name, "
+            "as in the address above), or remove the block"
+        )
+
+
 @contextmanager
 def reported(diags: Diagnostics, what: str) -> Iterator[None]:
     """An API refusal becomes a Terraform error carrying the API's own message."""
@@ -39,6 +52,8 @@ def reported(diags: Diagnostics, what: str) -> Iterator[None]:
         yield
     except ApiError as exc:
         diags.add_error(f"{what}: {exc.summary}", exc.message)
+    except Exists as exc:
+        diags.add_error(f"{what}: {exc}", exc.detail)
     except OSError as exc:  # requests' connection errors are OSErrors
         diags.add_error(f"{what}: the gpucloud API cannot be reached", str(exc))
 

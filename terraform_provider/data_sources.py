@@ -17,13 +17,15 @@ class GpuClassData(Base, DataSource):
 
     name = "gpu_class"
     attributes = [
-        attr("name", required=True),
+        attr("name", doc="the class's name, e.g. h200-141gb or h200-141gb.mig-1g.18gb", required=True),
         attr("kind", doc="whole, mig or shared", computed=True),
-        attr("gpu_model", computed=True),
-        attr("mig_profile", computed=True),
+        attr("gpu_model", doc="the GPU model's catalog name, e.g. h200-141gb", computed=True),
+        attr(
+            "mig_profile", doc="the MIG profile of a mig class, e.g. 1g.18gb (empty otherwise)", computed=True
+        ),
         attr("resource_name", doc="the Kubernetes extended resource", computed=True),
         attr("gpu_fraction", doc="share of one physical GPU, e.g. '1/7'", computed=True),
-        attr("units_per_gpu", Number(), computed=True),
+        attr("units_per_gpu", Number(), doc="most units of this class one GPU gives", computed=True),
     ]
 
     def read(self, ctx: ReadDataContext, config: dict[str, Any]) -> dict[str, Any] | None:
@@ -43,9 +45,9 @@ class TenantData(Base, DataSource):
 
     name = "tenant"
     attributes = [
-        attr("slug", required=True),
+        attr("slug", doc="the tenant's slug", required=True),
         *(
-            attr(a.name, a.type, a.description or "", computed=True)
+            attr(a.name, a.type, doc=a.description, computed=True)
             for a in TenantResource.attributes
             if a.name not in ("slug", "create_timeout", "delete_timeout")
         ),

@@ -25,19 +25,28 @@ from tf.schema import Attribute
 from tf.types import Map, Number, String, Unknown
 from tf.utils import Diagnostics
 
-from terraform_provider.base import Base, known, reported, seconds, split_id
+from terraform_provider.base import Base, Exists, known, reported, seconds, split_id
 from terraform_provider.client import ApiError, path
 
-UNFINISHED = ("pending", "provisioning", "failed")
 UNTAINT = (
     "\n\nSlugs are never reused, so a tainted tenant cannot be replaced under its slug: run "
     "`terraform untaint <address>` and apply again, which resumes it and waits until it is ready."
 )
+TAKEN = (
+    "\n\nIf this configuration created it and a failed apply left it tainted: `terraform untaint <address>` "
+    "and apply again. Otherwise it was made elsewhere: adopt it with `terraform import <address> {slug}`, or "
+    "pick another slug."
+)
+GONE = "\n\nThat tenant was deleted, and slugs are never reused: pick another slug."
 POLL = 0.25  # seconds between looks at a tenant being provisioned or deleted
 DEFAULT_TIMEOUT = "10m"
 
 
-def attr(name: str, type_: Any = None, doc: str = "", **flags: Any) -> Attribute:
+def attr(name: str, type_: Any = None, *, doc: str, **flags: Any) -> Attribute:
+    """An attribute; `doc` is required: `terraform providers schema -json` (and so the registry's docs and
+    editors) shows it for every attribute."""
+    if not doc.strip():
+        raise ValueError(f"attribute {name} needs a description")
     return Attribute(name, type_ or String(), description=doc, **flags)
 
 
@@ -59,7 +68,13 @@ class GpucloudResource(Base, Resource):
     checked: tuple[str, ...] = ()  # attributes that must be known before the API can be asked
 
     def check(self, planned: dict[str, Any], current: dict[str, Any] | None) -> None:
-        """Ask the API, with dry_run, whether it would accept this; raises ApiError if not."""
+        """Ask the API, with dry_run, whether it would accept this; raises ApiError (or Exists) if not."""
+
+    def refuse_existing(self, url: str, what: str, import_id: str) -> None:
+        """A create of something that exists is refused, at plan and at apply, with the import that adopts it
+        (the API's PUT would otherwise take it over and overwrite it)."""
+        if self.client.find(url) is not None:
+            raise Exists(f"gpucloud_{self.name}", what, import_id)
 
 
 # --------------------------------------------------------------------------------------------- tenant
@@ -72,7 +87,12 @@ class TenantResource(GpucloudResource):
     attributes = [
         attr("id", doc="the API's id (ten_…)", computed=True),
         attr("slug", doc="1-40 lowercase letters, digits and hyphens", required=True, requires_replace=True),
-        attr("display_name", optional=True, computed=True),
+        attr(
+            "display_name",
+            doc="a name for people, up to 200 characters (default: the slug)",
+            optional=True,
+            computed=True,
+        ),
         attr(
             "trust_tier",
             doc="isolated, standard or trusted",
@@ -87,8 +107,13 @@ class TenantResource(GpucloudResource):
             computed=True,
             requires_replace=True,
         ),
-        attr("state", computed=True),
-        attr("state_reason", computed=True),
+        attr(
+            "state",
+            doc="pending, provisioning, ready, suspended, failed, deleting or deleted: gpucloud's; a plan "
+            "changes it only to resume a failed tenant (failed → ready)",
+            computed=True,
+        ),
+        attr("state_reason", doc="why the tenant failed or is suspended (empty otherwise)", computed=True),
         attr("namespace", doc="the tenant cluster's namespace on its host cluster", computed=True),
         attr("endpoint", doc="the tenant cluster's API endpoint", computed=True),
         attr("create_timeout", doc='how long create waits for "ready" (default 10m)', optional=True),
@@ -113,7 +138,11 @@ class TenantResource(GpucloudResource):
                 self.client.dry_run("POST", path("tenants"), self.body(planned))
             except ApiError as exc:
                 if exc.status == 409 and "slug" in (exc.problem.get("errors") or {}):
-                    exc.problem["detail"] += UNTAINT
+                    # Taken by a live tenant (adopt it, or untaint it if a failed apply made it) or by a
+                    # deleted one (slugs are never reused).
+                    tenant = self.client.find(path("tenants", planned["slug"]))
+                    live = tenant is not None and tenant["state"] != "deleted"
+                    exc.problem["detail"] += TAKEN.format(slug=planned["slug"]) if live else GONE
                 raise
         elif changes := self.changes(current, planned):
             self.client.dry_run("PATCH", path("tenants", planned["slug"]), changes)
@@ -122,9 +151,10 @@ class TenantResource(GpucloudResource):
         self, ctx: PlanContext, current: dict[str, Any] | None, planned: dict[str, Any]
     ) -> dict[str, Any]:
         planned = super().plan(ctx, current, planned)
-        if current is not None and current["state"] in UNFINISHED:
-            # Not ready yet (a create that timed out or failed, then untainted): the apply resumes a failed
-            # tenant and waits for it, as create would have.
+        if current is not None and current["state"] == "failed":
+            # A failed tenant (a create that failed, then untainted; or one imported): the apply resumes it
+            # and waits for it, as create would have. The one computed change a plan shows, because the apply
+            # acts on it; a tenant on its way (pending, provisioning) gets there by itself: no change.
             planned |= {"state": "ready", "state_reason": ""}
         elif current is not None and {"display_name", "trust_tier"} & ctx.changed_fields:
             planned |= {"state": Unknown, "state_reason": Unknown}  # a tier change re-reconciles the cluster
@@ -207,7 +237,7 @@ class TenantResource(GpucloudResource):
         slug = current["slug"]
         with reported(ctx.diagnostics, f"updating tenant {slug}"):
             tenant = self.client.patch(path("tenants", slug), changes) if changes else None
-            if current["state"] in UNFINISHED:
+            if current["state"] == "failed":
                 if self.client.get(path("tenants", slug))["state"] == "failed":
                     self.client.post(path("tenants", slug, "resume"))
                 return self.until_ready(ctx.diagnostics, planned)
@@ -249,8 +279,18 @@ class QuotaResource(GpucloudResource):
     attributes = [
         attr("id", doc="<tenant>/<gpu_class>", computed=True),
         attr("tenant", doc="the tenant's slug", required=True, requires_replace=True),
-        attr("gpu_class", required=True, requires_replace=True),
-        attr("guaranteed", Number(), required=True),
+        attr(
+            "gpu_class",
+            doc="a GPU class name, e.g. h200-141gb (GET /api/v1/gpu-classes/)",
+            required=True,
+            requires_replace=True,
+        ),
+        attr(
+            "guaranteed",
+            Number(),
+            doc="units always available to the tenant (admitted against capacity)",
+            required=True,
+        ),
         attr(
             "burst",
             Number(),
@@ -271,9 +311,14 @@ class QuotaResource(GpucloudResource):
     def body(self, planned: dict[str, Any]) -> dict[str, Any]:
         return {f: planned.get(f) for f in self.values if planned.get(f) is not None or f == "lendable"}
 
+    def where(self, state: dict[str, Any]) -> str:
+        return f"{state['tenant']}/{state['gpu_class']}"
+
     def check(self, planned: dict[str, Any], current: dict[str, Any] | None) -> None:
         if self.client.find(path("tenants", planned["tenant"])) is None:
             return  # created in this same apply: the API answers at apply time
+        if current is None:
+            self.refuse_existing(self.url(planned), f"quota {self.where(planned)}", self.where(planned))
         self.client.dry_run("PUT", self.url(planned), self.body(planned))
 
     def state_of(self, tenant: str, quota: dict[str, Any]) -> dict[str, Any]:
@@ -286,14 +331,9 @@ class QuotaResource(GpucloudResource):
         )
 
     def create(self, ctx: CreateContext, planned: dict[str, Any]) -> dict[str, Any] | None:
-        where = f"{planned['tenant']}/{planned['gpu_class']}"
+        where = self.where(planned)
         with reported(ctx.diagnostics, f"setting quota {where}"):
-            if self.client.find(self.url(planned)) is not None:
-                ctx.diagnostics.add_error(
-                    f"quota {where} already exists",
-                    f"bring it under Terraform with: terraform import <address> {where}",
-                )
-                return None
+            self.refuse_existing(self.url(planned), f"quota {where}", where)
             return self.state_of(planned["tenant"], self.client.put(self.url(planned), self.body(planned)))
         return None
 
@@ -349,6 +389,9 @@ class MemberResource(GpucloudResource):
     def check(self, planned: dict[str, Any], current: dict[str, Any] | None) -> None:
         if self.client.find(path("tenants", planned["tenant"])) is None:
             return
+        if current is None:
+            where = f"{planned['tenant']}/{planned['user']}"
+            self.refuse_existing(self.url(planned), f"{planned['user']}'s role in {planned['tenant']}", where)
         body = {"username": planned["user"], "role": planned["role"]}
         self.client.dry_run("POST", path("tenants", planned["tenant"], "members"), body)
 
@@ -367,12 +410,7 @@ class MemberResource(GpucloudResource):
     def create(self, ctx: CreateContext, planned: dict[str, Any]) -> dict[str, Any] | None:
         where = f"{planned['tenant']}/{planned['user']}"
         with reported(ctx.diagnostics, f"adding member {where}"):
-            if self.client.find(self.url(planned)) is not None:
-                ctx.diagnostics.add_error(
-                    f"{planned['user']} already has a role in {planned['tenant']}",
-                    f"bring it under Terraform with: terraform import <address> {where}",
-                )
-                return None
+            self.refuse_existing(self.url(planned), f"{planned['user']}'s role in {planned['tenant']}", where)
             body = {"username": planned["user"], "role": planned["role"]}
             return self.state_of(
                 planned["tenant"], self.client.post(path("tenants", planned["tenant"], "members"), body)
@@ -423,7 +461,7 @@ class ServiceTokenResource(GpucloudResource):
     attributes = [
         attr("id", doc="the API's id (tok_…)", computed=True),
         attr("tenant", doc="the tenant's slug", required=True, requires_replace=True),
-        attr("name", required=True, requires_replace=True),
+        attr("name", doc="the token's name, unique in the tenant", required=True, requires_replace=True),
         attr(
             "scope",
             doc="read, write or admin",
@@ -500,7 +538,7 @@ class RateCardResource(GpucloudResource):
     name = "rate_card"
     attributes = [
         attr("id", doc="the API's id (rc_…)", computed=True),
-        attr("version", Number(), computed=True),
+        attr("version", Number(), doc="the card's version number, given by gpucloud", computed=True),
         attr("effective_from", doc="ISO 8601 time", required=True, requires_replace=True),
         attr(
             "prices",
@@ -509,9 +547,30 @@ class RateCardResource(GpucloudResource):
             required=True,
             requires_replace=True,
         ),
-        attr("currency", optional=True, computed=True, default="USD", requires_replace=True),
-        attr("tier_multipliers", Map(Number()), optional=True, computed=True, requires_replace=True),
-        attr("note", optional=True, computed=True, default="", requires_replace=True),
+        attr(
+            "currency",
+            doc="ISO 4217 code of the prices (default USD)",
+            optional=True,
+            computed=True,
+            default="USD",
+            requires_replace=True,
+        ),
+        attr(
+            "tier_multipliers",
+            Map(Number()),
+            doc="trust tier (isolated, standard, trusted) → factor on the prices (default 1)",
+            optional=True,
+            computed=True,
+            requires_replace=True,
+        ),
+        attr(
+            "note",
+            doc="free text, up to 200 characters",
+            optional=True,
+            computed=True,
+            default="",
+            requires_replace=True,
+        ),
     ]
 
     def state_of(self, card: dict[str, Any], prior: dict[str, Any]) -> dict[str, Any]:

@@ -25,12 +25,19 @@ from gitops.crds import CRD_DIR
 from gitops.manifests import from_bodies
 from gitops.models import ManagedObject
 from gpucloud.errors import ValidationFailed
-from gpucloud.tests.test_cli import fresh_database, gpucloud, process_env, stop, wait_until  # noqa: F401
+from gpucloud.tests.test_cli import (  # noqa: F401
+    fresh_database,
+    gpucloud,
+    healthz,
+    process_env,
+    stop,
+    wait_until,
+)
 from scheduling.models import HostCluster
 from tenants.audit import Actor
 from tenants.models import AuditEvent, Quota, Tenant
 from tests.kube_emulator import RunningEmulator, start_emulator
-from tests.tools import unavailable
+from tests.tools import free_port, unavailable
 from workers import reconcile
 from workers.hostclusters import register_host_cluster
 from workers.kube.api import Gone
@@ -461,7 +468,10 @@ def test_the_tenant_watcher_process_applies_resources_and_stops_on_sigterm(
     fresh_database,  # noqa: F811 (the fixture imported above)
     tmp_path,
 ):
-    env = process_env(DATABASE_URL=fresh_database, GPUCLOUD_TENANT_RESOURCES_RESYNC="2")
+    health = free_port()
+    env = process_env(
+        DATABASE_URL=fresh_database, GPUCLOUD_TENANT_RESOURCES_RESYNC="2", GPUCLOUD_HEALTH_PORT=str(health)
+    )
     assert gpucloud("migrate", env=env, out=tmp_path / "migrate.log").wait(timeout=300) == 0
     kubeconfig = _kubeconfig_file(emulator)
     register = [
@@ -485,6 +495,10 @@ def test_the_tenant_watcher_process_applies_resources_and_stops_on_sigterm(
         with psycopg.connect(fresh_database) as conn:
             row = conn.execute("SELECT state FROM tenants_tenant WHERE slug = 'vision'").fetchone()
         assert row == ("pending",)
+        status, beat = healthz(health)  # the kubelet's liveness probe: its loop comes round every resync
+        assert status == 200
+        assert beat["seconds_since_beat"] <= 2.5
+        assert beat["max"] == 2 * 2 + 30
     finally:
         code = stop(watcher, timeout=30)
     assert code == 0, (tmp_path / "watcher.log").read_text()

@@ -1,13 +1,16 @@
-"""The Tenant and RateCard CRDs: generated from the manifests' JSON Schemas, committed as generated,
-structural as Kubernetes requires, and accepting (and refusing) what the JSON Schemas accept (and refuse)."""
+"""The Tenant and RateCard CRDs: generated from the manifests' JSON Schemas, committed as generated, accepted
+by the API server's own rules (tests/apiextensions.py, a port of them) and by the CustomResourceDefinition
+schema (kubernetes-validate), and accepting (and refusing) what the JSON Schemas accept (and refuse)."""
 
 from __future__ import annotations
 
 import io
 import shutil
 import subprocess
+from pathlib import Path
 from typing import Any
 
+import kubernetes_validate
 import pytest
 import yaml
 from django.core.management import call_command
@@ -15,7 +18,10 @@ from openapi_schema_validator import OAS30Validator
 
 from gitops.crds import CRD_DIR, KINDS, crd, files
 from gitops.manifests import SCHEMAS, VALIDATORS
+from tests.apiextensions import refusals
 from tests.tools import unavailable
+
+KUBERNETES_VERSION = kubernetes_validate.latest_version()  # the newest Kubernetes whose schemas it ships
 
 TENANT = {
     "apiVersion": "gpucloud.io/v1alpha1",
@@ -62,37 +68,26 @@ def test_the_crds_command_prints_what_it_writes():
     assert printed == [crd(kind) for kind in KINDS]
 
 
-def _walk(node: Any, path: str = "") -> list[str]:
-    """What a real API server would refuse in a CRD schema that is not structural."""
-    problems = []
-    if isinstance(node, dict):
-        if "type" not in node and "anyOf" not in path.rsplit(".", 1)[-1]:
-            problems.append(f"{path}: no type")
-        for forbidden in ("const", "$schema", "$id", "title"):
-            if forbidden in node:
-                problems.append(f"{path}: {forbidden}")
-        if node.get("type") == "null":
-            problems.append(f"{path}: type null")
-        if "properties" in node and "additionalProperties" in node:
-            problems.append(f"{path}: properties and additionalProperties")
-        for alternative in node.get("anyOf", []):
-            if {"type", "properties", "additionalProperties", "description"} & set(alternative):
-                problems.append(f"{path}.anyOf: a structural field inside anyOf")
-        for name, child in node.get("properties", {}).items():
-            problems += _walk(child, f"{path}.{name}")
-        for key in ("items", "additionalProperties"):
-            if isinstance(node.get(key), dict):
-                problems += _walk(node[key], f"{path}[{key}]")
-    return problems
-
-
 @pytest.mark.parametrize("kind", sorted(KINDS))
-def test_each_crd_is_structural_namespaced_with_a_status_subresource(kind):
+def test_each_crd_is_namespaced_with_a_status_subresource_and_what_the_api_server_accepts(kind):
     definition = crd(kind)
     (version,) = definition["spec"]["versions"]
     assert (definition["spec"]["group"], version["name"]) == ("gpucloud.io", "v1alpha1")
-    assert definition["spec"]["scope"] == "Namespaced" and version["subresources"] == {"status": {}}
-    assert _walk(version["schema"]["openAPIV3Schema"]) == []
+    assert definition["spec"]["scope"] == "Namespaced"
+    assert version["subresources"] == {"status": {}}
+    assert (
+        refusals(definition) == []
+    )  # the API server's own rules (structural schema, metadata, x-kubernetes-*)
+    kubernetes_validate.validate(definition, KUBERNETES_VERSION, strict=True)  # the CRD object's own schema
+
+
+def test_the_name_rule_stays_and_nothing_else_is_said_about_metadata():
+    for kind in KINDS:
+        schema = crd(kind)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+        assert schema["properties"]["metadata"] == {
+            "type": "object",
+            "properties": {"name": SCHEMAS[kind]["properties"]["metadata"]["properties"]["name"]},
+        }
 
 
 def test_the_crd_schema_has_every_field_of_the_manifest_schema():
@@ -114,12 +109,25 @@ def test_the_api_server_and_apply_refuse_the_same_bad_tenant(spec):
     assert list(openapi_validator("Tenant").iter_errors(document))
 
 
-def test_the_crds_render_with_kustomize_and_the_base_includes_them():
+def kustomize(directory: Path) -> list[dict[str, Any]]:
     if not shutil.which("kubectl"):
         unavailable("kubectl is not installed")
-    done = subprocess.run(["kubectl", "kustomize", str(CRD_DIR)], capture_output=True, text=True)
+    done = subprocess.run(["kubectl", "kustomize", str(directory)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    rendered = {(d["kind"], d["metadata"]["name"]) for d in yaml.safe_load_all(done.stdout) if d}
+    return [d for d in yaml.safe_load_all(done.stdout) if d]
+
+
+def test_the_crds_render_with_kustomize_and_the_base_includes_them():
+    rendered = {(d["kind"], d["metadata"]["name"]) for d in kustomize(CRD_DIR)}
     assert ("CustomResourceDefinition", "tenants.gpucloud.io") in rendered
     assert ("CustomResourceDefinition", "ratecards.gpucloud.io") in rendered
     assert ("ClusterRole", "gpucloud-tenant-resources") in rendered
+
+
+@pytest.mark.parametrize("directory", ["crds", "overlays/production", "overlays/quickstart"])
+def test_every_crd_that_kubectl_apply_k_sends_is_one_the_api_server_accepts(directory):
+    """`kubectl apply -k` of the CRDs alone or of an overlay: what Kustomize adds (labels) included."""
+    rendered = [d for d in kustomize(CRD_DIR.parent / directory) if d["kind"] == "CustomResourceDefinition"]
+    assert {d["metadata"]["name"] for d in rendered} == {"tenants.gpucloud.io", "ratecards.gpucloud.io"}
+    for definition in rendered:
+        assert refusals(definition) == [], definition["metadata"]["name"]

@@ -51,3 +51,33 @@ class AutoSchema(openapi.AutoSchema):
                     ProblemSerializer, code, [PROBLEM_JSON], direction
                 )
         return responses
+
+
+NULL = {"type": "null"}
+
+
+def null_as_in_openapi_31(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    """drf-spectacular's post-processing hook: null written as OpenAPI 3.1 (JSON Schema) has it, everywhere.
+
+    Two shapes remain after drf-spectacular's own 3.1 output, and both refuse a real `null`:
+    - `nullable: true` from code that writes 3.0 schemas itself (DRF's paginator: `next`, `previous`), which
+      3.1 ignores: it becomes `type: [<type>, "null"]`;
+    - a nullable JSON field (any value) as `oneOf: [{}, {type: null}]`: null matches both branches and oneOf
+      wants exactly one; `{}` admits null already, so the pair becomes `{}`.
+    """
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if node.pop("nullable", False) and "type" in node:
+                kinds = node["type"] if isinstance(node["type"], list) else [node["type"]]
+                node["type"] = [*kinds, "null"] if "null" not in kinds else kinds
+            if node.get("oneOf") in ([{}, NULL], [NULL, {}]):
+                del node["oneOf"]
+            for child in node.values():
+                walk(child)
+        elif isinstance(node, list):
+            for child in node:
+                walk(child)
+
+    walk(result)
+    return result

@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -153,6 +154,42 @@ def test_two_schedulers_started_at_once_fire_each_schedule_once_and_the_standby_
         assert stop(schedulers[leader]) == 0  # a clean stop releases the lock at once
         wait_until(lambda: len(sends(logs[standby])) >= 2, 30, "the standby takes over")
         wait_until(lambda: queued_as_logged(leader, standby), 5, "one message per firing of either scheduler")
+    finally:
+        for scheduler in schedulers:
+            stop(scheduler)
+
+
+def healthz(port: int) -> tuple[int, dict]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+    except OSError:
+        return 0, {}
+
+
+def test_the_leader_beats_its_liveness_probe_each_loop_and_the_standby_waiting_for_the_lock_is_alive(
+    broker, tmp_path
+):
+    ports = [free_port(), free_port()]
+    logs = [tmp_path / "scheduler-a.log", tmp_path / "scheduler-b.log"]
+    base = process_env(GPUCLOUD_RECONCILE_INTERVAL="1", GPUCLOUD_SCHEDULER_LOCK_TIMEOUT="10")
+    schedulers = [
+        gpucloud("scheduler", env=base | {"GPUCLOUD_HEALTH_PORT": str(port)}, out=log)
+        for port, log in zip(ports, logs, strict=True)
+    ]
+    try:
+        wait_until(lambda: any(sends(log) for log in logs), 60, "a scheduler fires")
+        leader = 0 if sends(logs[0]) else 1
+        status, body = healthz(ports[leader])
+        assert status == 200
+        assert body["max"] == 10.0  # the lock timeout: a leader that has not come round has lost its lock
+        assert body["seconds_since_beat"] < 6  # beat's loop comes round every 5 s at most
+        assert healthz(ports[1 - leader]) == (
+            200,
+            {"alive": True, "beat": "none yet: starting, or waiting for its turn"},
+        )
     finally:
         for scheduler in schedulers:
             stop(scheduler)

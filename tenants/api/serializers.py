@@ -135,7 +135,9 @@ class AuditEventSerializer(ModelSerializer):
     id = serializers.CharField(source="public_id")
     actor = serializers.CharField(source="actor_label")
     tenant: serializers.SlugRelatedField[Tenant] = serializers.SlugRelatedField(
-        slug_field="slug", read_only=True
+        slug_field="slug",
+        read_only=True,
+        allow_null=True,  # platform-wide events belong to no tenant
     )
 
     class Meta:

@@ -1,11 +1,14 @@
 """The whole Terraform cycle on deploy/terraform/example/, with the real terraform (1.11.4) against a live
 gpucloud on PostgreSQL and a real Celery worker: init through the filesystem mirror, plan, apply, in-place
-update, replacement, drift after a change through the API, import, destroy."""
+update, replacement, drift after a change through the API, import, destroy; what it leaves in its working
+directory is ignored by git. The platform's rate card is an example of its own (terraform/rate-card)."""
 
 from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,6 +22,7 @@ from terraform_provider.tests.conftest import Terraform
 pytestmark = pytest.mark.worker
 
 EXAMPLE = settings.BASE_DIR / "deploy" / "terraform" / "example" / "main.tf"
+RATE_CARD = settings.BASE_DIR / "deploy" / "terraform" / "rate-card" / "main.tf"
 
 ADOPTED = """
 resource "gpucloud_quota" "vision_a100" {
@@ -43,14 +47,14 @@ def test_the_example_goes_through_the_whole_terraform_cycle(terraform: Terraform
         'provider "gpucloud.io/gpucloud/gpucloud"' in (terraform.workdir / ".terraform.lock.hcl").read_text()
     )
 
-    assert "Plan: 5 to add, 0 to change, 0 to destroy." in terraform.plan(expect=2)
+    assert "Plan: 4 to add, 0 to change, 0 to destroy." in terraform.plan(expect=2)
     terraform.apply()
     vision = Tenant.objects.get(slug="vision")
     assert (vision.state, vision.display_name) == ("ready", "Vision Team")  # create waited for ready
     quota = Quota.objects.get(tenant=vision, gpu_class__name="h200-141gb")
     assert (quota.guaranteed, quota.burst) == (8, 8)
     assert Membership.objects.get(tenant=vision, user__username="alice").role == "owner"
-    assert RateCard.objects.filter(prices__has_key="h200-141gb").count() == 1
+    assert not RateCard.objects.exists()  # prices are the platform's, not a tenant example's
     outputs = json.loads(terraform.run("output", "-json").stdout)
     assert outputs["endpoint"]["value"] == vision.cluster.endpoint
     assert vision.cluster.endpoint in outputs["kubeconfig"]["value"]
@@ -92,13 +96,11 @@ def test_the_example_goes_through_the_whole_terraform_cycle(terraform: Terraform
     # Import, each id form: everything but the quota leaves the state and comes back; a quota made by hand
     # is adopted.
     token_id = ApiToken.objects.get(tenant=vision, name="ci-2").public_id
-    card_id = RateCard.objects.get(prices__has_key="h200-141gb").public_id
     everything = ["gpucloud_tenant.vision", "gpucloud_member.member", "gpucloud_service_token.ci"]
-    terraform.run("state", "rm", *everything, "gpucloud_rate_card.standard")
+    terraform.run("state", "rm", *everything)
     terraform.run("import", "gpucloud_tenant.vision", "vision")
     terraform.run("import", "gpucloud_member.member", "vision/alice")
     terraform.run("import", "gpucloud_service_token.ci", f"vision/{token_id}")
-    terraform.run("import", "gpucloud_rate_card.standard", card_id)
     assert api.put(f"{base}/quotas/a100-80gb/", json={"guaranteed": 4}).status_code == 201
     (terraform.workdir / "adopted.tf").write_text(ADOPTED)
     terraform.run("import", "gpucloud_quota.vision_a100", "vision/a100-80gb")
@@ -110,13 +112,51 @@ def test_the_example_goes_through_the_whole_terraform_cycle(terraform: Terraform
     assert "# (8 unchanged attributes hidden)" in imported
     assert terraform.run("output", "-raw", "seen").stdout == "ready on demo"  # the tenant data source
 
-    # Destroy: the tenant is deleted (and waited for), its guarantees return, its token is revoked.
+    # What terraform left in its working directory, and the kubeconfig as the README writes it: git ignores
+    # all of it, whether the example runs from its working copy under var/ (README) or where it lies.
+    (terraform.workdir / "vision.kubeconfig").write_text(outputs["kubeconfig"]["value"])
+    assert not tracked_by_git(terraform.workdir, "var/terraform/example")
+    assert not tracked_by_git(terraform.workdir, "deploy/terraform/example")
+
+    # Destroy: the tenant is deleted (and waited for), its guarantees return, its token is revoked, and the
+    # platform has nothing left of the example.
     destroyed = terraform.run("destroy", "-auto-approve").stdout
-    assert "Destroy complete! Resources: 6 destroyed." in destroyed
+    assert "Destroy complete! Resources: 5 destroyed." in destroyed
     vision.refresh_from_db()
     assert vision.state == "deleted"
     assert not Quota.objects.filter(tenant=vision).exists()
     assert ApiToken.objects.get(tenant=vision, name="ci-2").revoked_at is not None
-    assert (
-        RateCard.objects.filter(prices__has_key="h200-141gb").count() == 1
-    )  # a version stays, with a warning
+    assert not RateCard.objects.exists()
+
+
+EXAMPLE_FILES = {"main.tf", "adopted.tf"}  # the example itself, and the block this test adds
+
+
+def tracked_by_git(workdir: Path, where: str) -> list[str]:
+    """The files terraform (and the README) left in `workdir` that git would see if it were `where`."""
+    left = [p.relative_to(workdir) for p in workdir.rglob("*") if p.is_file() and p.name not in EXAMPLE_FILES]
+    assert any(p.name == "terraform.tfstate" for p in left)  # state was written: the check checks something
+    seen = []
+    for path in left:
+        candidate = f"{where}/{path}"
+        done = subprocess.run(
+            ["git", "check-ignore", "-q", "--no-index", candidate], cwd=settings.BASE_DIR, capture_output=True
+        )
+        assert done.returncode in (0, 1), done.stderr
+        if done.returncode == 1:
+            seen.append(candidate)
+    return seen
+
+
+def test_the_rate_card_example_sets_the_platforms_prices_on_its_own(terraform: Terraform) -> None:
+    shutil.copy(RATE_CARD, terraform.workdir / "main.tf")
+    terraform.run("init")
+    assert "Plan: 1 to add, 0 to change, 0 to destroy." in terraform.plan(expect=2)
+    terraform.apply()
+    card = RateCard.objects.get()
+    assert (str(card.prices["h200-141gb"]), card.currency) == ("4.500000", "USD")
+    assert terraform.run("output", "-raw", "version").stdout == str(card.version)
+    terraform.run("state", "rm", "gpucloud_rate_card.standard")
+    terraform.run("import", "gpucloud_rate_card.standard", card.public_id)
+    assert "No changes." in terraform.plan(expect=0)  # "4.500000" from the API equals the configured 4.5
+    assert "Destroy complete! Resources: 1 destroyed." in terraform.run("destroy", "-auto-approve").stdout

@@ -1,5 +1,7 @@
 # A tenant as code: gpucloud's Terraform provider, installed from the local mirror `make terraform-provider`
-# builds. README.md ("Terraform") says how to run it; terraform_provider/tests/ runs it against a live server.
+# builds. README.md ("Terraform") says how to run it — from a working copy under var/, so the state (which holds
+# the service token) and the kubeconfig stay out of the repository; terraform_provider/tests/ runs it against a
+# live server. Prices are the platform's, in ../rate-card/, not part of a tenant.
 
 terraform {
   required_providers {
@@ -73,11 +75,6 @@ resource "gpucloud_service_token" "ci" {
   tenant = gpucloud_tenant.vision.slug
   name   = var.token_name
   scope  = "write"
-}
-
-resource "gpucloud_rate_card" "standard" {
-  effective_from = "2026-01-01T00:00:00Z"
-  prices         = { "h200-141gb" = 4.5 }
 }
 
 data "gpucloud_kubeconfig" "vision" {

@@ -9,6 +9,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from gitops.controller import KINDS, Controller
+from gpucloud import liveness
 from scheduling.models import HostCluster
 from workers.drivers.base import DriverError
 
@@ -84,6 +85,7 @@ class Command(BaseCommand):
             signal.signal(signum, lambda *_: stop.set())
         running: dict[tuple[int, str], threading.Thread] = {}
         while not stop.is_set():
+            liveness.beat()  # `gpucloud tenant-watcher`'s /healthz: this loop still comes round
             # Host clusters registered (or threads ended) since the last look are picked up here.
             for cluster in self._clusters(host_cluster):
                 self._start(cluster, running, stop, resync)
