@@ -31,7 +31,7 @@ from scheduling.models import GpuClass, HealthEvent, Node
 from tenants import services
 from tenants.audit import Actor
 from tenants.models import Tenant, TenantCluster
-from tenants.tokens import create_service_token, create_token
+from tenants.tokens import create_scim_token, create_service_token, create_token
 from tests.test_route_matrix import api_routes, methods
 
 SCHEMA_URI = "urn:gpucloud:openapi"
@@ -76,6 +76,7 @@ def present(admin, mini, tenant_on, make_user, settings, api):  # noqa: F811
     budgets.set_budget(actor=as_admin, tenant=acme, monthly_amount="1000.00")
     personal, _ = create_token(actor=as_admin, user=admin, name="laptop")
     service, _ = create_service_token(actor=as_admin, tenant=acme, name="ci")
+    scim, _ = create_scim_token(actor=as_admin, name="okta")
     source = gitops.create_source(actor=as_admin, name="platform", url="https://git.example.com/platform.git")
     event = _quarantine(mini, acme)
     values = {
@@ -88,6 +89,7 @@ def present(admin, mini, tenant_on, make_user, settings, api):  # noqa: F811
         },
         "token-detail": {"id": personal.public_id},
         "service-token-detail": {"id": service.public_id},
+        "scim-token-detail": {"id": scim.public_id},
         "gpu-class-detail": {"name": "h100-80gb"},
         "host-cluster-detail": {"name": mini.name},
         "host-cluster-conformance": {"name": mini.name},
