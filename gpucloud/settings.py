@@ -324,6 +324,9 @@ if CELERY_BROKER_URL.startswith("filesystem:"):
     )
 if CELERY_BROKER_URL.startswith("sqlite:"):
     CELERY_BROKER_TRANSPORT = "gpucloud.broker:Transport"
+elif CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    # kombu's Redis transport, screening what comes off a queue: a poison message is dropped, not fatal.
+    CELERY_BROKER_TRANSPORT = "gpucloud.broker:RedisTransport"
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # `gpucloud scheduler` runs beat with RedBeat: the schedule lives in Redis and a lock there lets only one of
 # several running schedulers fire it; a standby takes over within the lock timeout of the leader dying.
