@@ -147,7 +147,8 @@ class _ScreenedRedis:
 
 class RedisChannel(redis.Channel):
     def _get_client(self) -> Any:
-        client, keywords = super()._get_client(), {}
+        client: Any = super()._get_client()
+        keywords: dict[str, Any] = {}
         if isinstance(client, functools.partial):  # kombu's client with a global key prefix
             client, keywords = client.func, client.keywords
         screened = type(f"Screened{client.__name__}", (_ScreenedRedis, client), {})

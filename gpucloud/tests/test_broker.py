@@ -126,7 +126,7 @@ class RedisQueues:
     def send(self, name: str) -> Any:
         return app.send_task(name)
 
-    def dead_letters(self) -> list[bytes]:
+    def dead_letters(self) -> list[Any]:
         return list(self.client.lrange(broker.DEAD_LETTER_LIST, 0, -1))
 
 
