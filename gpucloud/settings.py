@@ -263,12 +263,21 @@ CONTENT_SECURITY_POLICY = {
         "form-action": _FORM_TARGETS,
     }
 }
-# Rate limits and throttles count in this cache; with several web processes point it at Redis.
+# Rate limits, throttles and sign-in lock-outs count in this cache, so it must be shared by every process
+# that answers requests (gunicorn's workers, every web pod): Redis when GPUCLOUD_CACHE_URL names one, else
+# the database (gpucloud/cache.py, table made by a migration), on PostgreSQL and on the embedded SQLite alike.
+# Never a per-process cache: each of N workers would count to the limit by itself.
 CACHES = {
     "default": (
         {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": env_str("GPUCLOUD_CACHE_URL")}
         if env_str("GPUCLOUD_CACHE_URL")
-        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+        else {
+            "BACKEND": "gpucloud.cache.DatabaseCache",
+            "LOCATION": "gpucloud_cache",  # gpucloud.cache.TABLE
+            # Culling (past MAX_ENTRIES rows) would drop counts an attacker wants gone: keep many. Rows expire
+            # with their window (GPUCLOUD_LOGIN_ATTEMPTS_WINDOW, a minute for throttles) and go first.
+            "OPTIONS": {"MAX_ENTRIES": 100_000},
+        }
     )
 }
 GPUCLOUD_THROTTLE_RATES = {"tokens": env_str("GPUCLOUD_TOKEN_RATE", "60/min")}
