@@ -91,7 +91,7 @@ def test_gunicorns_workers_share_one_lock_out_count_so_only_the_limit_of_wrong_p
     login = f"http://127.0.0.1:{port}/login/"
     try:
         wait_until(lambda: get(f"http://127.0.0.1:{port}/healthz") == 200, 60, "the web process answers")
-        csrf = requests.get(login, timeout=30).cookies["csrftoken"]
+        csrf = str(requests.get(login, timeout=30).cookies["csrftoken"])
         start = threading.Barrier(30)
 
         def sign_in(password: str) -> int:
