@@ -27,6 +27,7 @@ from gitops.manifests import Document, ManifestInvalid, Problem
 from gitops.models import ManagedObject
 from gitops.ownership import Move
 from gpucloud.errors import PermissionDenied, ServiceError
+from gpucloud.transactions import retry_on_conflict
 from scheduling import services as fleet
 from scheduling.models import GpuClass, HostCluster, host_cluster_named
 from tenants import audit, invitations, services
@@ -490,7 +491,21 @@ def _host_cluster_steps(actor: Actor, change: Change) -> list[Step]:
 STEPS = {"Tenant": _tenant_steps, "RateCard": _rate_card_steps, "HostCluster": _host_cluster_steps}
 
 
+def _quota_classes(change: Change) -> list[str]:
+    return [f.path[len("quotas[") : -1] for f in change.fields if f.path.startswith("quotas[")]
+
+
 def _carry_out(actor: Actor, changes: list[Change], source: str) -> None:
+    # The steps run in phases (guarantees shrink before any grows), so two applies would otherwise take the
+    # same locks in opposite orders (one shrinks H200 and grows A100, the other the reverse) and deadlock:
+    # every lock the steps will take is taken first, in the one global order (tenants/services.py).
+    services.lock_in_order(
+        {
+            c.name: _quota_classes(c)
+            for c in changes
+            if c.kind == "Tenant" and c.action in ("update", "delete")
+        }
+    )
     steps = [
         step for change in changes if change.action != "none" for step in STEPS[change.kind](actor, change)
     ]
@@ -539,6 +554,7 @@ def _record_ownership(actor: Actor, changes: list[Change], source: str, revision
     return moves
 
 
+@retry_on_conflict
 def apply(
     documents: list[Document],
     *,

@@ -21,6 +21,7 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 RECONCILE_TENANT = "workers.reconcile_tenant"
 RECONCILE_HOST_CLUSTER = "workers.reconcile_host_cluster"
 RECONCILE_ALL = "workers.reconcile_all"
+FULL_PASS = "workers.full_pass"
 AUDIT_STUCK = "workers.report_stuck_tenants"
 SIMULATE_WORKLOADS = "workers.simulate_workloads"
 COLLECT_USAGE = "billing.collect_usage"
@@ -44,6 +45,7 @@ app.conf.update(
         RECONCILE_TENANT: {"queue": "reconcile"},
         RECONCILE_HOST_CLUSTER: {"queue": "reconcile"},
         RECONCILE_ALL: {"queue": "reconcile"},
+        FULL_PASS: {"queue": "reconcile"},
         AUDIT_STUCK: {"queue": "default"},
         SIMULATE_WORKLOADS: {"queue": "default"},
         COLLECT_USAGE: {"queue": "default"},

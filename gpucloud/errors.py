@@ -85,3 +85,13 @@ class IdempotencyKeyReused(ServiceError):
     status = 422
     type = "idempotency-key-reused"
     title = "This Idempotency-Key was used for another request"
+
+
+class Busy(ServiceError, TemporaryError):
+    """Concurrent changes kept the database from completing this one (a deadlock or a serialization failure,
+    still there after the retries of `gpucloud.transactions`): nothing was changed, and sending it again will
+    do. A 503 with Retry-After for a request; a task retries it like any temporary error."""
+
+    status = 503
+    type = "busy"
+    title = "Busy with concurrent changes; try again"

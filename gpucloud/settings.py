@@ -271,12 +271,21 @@ CONTENT_SECURITY_POLICY = {
         "form-action": _FORM_TARGETS,
     }
 }
-# Rate limits and throttles count in this cache; with several web processes point it at Redis.
+# Rate limits, throttles and sign-in lock-outs count in this cache, so it must be shared by every process
+# that answers requests (gunicorn's workers, every web pod): Redis when GPUCLOUD_CACHE_URL names one, else
+# the database (gpucloud/cache.py, table made by a migration), on PostgreSQL and on the embedded SQLite alike.
+# Never a per-process cache: each of N workers would count to the limit by itself.
 CACHES = {
     "default": (
         {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": env_str("GPUCLOUD_CACHE_URL")}
         if env_str("GPUCLOUD_CACHE_URL")
-        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+        else {
+            "BACKEND": "gpucloud.cache.DatabaseCache",
+            "LOCATION": "gpucloud_cache",  # gpucloud.cache.TABLE
+            # Culling (past MAX_ENTRIES rows) would drop counts an attacker wants gone: keep many. Rows expire
+            # with their window (GPUCLOUD_LOGIN_ATTEMPTS_WINDOW, a minute for throttles) and go first.
+            "OPTIONS": {"MAX_ENTRIES": 100_000},
+        }
     )
 }
 GPUCLOUD_THROTTLE_RATES = {"tokens": env_str("GPUCLOUD_TOKEN_RATE", "60/min")}
@@ -340,6 +349,9 @@ if CELERY_BROKER_URL.startswith("filesystem:"):
     )
 if CELERY_BROKER_URL.startswith("sqlite:"):
     CELERY_BROKER_TRANSPORT = "gpucloud.broker:Transport"
+elif CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    # kombu's Redis transport, screening what comes off a queue: a poison message is dropped, not fatal.
+    CELERY_BROKER_TRANSPORT = "gpucloud.broker:RedisTransport"
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # `gpucloud scheduler` runs beat with RedBeat: the schedule lives in Redis and a lock there lets only one of
 # several running schedulers fire it; a standby takes over within the lock timeout of the leader dying.

@@ -8,6 +8,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from gpucloud.errors import ServiceError
+from gpucloud.transactions import busy, is_conflict
 
 
 class ServiceErrorPage:
@@ -20,6 +21,8 @@ class ServiceErrorPage:
         return self.get_response(request)
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if is_conflict(exception):  # a deadlock no retry was in a place to undo: "try again", not a 500
+            exception = busy(exception)
         if not isinstance(exception, ServiceError) or request.path.startswith("/api/"):
             return None
         context = {"title": exception.title, "detail": exception.detail}

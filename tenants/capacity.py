@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from django.db import transaction
@@ -195,11 +196,22 @@ def lock_admission(host_cluster: HostCluster, gpu_model: GpuModel) -> None:
     enough: two requests for different classes would each see the other's GPUs as free. The lock row is made
     on first use; a concurrent first use waits on the unique key and then locks the same row.
     """
-    lock = AdmissionLock.objects.select_for_update().filter(host_cluster=host_cluster, gpu_model=gpu_model)
-    if lock.exists():  # the usual case: the row is there, and now locked (one statement)
+    _lock_admission_row(host_cluster.pk, gpu_model.pk)
+
+
+def lock_admissions(keys: Iterable[tuple[int, int]]) -> None:
+    """Lock the admission rows of these (host cluster id, GPU model id) in that order, the global order of
+    admission locks (`tenants/services.py`, "Lock order"): for a transaction that admits several models."""
+    for host_cluster_id, gpu_model_id in sorted(set(keys)):
+        _lock_admission_row(host_cluster_id, gpu_model_id)
+
+
+def _lock_admission_row(host_cluster_id: int, gpu_model_id: int) -> None:
+    rows = AdmissionLock.objects.filter(host_cluster_id=host_cluster_id, gpu_model_id=gpu_model_id)
+    if rows.select_for_update().exists():  # the usual case: the row is there, and now locked (one statement)
         return
-    AdmissionLock.objects.get_or_create(host_cluster=host_cluster, gpu_model=gpu_model)
-    AdmissionLock.objects.select_for_update().get(host_cluster=host_cluster, gpu_model=gpu_model)
+    AdmissionLock.objects.get_or_create(host_cluster_id=host_cluster_id, gpu_model_id=gpu_model_id)
+    rows.select_for_update().get()
 
 
 def _require_hami(host_cluster: HostCluster, gpu_class: GpuClass) -> None:

@@ -2,11 +2,24 @@
 
 Each service validates, writes in one transaction, writes its audit row, and asks for a reconcile once the
 transaction has committed (so a worker never reads a state that was rolled back).
+
+Lock order. Every transaction takes its row locks in one global order, so no two ever wait for each other in
+a circle (PostgreSQL's "deadlock detected"):
+
+  1. tenant rows, by id;
+  2. admission rows (`tenants.capacity`), by (host cluster id, GPU model id).
+
+A service takes at most one of each, in that order (`set_quota`: its tenant, then its model's admission row).
+A transaction that makes several changes (an apply) takes every lock its changes will take first, in that
+order, with `lock_in_order`. A transaction the database still ends for another's sake (a tenant created in
+the same apply takes its admission rows as it goes) is run again by `gpucloud.transactions.atomic`, which
+every service here opens its transaction with.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -17,10 +30,11 @@ from django.utils import timezone
 from gpucloud.celery import enqueue_tenant_reconcile
 from gpucloud.errors import Conflict, NotFound, PermissionDenied, ValidationFailed
 from gpucloud.limits import integer_range
+from gpucloud.transactions import atomic
 from scheduling.models import GpuClass, HostCluster
 from tenants import audit, tiers
 from tenants.audit import Actor
-from tenants.capacity import admit, pick_host_cluster
+from tenants.capacity import admit, lock_admissions, pick_host_cluster
 from tenants.declared import refuse_undone_edit
 from tenants.models import SLUG_RE, InvalidTransition, Membership, Quota, Tenant, TenantCluster
 from tenants.permissions import SCOPE_NEEDED, roles_with, scope_allows
@@ -123,7 +137,7 @@ def _validate_tier(trust_tier: str) -> None:
         raise ValidationFailed.on("trust_tier", f"{trust_tier!r} is not a trust tier; use one of: {allowed}")
 
 
-@transaction.atomic
+@atomic
 def create_tenant(
     *,
     actor: Actor,
@@ -149,7 +163,7 @@ def create_tenant(
     return tenant
 
 
-@transaction.atomic
+@atomic
 def update_tenant(
     *, actor: Actor, tenant: Tenant, display_name: str | None = None, trust_tier: str | None = None
 ) -> Tenant:
@@ -211,7 +225,7 @@ def _seconds_of(value: str) -> int:
     return sum(int(n) * units[u] for n, u in re.findall(r"(\d+)([hms])", value))
 
 
-@transaction.atomic
+@atomic
 def set_sleep_settings(
     *,
     actor: Actor,
@@ -254,7 +268,7 @@ def set_sleep_settings(
     return tenant
 
 
-@transaction.atomic
+@atomic
 def flag_idle(*, actor: Actor, tenant: Tenant, since: Any, at: Any = None) -> bool:
     """Metering found the tenant's GPUs idle since `since`: flag it and, when it opted in, put its cluster to
     sleep (its pods go, its guarantee is lent to its cohort). Returns whether it was put to sleep now."""
@@ -279,7 +293,7 @@ def flag_idle(*, actor: Actor, tenant: Tenant, since: Any, at: Any = None) -> bo
     return sleep
 
 
-@transaction.atomic
+@atomic
 def wake_tenant(*, actor: Actor, tenant: Tenant, reason: str = "woken") -> Tenant:
     """Wake a tenant cluster gpucloud put to sleep, or clear its idle flag: its quota returns to it at the
     next pass, and idleness counts afresh from now. The team may do it (any kubectl call of theirs would,
@@ -336,14 +350,14 @@ def _transition(actor: Actor, tenant: Tenant, state: str, action: str, reason: s
     return tenant
 
 
-@transaction.atomic
+@atomic
 def suspend_tenant(*, actor: Actor, tenant: Tenant) -> Tenant:
     """Put the tenant's cluster to sleep: its workloads stop, its objects and quotas stay."""
     require(actor, tenant, "tenant.suspend", "suspending a tenant")
     return _transition(actor, tenant, Tenant.State.SUSPENDED, "tenant.suspend")
 
 
-@transaction.atomic
+@atomic
 def resume_tenant(*, actor: Actor, tenant: Tenant) -> Tenant:
     """Wake a suspended tenant, or retry a failed one."""
     require(actor, tenant, "tenant.suspend", "resuming a tenant")
@@ -359,7 +373,7 @@ def resume_tenant(*, actor: Actor, tenant: Tenant) -> Tenant:
     return _transition(actor, tenant, targets[tenant.state], "tenant.resume")
 
 
-@transaction.atomic
+@atomic
 def delete_tenant(*, actor: Actor, tenant: Tenant) -> Tenant:
     """Start deleting: the reconciler removes the tenant cluster, then marks the tenant deleted."""
     require(actor, tenant, "tenant.delete", "deleting a tenant")
@@ -402,7 +416,7 @@ def require_member_grant(actor: Actor, tenant: Tenant, role: str) -> None:
         _require_owner_rights(actor, tenant, "making someone an owner")
 
 
-@transaction.atomic
+@atomic
 def add_member(*, actor: Actor, tenant: Tenant, username: str, role: str) -> Membership:
     """Give a user a role in the tenant, or change the role they have.
 
@@ -455,7 +469,7 @@ def _refuse_last_owner(tenant: Tenant, membership: Membership) -> None:
         )
 
 
-@transaction.atomic
+@atomic
 def remove_member(*, actor: Actor, tenant: Tenant, membership: Membership) -> None:
     """Take a user's role in the tenant away. Only owners remove an owner, and never the last one."""
     require(actor, tenant, "member.manage", "managing members")
@@ -483,6 +497,26 @@ def remove_member(*, actor: Actor, tenant: Tenant, membership: Membership) -> No
     )
 
 
+def lock_in_order(changes: Mapping[str, Collection[str]]) -> None:
+    """Take, in the global lock order, the locks that changing these tenants will take one by one: their rows,
+    then the admission rows of the GPU models whose quotas change. `changes`: tenant slug → the GPU classes
+    of its quotas that change (empty if none). Call it inside the transaction, before the first change."""
+    if not transaction.get_connection().in_atomic_block:
+        raise RuntimeError("lock_in_order() must run inside the transaction that makes the changes")
+    # Only the tenant rows (not their clusters: the reconciler writes a cluster row before its tenant's).
+    locked = Tenant.objects.select_for_update().filter(slug__in=list(changes)).order_by("pk")
+    slugs = dict(locked.values_list("pk", "slug"))
+    on = dict(TenantCluster.objects.filter(tenant_id__in=slugs).values_list("tenant_id", "host_cluster_id"))
+    classes = {name for slug in slugs.values() for name in changes[slug]}
+    models = dict(GpuClass.objects.filter(name__in=classes).values_list("name", "gpu_model_id"))
+    lock_admissions(
+        (on[pk], models[name])
+        for pk, slug in slugs.items()
+        for name in changes[slug]
+        if pk in on and name in models
+    )
+
+
 def quota_snapshot(quota: Quota, gpu_class: GpuClass | None = None) -> dict[str, Any]:
     """The quota as audited; `gpu_class`, its class, when the caller has it (no query to load it)."""
     return {
@@ -505,7 +539,7 @@ def _count(field: str, value: Any, *, minimum: int = 0, optional: bool = False) 
     return value
 
 
-@transaction.atomic
+@atomic
 def set_quota(
     *,
     actor: Actor,
@@ -565,7 +599,7 @@ def set_quota(
     return quota, created
 
 
-@transaction.atomic
+@atomic
 def remove_quota(*, actor: Actor, quota: Quota) -> None:
     """Drop a tenant's quota of one GPU class; its guarantee returns to the pool."""
     if not actor.is_platform_admin:
@@ -586,7 +620,7 @@ def remove_quota(*, actor: Actor, quota: Quota) -> None:
     _reconcile_on_commit(tenant)
 
 
-@transaction.atomic
+@atomic
 def set_platform_admin(*, actor: Actor, user: Any, admin: bool) -> bool:
     """Make `user` a platform administrator, or stop them being one; returns whether anything changed.
 
@@ -624,7 +658,7 @@ def _sso_audit(actor: Actor, action: str, tenant: Tenant, before: Any, after: An
     )
 
 
-@transaction.atomic
+@atomic
 def sync_sso_memberships(*, actor: Actor, user: Any, grants: dict[Tenant, str]) -> None:
     """Make the user's `sso` memberships exactly `grants` (tenant → role), keeping hand-granted ones.
 

@@ -29,8 +29,15 @@ def fast_password_hashing(settings: Any) -> None:
 
 
 @pytest.fixture(autouse=True)
-def fresh_rate_limits() -> None:
-    """Throttles and sign-in limits count in the (per-process) cache: every test starts at zero."""
+def fresh_rate_limits(request: pytest.FixtureRequest) -> None:
+    """Throttles and sign-in limits count in the shared cache (the database's, or Redis): every test that
+    can reach it starts at zero. A test without the database has no cache to count in."""
+    if "transactional_db" in request.fixturenames or "live_server" in request.fixturenames:
+        request.getfixturevalue("transactional_db")
+    elif "db" in request.fixturenames:
+        request.getfixturevalue("db")
+    elif request.node.get_closest_marker("django_db") is None:
+        return
     cache.clear()
 
 

@@ -5,7 +5,8 @@ none is pending enqueues one, the rest ride on it. The pass clears the request a
 before it reads any state (`begin_pass`), so a change committed after that asks for a pass of its own and is
 never missed; a pass that fails gives its tenants back (`give_back`) for its retry. A request older than STALE
 whose pass never started (the broker lost the message, the worker died before it ran) is taken over by the
-next ask. The periodic pass over every tenant (`workers.reconcile_all`) remains the level-triggered backstop.
+next ask. The periodic pass over every tenant (`workers.reconcile_all`, one `workers.full_pass` per host
+cluster) remains the level-triggered backstop.
 """
 
 from __future__ import annotations

@@ -279,14 +279,6 @@ def _write_cluster(tenant: Tenant, observation: TenantObservation | None, phase:
     return 1
 
 
-def reconcile_all() -> dict[str, PassOutcome]:
-    """The level-triggered pass: every host cluster, every tenant."""
-    outcomes = {}
-    for host_cluster in HostCluster.objects.all():
-        outcomes[host_cluster.name] = reconcile_host_cluster(host_cluster)
-    return outcomes
-
-
 def stuck_tenants(older_than_seconds: float) -> list[Tenant]:
     """Tenants in a transitional state for longer than they should be."""
     cutoff = timezone.now() - timedelta(seconds=older_than_seconds)

@@ -66,13 +66,26 @@ def _ask_for_pass(host_cluster_id: int, tenant_ids: list[int], countdown: float 
         enqueue(names.RECONCILE_HOST_CLUSTER, host_cluster_id, countdown=countdown)
 
 
-@task(names.RECONCILE_ALL, max_retries=2)
+@task(names.RECONCILE_ALL, max_retries=0)
 def reconcile_all() -> None:
-    """The periodic, level-triggered pass over every host cluster."""
-    for outcome in reconcile.reconcile_all().values():
-        if outcome.transitional:
-            _ask_for_pass(outcome.host_cluster_id, outcome.transitional, countdown=settings.REQUEUE_DELAY)
-        access.sync_due(access.tenants_of(outcome.host_cluster_id))
+    """The periodic, level-triggered pass: one full pass per host cluster, each its own task, so a host
+    cluster whose lock is busy or that does not answer holds up no other (as `health_pass_all`)."""
+    for host_cluster_id in HostCluster.objects.values_list("pk", flat=True):
+        enqueue(names.FULL_PASS, host_cluster_id)
+
+
+@task(names.FULL_PASS, max_retries=2)
+def full_pass(host_cluster_id: int) -> None:
+    """Every tenant of one host cluster compared with the cluster, objects of tenants gone pruned; again
+    shortly for those still in transit. A busy lock or an unreachable cluster is retried, then left to the
+    next periodic pass."""
+    host_cluster = HostCluster.objects.filter(pk=host_cluster_id).first()
+    if host_cluster is None:
+        return
+    outcome = reconcile.reconcile_host_cluster(host_cluster)
+    if outcome.transitional:
+        _ask_for_pass(host_cluster_id, outcome.transitional, countdown=settings.REQUEUE_DELAY)
+    access.sync_due(access.tenants_of(host_cluster_id))
 
 
 @task(names.AUDIT_STUCK, max_retries=0)

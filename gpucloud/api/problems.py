@@ -10,13 +10,14 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
-from django.db import DataError, IntegrityError
+from django.db import DataError, IntegrityError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 
-from gpucloud.errors import Conflict, ServiceError, ValidationFailed
+from gpucloud.errors import Busy, Conflict, ServiceError, ValidationFailed
+from gpucloud.transactions import busy, is_conflict
 
 log = logging.getLogger(__name__)
 
@@ -105,11 +106,15 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         return exc.response
     if isinstance(exc, IntegrityError | DataError):
         exc = _from_database(exc)
+    if isinstance(exc, OperationalError) and is_conflict(exc):  # a deadlock no retry was in a place to undo
+        exc = busy(exc)
     if isinstance(exc, ServiceError):
         body = problem(exc.status, exc.title, exc.detail, exc.type, **exc.extra)
         if exc.errors:
             body["errors"] = exc.errors
         response = Response(body, status=exc.status)
+        if isinstance(exc, Busy):
+            response["Retry-After"] = "1"
     else:
         if isinstance(exc, Http404):
             exc = exceptions.NotFound("no such object, or it is not visible to you")

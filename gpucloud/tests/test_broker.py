@@ -1,14 +1,26 @@
-"""The embedded broker (gpucloud/broker.py): one SQLite file shared by several processes, kept small."""
+"""The brokers (gpucloud/broker.py): the embedded SQLite file shared by several processes and kept small, and
+what a worker on Redis does with a message that is not one."""
 
 from __future__ import annotations
 
+import base64
+import json
 import multiprocessing
+import os
 import sqlite3
 from pathlib import Path
+from typing import Any
 
+import pytest
+import redis
 from kombu import Connection
 
 from gpucloud import broker
+from gpucloud import celery as names
+from gpucloud.celery import app
+from gpucloud.tests.test_cli import fresh_database, gpucloud, process_env, stop, wait_until
+
+__all__ = ["fresh_database"]  # a fixture: imported to be used here
 
 TRANSPORT = "gpucloud.broker:Transport"
 
@@ -72,3 +84,94 @@ def test_delivered_messages_are_swept_from_the_file(tmp_path):
 
     rows = sqlite3.connect(path).execute("SELECT count(*) FROM kombu_message").fetchone()
     assert rows == (2,)  # the two not yet delivered
+
+
+# --- What a worker does with something on its queue that is not a task message ----------------------------
+
+NOT_MESSAGES = [
+    b"garbage-not-json",
+    b"\xff\xfe not utf-8",
+    b"[1, 2]",
+    b'{"properties": 5}',
+    b'{"body": "x", "properties": {"delivery_tag": "t"}}',
+    b'{"body": "x", "headers": 5, "properties": {"delivery_tag": "t", "delivery_info": {}}}',
+]
+DELIVERY = {"delivery_tag": "t", "delivery_info": {"exchange": "", "routing_key": "default"}}
+NOT_MESSAGES += [
+    json.dumps({"body": "x", "headers": 5, "properties": DELIVERY}).encode(),
+    json.dumps({"body": "abc", "properties": DELIVERY | {"body_encoding": "base64"}}).encode(),
+]
+
+
+def unregistered_task() -> bytes:
+    """A well-formed message for a task no worker knows: Celery's to refuse (logged, dropped), not kombu's."""
+    body = base64.b64encode(json.dumps([[], {}, {}]).encode()).decode()
+    headers = {"task": "no.such.task", "id": "unknown-1", "lang": "py"}
+    properties = DELIVERY | {"body_encoding": "base64"}
+    envelope = {"body": body, "headers": headers, "properties": properties}
+    return json.dumps(envelope | {"content-type": "application/json", "content-encoding": "utf-8"}).encode()
+
+
+class RedisQueues:
+    """The Redis of CELERY_BROKER_URL, its gpucloud queues and dead letters emptied."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.env: dict[str, str] = {}
+        self.client = redis.Redis.from_url(os.environ["CELERY_BROKER_URL"])
+        self.client.delete("reconcile", "default", broker.DEAD_LETTER_LIST)
+
+    def push(self, queue: str, items: list[bytes]) -> None:
+        self.client.lpush(queue, *items)  # kombu takes from the other end: first pushed, first taken
+
+    def send(self, name: str) -> Any:
+        return app.send_task(name)
+
+    def dead_letters(self) -> list[Any]:
+        return list(self.client.lrange(broker.DEAD_LETTER_LIST, 0, -1))
+
+
+class FileQueues:
+    """The embedded default's broker file, under a var/ of the test's own."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.path = tmp_path / "var" / "broker.sqlite3"
+        self.env = {"GPUCLOUD_VAR_DIR": str(tmp_path / "var"), "CELERY_BROKER_URL": f"sqlite:///{self.path}"}
+
+    def push(self, queue: str, items: list[bytes]) -> None:
+        with sqlite3.connect(self.path, timeout=20) as db:
+            queue_id = db.execute("SELECT id FROM kombu_queue WHERE name = ?", [queue]).fetchone()[0]
+            db.executemany(
+                "INSERT INTO kombu_message (visible, timestamp, payload, version, queue_id) "
+                "VALUES (1, CURRENT_TIMESTAMP, ?, 1, ?)",
+                [(item, queue_id) for item in items],
+            )
+
+    def send(self, name: str) -> Any:
+        with connect(self.path) as conn:
+            return app.send_task(name, connection=conn)
+
+
+@pytest.mark.worker
+@pytest.mark.parametrize("queues", [RedisQueues, FileQueues], ids=["redis", "embedded"])
+def test_a_worker_sets_aside_what_is_not_a_task_message_and_runs_the_task_queued_after_it(
+    queues, fresh_database, tmp_path
+):
+    broker_queues = queues(tmp_path)
+    env = process_env(DATABASE_URL=fresh_database, GPUCLOUD_METRICS_PORT="0", **broker_queues.env)
+    assert gpucloud("migrate", env=env, out=tmp_path / "migrate.log").wait(timeout=300) == 0
+    log = tmp_path / "worker.log"
+    worker = gpucloud("worker", env=env, out=log)
+    try:
+        wait_until(lambda: "ready." in log.read_text(), 60, "the worker is ready")
+        broker_queues.push("reconcile", NOT_MESSAGES)
+        broker_queues.push("default", [*NOT_MESSAGES, unregistered_task()])
+        task = broker_queues.send(names.AUDIT_STUCK)  # on the default queue, behind all of them
+
+        wait_until(lambda: f"[{task.id}] succeeded" in log.read_text(), 60, "the task behind them runs")
+        assert worker.poll() is None, log.read_text()
+    finally:
+        stop(worker)
+    assert log.read_text().count("that is not a task message") == 2 * len(NOT_MESSAGES)
+    assert "Received unregistered task of type 'no.such.task'" in log.read_text()
+    if queues is RedisQueues:  # Redis keeps them; the broker file's sweep deletes them with delivered ones
+        assert sorted(broker_queues.dead_letters()) == sorted(NOT_MESSAGES * 2)

@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import psycopg
+import pytest
+import requests
+
+from gpucloud.tests.test_cli import fresh_database, get, gpucloud, process_env, stop, wait_until
 from tenants.models import AuditEvent
+from tests.tools import free_port
+
+__all__ = ["fresh_database"]  # a fixture: imported to be used here
 
 
 def sign_in(client, username: str, password: str, address: str = "10.0.0.7") -> int:
@@ -60,3 +71,54 @@ def test_there_is_no_django_admin_site_to_sign_in_through(client, make_user):
     assert client.get("/admin/").status_code == 404
     assert client.post("/admin/login/", {"username": "alice", "password": "pw-alice"}).status_code == 404
     assert "_auth_user_id" not in client.session
+
+
+# --- the real web process: several gunicorn workers, one count ----------------------------------------------
+
+
+@pytest.mark.worker
+def test_gunicorns_workers_share_one_lock_out_count_so_only_the_limit_of_wrong_passwords_is_ever_checked(
+    fresh_database, tmp_path
+):
+    env = process_env(DATABASE_URL=fresh_database, GPUCLOUD_WEB_WORKERS="3", GPUCLOUD_METRICS_PORT="0")
+    env.pop("GPUCLOUD_CACHE_URL", None)  # the default: the database's cache
+    assert gpucloud("migrate", env=env, out=tmp_path / "migrate.log").wait(timeout=300) == 0
+    create = ["manage", "createsuperuser", "--noinput", "--username", "alice", "--email", "alice@example.com"]
+    made = gpucloud(*create, env=env | {"DJANGO_SUPERUSER_PASSWORD": "pw-alice"}, out=tmp_path / "user.log")
+    assert made.wait(timeout=120) == 0, (tmp_path / "user.log").read_text()
+    port = free_port()
+    web = gpucloud("web", "--bind", f"127.0.0.1:{port}", env=env, out=tmp_path / "web.log")
+    login = f"http://127.0.0.1:{port}/login/"
+    try:
+        wait_until(lambda: get(f"http://127.0.0.1:{port}/healthz") == 200, 60, "the web process answers")
+        csrf = str(requests.get(login, timeout=30).cookies["csrftoken"])
+        start = threading.Barrier(30)
+
+        def sign_in(password: str) -> int:
+            start.wait()
+            return requests.post(
+                login,
+                data={"username": "alice", "password": password, "csrfmiddlewaretoken": csrf},
+                cookies={"csrftoken": csrf},
+                timeout=120,
+            ).status_code
+
+        with ThreadPoolExecutor(30) as clients:
+            answers = list(clients.map(sign_in, ["wrong"] * 30))
+        start = threading.Barrier(1)
+        right_password = sign_in("pw-alice")
+    finally:
+        stop(web)
+    assert sorted(answers) == [200] * 10 + [429] * 20  # ten checked (and refused), twenty never checked
+    assert right_password == 429  # alice is locked out from this address for the window
+    with psycopg.connect(fresh_database) as conn:
+        failures = conn.execute(
+            "SELECT count(*) FROM tenants_auditevent WHERE action = 'user.sign_in_failed'"
+        )
+        assert failures.fetchone() == (10,)
+    workers = {
+        line.split("pid: ")[1].split()[0]
+        for line in (tmp_path / "web.log").read_text().splitlines()
+        if "Booting worker with pid" in line
+    }
+    assert len(workers) == 3

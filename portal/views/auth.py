@@ -20,7 +20,7 @@ class LoginView(auth_views.LoginView):
     """The sign-in page: single sign-on when configured, passwords unless GPUCLOUD_LOCAL_LOGIN=false.
 
     Wrong passwords lock the account out from that address for a while (`portal/lockout.py`; the form answers
-    429) and each is written to the audit log as `user.sign_in_failed`.
+    429, without checking the password) and each is written to the audit log as `user.sign_in_failed`.
     """
 
     template_name = "portal/login.html"
@@ -38,7 +38,7 @@ class LoginView(auth_views.LoginView):
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         if not settings.LOCAL_LOGIN:
             return render(request, "portal/login.html", self.get_context_data(), status=403)
-        if lockout.locked(*self._who()):
+        if not lockout.attempt(*self._who()):  # counted now, before the password is checked
             log.warning("sign-in attempts for %r from %s are over the limit", *self._who())
             context = {**self.get_context_data(), "throttled": True}
             response = render(request, "portal/login.html", context, status=429)
@@ -48,14 +48,13 @@ class LoginView(auth_views.LoginView):
 
     def form_valid(self, form: Any) -> HttpResponse:
         response = super().form_valid(form)
-        lockout.forget_failures(*self._who())
+        lockout.succeeded(*self._who())
         audit.record_sign_in(form.get_user(), "password")
         invitations.accept(form.get_user())  # roles someone gave this person before their first sign-in
         return response
 
     def form_invalid(self, form: Any) -> HttpResponse:
-        username, address = self._who()
-        lockout.count_failure(username, address)
+        username, _ = self._who()  # the attempt was counted before the password was checked
         audit.record_sign_in_failure(
             username, "password", "the username and password do not match an active account"
         )

@@ -38,7 +38,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
 import numpy as np
@@ -93,7 +93,7 @@ def quantity(value: Any, where: str) -> Decimal:
             break
     try:
         amount = Decimal(number) * _SUFFIX[suffix]
-    except (InvalidOperation, ValueError):
+    except (ArithmeticError, ValueError):  # InvalidOperation, and Overflow for "1e999999999"
         raise BadRequest(f"{value!r} is not a quantity", where) from None
     if not amount.is_finite() or amount < 0 or amount > 2**62:
         raise BadRequest(f"{value!r} is out of range", where)
@@ -150,18 +150,49 @@ def _mig_profile(requests: Requests, where: str) -> str:
     return profile
 
 
-def _models(spec: Mapping[str, Any]) -> frozenset[str]:
+def _object(value: Any, field: str, where: str) -> Mapping[str, Any]:
+    """An optional object of the pod: {} when absent, BadRequest when it is something else."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise BadRequest(f"{field} must be an object", where)
+    return value
+
+
+def _list(value: Any, field: str, where: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise BadRequest(f"{field} must be a list", where)
+    return value
+
+
+def _required_terms(spec: Mapping[str, Any], where: str) -> tuple[str, list[Any]]:
+    """The pod's required node-affinity terms and where they are: every level may be absent, and is an object
+    (the terms a list) where present."""
+    value, path = spec, "spec"
+    for key in ("affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution"):
+        path += f".{key}"
+        value = _object(value.get(key), path, where)
+    path += ".nodeSelectorTerms"
+    return path, _list(value.get("nodeSelectorTerms"), path, where)
+
+
+def _models(spec: Mapping[str, Any], where: str) -> frozenset[str]:
     """GPU models the pod accepts: nodeSelector, else the union over required node-affinity terms (``In``)."""
     selector = spec.get("nodeSelector") or {}
     if isinstance(selector, Mapping) and isinstance(selector.get(MODEL_LABEL), str):
         return frozenset([selector[MODEL_LABEL]])
-    affinity = ((spec.get("affinity") or {}).get("nodeAffinity") or {}) if isinstance(spec, Mapping) else {}
-    required = (affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}) if affinity else {}
+    path, terms = _required_terms(spec, where)
     models: set[str] = set()
-    for term in required.get("nodeSelectorTerms") or []:
-        for expr in (term or {}).get("matchExpressions") or []:
-            if (expr or {}).get("key") == MODEL_LABEL and expr.get("operator") == "In":
-                models.update(str(v) for v in expr.get("values") or [])
+    for i, term in enumerate(terms):
+        at = f"{path}[{i}].matchExpressions"
+        for j, expr in enumerate(
+            _list(_object(term, f"{path}[{i}]", where).get("matchExpressions"), at, where)
+        ):
+            expr = _object(expr, f"{at}[{j}]", where)
+            if expr.get("key") == MODEL_LABEL and expr.get("operator") == "In":
+                models.update(str(v) for v in _list(expr.get("values"), f"{at}[{j}].values", where))
     return frozenset(models)
 
 
@@ -201,7 +232,7 @@ def pod_request(pod: Any) -> PodRequest:
             int(memory),
             int(gpus),
             min(milli, MILLI) if gpus else 0,
-            _models(spec),
+            _models(spec, name),
             mig_profile=_mig_profile(requests, name),
         )
     except EngineError as e:

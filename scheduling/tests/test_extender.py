@@ -1,6 +1,7 @@
 """The scheduler-extender protocol over the engine: pods, filter, prioritize, assumed and observed pods."""
 
 import json
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -343,3 +344,52 @@ def test_any_json_gets_an_answer_or_a_400_never_an_exception(verb, body):
     assert (code == 400) == (
         "Error" in answer and bool(answer["Error"]) if isinstance(answer, dict) else False
     )
+
+
+ODD_VALUES = [None, True, 5, -1, 1e308, "x", "1e999999999", "-1e999999999", "sNaN", [], [["x"]], {}, {"a": 1}]
+
+
+def _paths(value, path=()):
+    """Every place in a JSON document: the path to each object member and list item, depth first."""
+    yield path
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, child in items:
+        yield from _paths(child, (*path, key))
+
+
+def _replaced(document, path, new):
+    copy = json.loads(json.dumps(document))
+    *parents, last = path
+    target = copy
+    for key in parents:
+        target = target[key]
+    target[last] = new
+    return copy
+
+
+def _every_field() -> dict:
+    pod = v1_pod(gpus="1", models=("G2",), annotations={"gpucloud.io/gpu-milli": "500"}, init={"cpu": "1"})
+    pod["spec"]["containers"][0]["resources"]["limits"] = {"nvidia.com/gpucores": "30"}
+    return args(pod)
+
+
+def _with_node_selector() -> dict:
+    document = _every_field()
+    document["Pod"]["spec"]["nodeSelector"] = {"nvidia.com/gpu.product": "G2"}
+    return document
+
+
+@pytest.mark.parametrize("document", [_every_field(), _with_node_selector()], ids=["affinity", "selector"])
+def test_every_part_of_extender_args_replaced_by_something_odd_gets_an_answer_or_a_400(document):
+    unanswered: list[tuple[Any, Any, Any]] = []
+    for path in [p for p in _paths(document) if p]:
+        for odd in ODD_VALUES:
+            body = json.dumps(_replaced(document, path, odd)).encode()
+            try:
+                code, _ = handle(Extender(NODES), "filter", body)
+            except Exception as exc:  # the server would answer 503 "the extender failed"
+                unanswered.append((path, odd, repr(exc)))
+                continue
+            if code not in (200, 400):
+                unanswered.append((path, odd, code))
+    assert unanswered == []

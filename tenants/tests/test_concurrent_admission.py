@@ -98,3 +98,63 @@ def test_concurrent_guarantees_of_every_class_of_one_model_never_exceed_its_gpus
     assert rows and all(row["guaranteed"] <= row["capacity"] for row in rows), rows
     assert sum(gpus_needed(GpuClass.objects.get(name=r["gpu_class"]), r["guaranteed"]) for r in rows) <= 64
     assert held_gpus_in_the_database("h200-141gb") <= healthy_gpus("h200-141gb") == 64
+
+
+# --- two applies that shrink one GPU model and grow another, in opposite orders -----------------------------
+
+ROUNDS = 30
+
+
+def tenant_manifest(slug: str, h200: int, a100: int) -> dict[str, Any]:
+    quotas = [{"gpuClass": "h200-141gb", "guaranteed": h200}, {"gpuClass": "a100-80gb", "guaranteed": a100}]
+    return {
+        "apiVersion": "gpucloud.io/v1alpha1",
+        "kind": "Tenant",
+        "metadata": {"name": slug},
+        "spec": {"quotas": quotas},
+    }
+
+
+def test_applies_taking_admission_locks_in_opposite_orders_never_deadlock_into_a_500(
+    live_server, admin, make_tenant, caplog
+):
+    if connection.vendor != "postgresql":
+        pytest.fail("this test is about PostgreSQL's locks; run it with DATABASE_URL=postgres://…")
+    make_tenant("east"), make_tenant("west")
+    _, token = create_token(actor=Actor.system("tests"), user=admin, name="race", scope="admin")
+    url, headers = f"{live_server.url}/api/v1/apply/", {"Authorization": f"Bearer {token}"}
+
+    def apply(documents: list[dict[str, Any]], start: threading.Barrier | None = None) -> requests.Response:
+        if start is not None:
+            start.wait()
+        return requests.post(url, json={"documents": documents}, headers=headers, timeout=60)
+
+    first = apply([tenant_manifest("east", 2, 1), tenant_manifest("west", 1, 2)])
+    assert first.status_code == 200, first.text
+    answers = []
+    with ThreadPoolExecutor(2) as pool:
+        for n in range(ROUNDS):
+            # east shrinks H200 and grows A100 while west shrinks A100 and grows H200; next round, back.
+            east, west = (1, 2), (2, 1)
+            if n % 2:
+                east, west = west, east
+            start = threading.Barrier(2)
+            jobs = [
+                pool.submit(apply, [tenant_manifest("east", *east)], start),
+                pool.submit(apply, [tenant_manifest("west", *west)], start),
+            ]
+            answers += [(n, job.result().status_code, job.result().text[:300]) for job in jobs]
+
+    assert [a for a in answers if a[1] != 200] == []
+    assert "deadlock detected" not in caplog.text  # the locks are taken in one order: none to run again
+    last_east, last_west = ((1, 2), (2, 1)) if (ROUNDS - 1) % 2 == 0 else ((2, 1), (1, 2))
+    quotas = {
+        (q.tenant.slug, q.gpu_class.name): q.guaranteed
+        for q in Quota.objects.select_related("tenant", "gpu_class")
+    }
+    assert quotas == {
+        ("east", "h200-141gb"): last_east[0],
+        ("east", "a100-80gb"): last_east[1],
+        ("west", "h200-141gb"): last_west[0],
+        ("west", "a100-80gb"): last_west[1],
+    }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.client
 import json
 import re
+import socket
 import threading
 import time
 from pathlib import Path
@@ -424,3 +425,113 @@ def test_the_health_port_answers_healthz_and_serves_no_verb():
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+@pytest.fixture
+def tls_server(tmp_path: Path) -> Any:
+    """The extender on TLS with kube-scheduler's CA, and a client holding kube-scheduler's certificate."""
+    import ssl
+
+    files = _certificates(tmp_path)
+    extender = Extender([NodeSpec("gpu-1", 96_000, 1_000_000, 8, "H100")])
+    srv: Any = ExtenderServer(("127.0.0.1", 0), lambda name: extender, lambda token: False, max_connections=4)
+    srv.use_tls(files["server.crt"], files["server.key"], files["ca.crt"])
+    srv.start()
+    context = ssl.create_default_context(cafile=files["ca.crt"])
+    context.load_cert_chain(files["scheduler.crt"], files["scheduler.key"])
+    srv.scheduler_tls = context
+    yield srv
+    srv.shutdown()
+    srv.server_close()
+
+
+def scheduler_call(srv: Any, timeout: float = 3) -> int:
+    """kube-scheduler's filter call on a new connection; its status."""
+    port = srv.server_address[1]
+    conn = http.client.HTTPSConnection("127.0.0.1", port, context=srv.scheduler_tls, timeout=timeout)
+    try:
+        conn.request("POST", "/scheduler/v1/east/filter", args(pod("p", 1), ["gpu-1"]))
+        return conn.getresponse().status
+    finally:
+        conn.close()
+
+
+def test_an_idle_connection_to_the_tls_port_holds_up_no_call_of_kube_scheduler(tls_server):
+    idle = socket.create_connection(("127.0.0.1", tls_server.server_address[1]))  # never says hello
+    try:
+        started = time.monotonic()
+        assert scheduler_call(tls_server) == 200
+        assert time.monotonic() - started < 2
+    finally:
+        idle.close()
+
+
+def test_connections_beyond_the_bound_are_closed_and_idle_ones_are_let_go_after_the_handshake_timeout(
+    tls_server, monkeypatch
+):
+    import workers.extender.http as extender_http
+
+    monkeypatch.setattr(extender_http, "HANDSHAKE_TIMEOUT", 1.0)
+    idle = [socket.create_connection(("127.0.0.1", tls_server.server_address[1])) for _ in range(4)]
+    try:
+        one_more = socket.create_connection(("127.0.0.1", tls_server.server_address[1]), timeout=3)
+        assert one_more.recv(1) == b""  # closed at once: four are served already
+        for sock in idle:  # each is closed by the server once its handshake is overdue
+            sock.settimeout(5)
+            assert sock.recv(1) == b""
+        assert scheduler_call(tls_server) == 200
+    finally:
+        for sock in idle:
+            sock.close()
+
+
+@pytest.mark.parametrize(
+    ("headers", "body", "reason"),
+    [
+        ({"Content-Length": "ten"}, b"", "Content-Length must be a whole number"),
+        ({"Content-Length": "-5"}, b"", "Content-Length must be a whole number"),
+        (
+            {},
+            args(
+                pod("p", 1)
+                | {
+                    "spec": {
+                        "affinity": {
+                            "nodeAffinity": {
+                                "requiredDuringSchedulingIgnoredDuringExecution": {
+                                    "nodeSelectorTerms": [["x"]]
+                                }
+                            }
+                        }
+                    }
+                },
+                ["gpu-1"],
+            ),
+            "nodeSelectorTerms[0] must be an object",
+        ),
+        (
+            {},
+            args(
+                pod("p", 1) | {"spec": {"containers": [{"resources": {"requests": {"cpu": "1e999999999"}}}]}},
+                ["gpu-1"],
+            ),
+            "'1e999999999' is not a quantity",
+        ),
+    ],
+    ids=[
+        "content-length-not-a-number",
+        "content-length-negative",
+        "term-not-an-object",
+        "quantity-overflows",
+    ],
+)
+def test_malformed_extender_args_are_a_400_saying_what_is_wrong(server, headers, body, reason):
+    host, port = server.url.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=5)
+    conn.putrequest("POST", "/scheduler/v1/east/filter")
+    for name, value in ({"Authorization": "Bearer good", "Content-Length": str(len(body))} | headers).items():
+        conn.putheader(name, value)
+    conn.endheaders(body)
+    response = conn.getresponse()
+    assert response.status == 400
+    assert reason in json.loads(response.read())["Error"]
