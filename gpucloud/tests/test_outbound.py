@@ -1,7 +1,7 @@
 """The one guarded outbound check: which addresses a request to a URL someone else chose may reach.
 
-Budget webhooks (billing/tests/test_webhooks.py) and GitOps sources (gitops/tests/test_fetch_limits.py) use it
-through the API; here are its rules.
+Budget webhooks (billing/tests/test_webhooks.py) and GitOps sources (gitops/tests/test_source_addresses.py)
+use it through the API; here are its rules.
 """
 
 from __future__ import annotations
