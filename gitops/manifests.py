@@ -8,7 +8,7 @@ users, host clusters) is checked by the services `gitops.apply` calls.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 from jsonschema import Draft202012Validator
 
+from gpucloud.api.parsers import MAX_DEPTH
 from gpucloud.limits import integer_range
 from tenants.models import SLUG_RE, Membership, Quota, Tenant
 
@@ -26,6 +27,10 @@ USERNAME_RE = r"^[\w.+-]{1,150}$"
 EMAIL_RE = r"^[^@\s]+@[^@\s]+\.[^@\s]+$"
 DECIMAL_RE = r"^[0-9]+(\.[0-9]+)?$"
 NAME_RE = r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"
+# An error quotes at most this much of a value, and says at most this much in all: a 60 MB value must not come
+# back in the answer, the source's error and its problems (issue 24).
+QUOTE_LIMIT = 80
+REASON_LIMIT = 400
 
 
 def _count(name: str, minimum: int = 0) -> dict[str, Any]:
@@ -168,14 +173,29 @@ KINDS = tuple(sorted(SCHEMAS))
 VALIDATORS = {kind: Draft202012Validator(schema) for kind, schema in SCHEMAS.items()}
 
 
+def quote(value: Any) -> str:
+    """`repr(value)`, cut to QUOTE_LIMIT characters (saying how long it was)."""
+    text = repr(value)
+    return text if len(text) <= QUOTE_LIMIT else f"{text[:QUOTE_LIMIT]}… ({len(text)} characters)"
+
+
+def clip(text: str, limit: int = REASON_LIMIT) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
+
+
 @dataclass(frozen=True)
 class Problem:
-    """One thing wrong with a manifest: where (file, line, field) and why."""
+    """One thing wrong with a manifest: where (file, line, field) and why. Each part is clipped, whatever
+    raised it (a schema, a service, YAML), so no problem carries a value of unbounded length."""
 
     file: str
     line: int | None
     field: str
     reason: str
+
+    def __post_init__(self) -> None:
+        for name in ("file", "field", "reason"):
+            object.__setattr__(self, name, clip(getattr(self, name)))
 
     def __str__(self) -> str:
         where = f"{self.file}:{self.line}" if self.line else self.file
@@ -261,10 +281,56 @@ def _walk(
             _walk(item, f"{path}[{index}]", lines, problems, seen_nodes)
 
 
-def parse(text: str, file: str) -> list[Document]:
-    """The documents of one YAML (or JSON) text; a syntax error or a repeated key is a `ManifestInvalid`."""
+class TooDeep(yaml.MarkedYAMLError):
+    """A document nested more than MAX_DEPTH levels."""
+
+
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a document nested more than MAX_DEPTH levels while composing it: the
+    composer recurses once a level, so one 50,000 levels deep would end in RecursionError (the parser and
+    scanner before it keep their state in lists and do not recurse)."""
+
+    depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        if self.depth >= MAX_DEPTH:
+            raise TooDeep(
+                problem=f"nested more than {MAX_DEPTH} levels deep", problem_mark=self.peek_event().start_mark
+            )
+        self.depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+
+def decode(data: str | bytes, file: str) -> str:
+    """A file's text: manifests are UTF-8 (a BOM is allowed); anything else is a `ManifestInvalid`."""
+    if isinstance(data, str):
+        return data
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise ManifestInvalid(
+            [
+                Problem(
+                    file,
+                    line,
+                    "",
+                    f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
+                    "manifests are UTF-8",
+                )
+            ]
+        ) from None
+
+
+def parse(text: str | bytes, file: str) -> list[Document]:
+    """The documents of one YAML (or JSON) text; a syntax error, a repeated key, nesting deeper than
+    MAX_DEPTH, a value YAML cannot construct (`2024-13-45`) or bytes that are not UTF-8 are a
+    `ManifestInvalid`, never an exception of their own."""
     documents, problems = [], []
-    loader = yaml.SafeLoader(text)
+    loader = _Loader(decode(text, file))
     try:
         while loader.check_node():
             node = loader.get_node()
@@ -276,7 +342,13 @@ def parse(text: str, file: str) -> list[Document]:
             problems += [Problem(file, line, path, reason) for line, path, reason in repeated]
             if repeated:
                 continue  # not constructed: an alias bomb would expand here
-            body = loader.construct_document(node)
+            try:
+                body = loader.construct_document(node)
+            except (ValueError, TypeError, AttributeError) as exc:  # PyYAML's constructors raise these
+                problems.append(Problem(file, lines.get(""), "", f"a value cannot be read: {exc}"))
+                # what construct_document clears when it finishes, so the next document starts clean
+                loader.constructed_objects, loader.recursive_objects, loader.state_generators = {}, {}, []
+                continue
             if body is None:
                 continue
             if not isinstance(body, dict):
@@ -285,6 +357,9 @@ def parse(text: str, file: str) -> list[Document]:
                 )
                 continue
             documents.append(Document(body, file, lines))
+    except TooDeep as exc:
+        line = exc.problem_mark.line + 1 if exc.problem_mark is not None else None
+        problems.append(Problem(file, line, "", f"{exc.problem}; a manifest needs a handful"))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
@@ -305,17 +380,22 @@ def _schema_problems(document: Document) -> list[Problem]:
     problems = []
     for error in sorted(VALIDATORS[kind].iter_errors(document.body), key=lambda e: list(e.absolute_path)):
         path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path).lstrip(".")
-        reason = error.message
+        # jsonschema's message starts with the whole value: quote it short.
+        reason = error.message.replace(repr(error.instance), quote(error.instance), 1)
         if error.validator == "additionalProperties" and isinstance(error.instance, dict):
             allowed = set(error.schema.get("properties", {}))
-            extra = sorted(set(error.instance) - allowed)
+            extra = sorted(str(key) for key in set(error.instance) - allowed)
             if extra:
-                path = f"{path}.{extra[0]}".lstrip(".")
-                reason = f"{extra[0]!r} is not a field of {kind}; allowed here: {', '.join(sorted(allowed))}"
+                path = f"{path}.{clip(extra[0], QUOTE_LIMIT)}".lstrip(".")
+                reason = (
+                    f"{quote(extra[0])} is not a field of {kind}; allowed here: {', '.join(sorted(allowed))}"
+                )
         elif error.validator == "pattern" and path.endswith("sleep.afterInactivity"):
-            reason = f"{error.instance!r} is not a delay; write it like 45m, 2h or 1h30m, or leave it empty"
+            reason = (
+                f"{quote(error.instance)} is not a delay; write it like 45m, 2h or 1h30m, or leave it empty"
+            )
         elif error.validator == "anyOf" and path.endswith(".user"):
-            reason = f"{error.instance!r} is neither a username nor an e-mail address"
+            reason = f"{quote(error.instance)} is neither a username nor an e-mail address"
         problems.append(document.problem(path, reason))
     return problems
 
@@ -348,14 +428,26 @@ def read_path(path: Path) -> list[Document]:
         files = [path]
     else:
         raise ManifestInvalid([Problem(str(path), None, "", "no such file or folder")])
-    return read_texts((str(f), f.read_text(encoding="utf-8")) for f in files)
+    texts, problems = [], []
+    for file in files:
+        try:
+            texts.append((str(file), file.read_bytes()))
+        except OSError as exc:
+            problems.append(Problem(str(file), None, "", f"cannot be read: {exc.strerror}"))
+    if problems:
+        raise ManifestInvalid(problems)
+    return read_texts(texts)
 
 
-def read_texts(texts: Iterable[tuple[str, str]]) -> list[Document]:
-    """Parse and validate (file name, text) pairs; every problem of every file is reported at once."""
+def read_texts(
+    texts: Iterable[tuple[str, str | bytes]], *, check: Callable[[], None] = lambda: None
+) -> list[Document]:
+    """Parse and validate (file name, text or UTF-8 bytes) pairs; every problem of every file is reported
+    at once. `check` runs before each file (a sync's deadline raises from it)."""
     documents: list[Document] = []
     problems: list[Problem] = []
     for file, text in texts:
+        check()
         try:
             documents += parse(text, file)
         except ManifestInvalid as exc:

@@ -3,6 +3,7 @@ and checking the signature of a push webhook."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import logging
@@ -14,16 +15,16 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import DatabaseError, IntegrityError, transaction
 from django.utils import timezone
 
 from gitops import git
 from gitops.apply import apply, drift
-from gitops.manifests import ManifestInvalid, read_texts
+from gitops.manifests import ManifestInvalid, clip, read_texts
 from gitops.models import GitSource, ManagedObject, WebhookDelivery
-from gpucloud import crypto
+from gpucloud import crypto, outbound
 from gpucloud.celery import SYNC_GITOPS_SOURCE, enqueue
-from gpucloud.errors import Conflict, PermissionDenied, ValidationFailed
+from gpucloud.errors import Conflict, PermissionDenied, TemporaryError, ValidationFailed
 from tenants import audit
 from tenants.audit import Actor
 from workers.locks import exclusive
@@ -31,6 +32,9 @@ from workers.locks import exclusive
 log = logging.getLogger(__name__)
 NAME_RE = r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"
 SCHEMES = ("https", "http", "file")
+# A failed sync keeps this many of its problems (its error says how many there were) and this much error text.
+PROBLEMS_KEPT = 100
+ERROR_LIMIT = 1000
 
 
 def actor_of(source: GitSource) -> Actor:
@@ -67,6 +71,13 @@ def _validate_url(url: str, *, allow_file: bool) -> None:
         )
 
 
+def _check_destination(url: str, *, has_password: bool) -> None:
+    """No credentials over http://, and an http(s) host that resolves only to public or allowed addresses
+    (`gitops.git.check_url`). A name that does not resolve now is accepted: every fetch checks again."""
+    with contextlib.suppress(outbound.HostUnresolved):
+        git.check_url(url, has_password=has_password)
+
+
 def _validate(fields: Mapping[str, Any], *, allow_file: bool) -> None:
     if "name" in fields and not re.fullmatch(NAME_RE, fields["name"]):
         raise ValidationFailed.on(
@@ -100,6 +111,7 @@ def create_source(*, actor: Actor, name: str, url: str, **fields: Any) -> GitSou
         raise PermissionDenied("GitOps sources are registered by platform administrators only")
     fields = {"name": name, "url": url, **fields}
     _validate(fields, allow_file=actor.operator or settings.GITOPS_FILE_URLS)
+    _check_destination(url, has_password=bool(fields.get("password")))
     if GitSource.objects.filter(name=name).exists():
         raise Conflict(f"a GitOps source called {name!r} exists already", errors={"name": ["already taken"]})
     source = GitSource.objects.create(**_seal(fields))
@@ -117,6 +129,9 @@ def update_source(*, actor: Actor, source: GitSource, **fields: Any) -> GitSourc
     fields.pop("name", None)  # the name is whose objects they are: it does not change
     _validate(fields, allow_file=actor.operator or settings.GITOPS_FILE_URLS)
     source = GitSource.objects.select_for_update().get(pk=source.pk)
+    if "url" in fields or fields.get("password"):
+        has_password = bool(fields["password"]) if "password" in fields else bool(source.password_ciphertext)
+        _check_destination(fields.get("url", source.url), has_password=has_password)
     before = snapshot(source)
     for key, value in _seal(fields).items():
         setattr(source, key, value)
@@ -151,11 +166,12 @@ def delete_source(*, actor: Actor, source: GitSource) -> None:
 
 
 def _fail(source: GitSource, revision: str, error: str, problems: list[dict[str, Any]]) -> None:
+    error = clip(error, ERROR_LIMIT)
     GitSource.objects.filter(pk=source.pk).update(
         state=GitSource.State.FAILED,
         last_attempted_revision=revision,
         error=error,
-        problems=problems,
+        problems=problems[:PROBLEMS_KEPT],
         last_attempt_at=timezone.now(),
     )
     log.warning("GitOps sync failed", extra={"source": source.name, "revision": revision, "error": error})
@@ -165,13 +181,15 @@ def sync(source: GitSource, *, take_ownership_by: Actor | None = None) -> GitSou
     """Fetch the branch, validate every manifest of the commit, apply them all (pruning this source's
     objects no longer declared) in one transaction, and record revision, state, error and drift.
 
-    A commit with any bad manifest, or one a service refuses, applies nothing; the source keeps its last
-    good revision and shows the reason. Safe to run twice: a second sync of the same commit writes nothing.
+    A commit with any bad manifest, one over the limits (`git.Limits`, `GPUCLOUD_GITOPS_SYNC_TIMEOUT`), or
+    one a service refuses, applies nothing; the source keeps its last good revision and shows the reason.
+    Safe to run twice: a second sync of the same commit writes nothing.
     `take_ownership_by`, a platform administrator, takes what the commit declares and another source owns over
     for this source, writing as that administrator (`manage.py gitops sync NAME --take-ownership`).
     """
     with exclusive(f"gitops-source-{source.pk}"):
         source = GitSource.objects.get(pk=source.pk)
+        deadline = git.Deadline(settings.GITOPS_SYNC_TIMEOUT)
         revision = ""
         try:
             password = crypto.decrypt(source.password_ciphertext) if source.password_ciphertext else ""
@@ -181,15 +199,21 @@ def sync(source: GitSource, *, take_ownership_by: Actor | None = None) -> GitSou
             return source
         try:
             revision = git.fetch(
-                source.name, source.url, source.branch, username=source.username, password=password
+                source.name,
+                source.url,
+                source.branch,
+                username=source.username,
+                password=password,
+                deadline=deadline,
             )
-            files = git.manifests_at(source.name, revision, source.path)
+            files = git.manifests_at(source.name, revision, source.path, deadline=deadline)
             if not files:
                 raise git.GitError(
                     f"no *.yaml, *.yml or *.json files under {source.path or 'the top folder'!r}; nothing "
                     "was pruned (to remove every object, leave an empty .yaml file there)"
                 )
-            documents = read_texts(files)
+            documents = read_texts(files, check=lambda: deadline.check("reading the manifests"))
+            deadline.check("reading the manifests")
             drifted = drift(source.owner)
             result = apply(
                 documents,
@@ -208,8 +232,15 @@ def sync(source: GitSource, *, take_ownership_by: Actor | None = None) -> GitSou
                 source,
                 revision,
                 f"commit {revision[:12]} was not applied: {first}{more}",
-                [p.as_dict() for p in exc.problems],
+                [p.as_dict() for p in exc.problems[:PROBLEMS_KEPT]],
             )
+        except (TemporaryError, DatabaseError):
+            raise  # the task retries these
+        except Exception as exc:
+            # A bug, not the commit's fault, but the source must say it failed rather than stay pending
+            # and be retried at every poll.
+            log.exception("GitOps sync failed unexpectedly", extra={"source": source.name})
+            _fail(source, revision, f"the sync failed unexpectedly ({type(exc).__name__}); see the logs", [])
         else:
             _succeed(source, revision, [str(c) for c in drifted], len(result.changes))
         source.refresh_from_db()

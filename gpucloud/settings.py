@@ -456,6 +456,15 @@ HEALTH_PASS_INTERVAL = env_float("GPUCLOUD_HEALTH_PASS_INTERVAL", 60.0, minimum=
 GITOPS_POLL_INTERVAL = env_float("GPUCLOUD_GITOPS_POLL_INTERVAL", 30.0, minimum=1.0)
 GITOPS_FETCH_TIMEOUT = env_float("GPUCLOUD_GITOPS_FETCH_TIMEOUT", 60.0, minimum=1.0)
 GITOPS_FILE_URLS = env_bool("GPUCLOUD_GITOPS_FILE_URLS", False)
+# Where http(s) sources may point: public addresses, and these networks the operator allows (an internal git
+# server); a PEM bundle git trusts for https (an internal CA). `gpucloud/outbound.py`, as budget webhooks.
+GITOPS_ALLOWED_NETWORKS = env_networks("GPUCLOUD_GITOPS_ALLOWED_NETWORKS")
+GITOPS_CA_FILE = env_str("GPUCLOUD_GITOPS_CA_FILE", "")
+# What one sync may read and how long it may take: a commit over a limit is refused whole, naming the limit.
+GITOPS_MAX_FILES = env_int("GPUCLOUD_GITOPS_MAX_FILES", 2000, minimum=1)
+GITOPS_MAX_FILE_BYTES = env_int("GPUCLOUD_GITOPS_MAX_FILE_BYTES", 1_048_576, minimum=1)
+GITOPS_MAX_COMMIT_BYTES = env_int("GPUCLOUD_GITOPS_MAX_COMMIT_BYTES", 16_777_216, minimum=1)
+GITOPS_SYNC_TIMEOUT = env_float("GPUCLOUD_GITOPS_SYNC_TIMEOUT", 180.0, minimum=1.0)
 # `manage.py watch_tenants` (Tenant and RateCard custom resources): a full list-and-apply pass this often;
 # watches carry changes in between.
 TENANT_RESOURCES_RESYNC = env_float("GPUCLOUD_TENANT_RESOURCES_RESYNC", 60.0, minimum=1.0)

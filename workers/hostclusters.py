@@ -16,11 +16,12 @@ from kubernetes import client
 
 from gpucloud import crypto
 from gpucloud.errors import Conflict, PermissionDenied, ServiceError, ValidationFailed
+from gpucloud.kubeconfig import KubeconfigRefused
 from scheduling import catalog
 from scheduling.models import Gpu, GpuModel, HostCluster, Node, placeholder_uuid
 from tenants import audit
 from tenants.audit import Actor
-from workers.drivers.base import DriverError
+from workers.drivers.base import DriverError, PermanentDriverError
 from workers.drivers.kubernetes import ClusterDiscovery, GpuNode, UnsupportedCluster, check_profile, discover
 from workers.kube.api import KubeApi, NotFound, RetryPolicy, api_client_from_kubeconfig
 from workers.kube.kinds import TENANT_RESOURCE
@@ -61,7 +62,15 @@ def oidc_settings() -> OidcSettings | None:
 
 
 def api_client_of(host_cluster: HostCluster) -> client.ApiClient:
-    return api_client_from_kubeconfig(crypto.decrypt(host_cluster.kubeconfig_ciphertext))
+    """A client for the host cluster from its stored kubeconfig. One stored before gpucloud refused `exec`
+    and file paths is refused now (a permanent error: the cluster is marked, nothing runs)."""
+    try:
+        return api_client_from_kubeconfig(crypto.decrypt(host_cluster.kubeconfig_ciphertext))
+    except KubeconfigRefused as exc:
+        raise PermanentDriverError(
+            f"the stored kubeconfig is refused: {exc.detail}; register the cluster again with inline "
+            "credentials"
+        ) from None
 
 
 def _parse_kubeconfig(text: str) -> client.ApiClient:
@@ -73,6 +82,8 @@ def _parse_kubeconfig(text: str) -> client.ApiClient:
         raise ValidationFailed.on("kubeconfig", "the kubeconfig names no clusters; paste the whole file")
     try:
         return api_client_from_kubeconfig(text)
+    except KubeconfigRefused:
+        raise  # a 422 naming the field: a command or a file path is never run or read
     except Exception as exc:  # the client raises ConfigException, ValueError, KeyError … on odd files
         raise ValidationFailed.on("kubeconfig", f"the kubeconfig cannot be used: {exc}") from None
 

@@ -130,7 +130,12 @@ def _drive(
 
     A temporary failure is returned so the caller can write back what the pass saw and then retry.
     """
-    driver = driver_for(host_cluster)
+    try:
+        driver = driver_for(host_cluster)
+    except (
+        PermanentDriverError
+    ) as exc:  # a stored kubeconfig refused (gpucloud.kubeconfig), an unknown driver
+        return _refused(host_cluster, exc)
     try:
         ready = _partition(host_cluster, driver)
         result = driver.reconcile([tenant_spec(t, ready) for t in tenants], complete=complete)
@@ -140,16 +145,19 @@ def _drive(
         host_cluster.mark(HostCluster.State.UNREACHABLE, str(exc))
         return ReconcileResult(), exc
     except PermanentDriverError as exc:
-        host_cluster.mark(HostCluster.State.ERROR, str(exc))
-        log.error(
-            "host cluster refused gpucloud", extra={"host_cluster": host_cluster.name, "error": str(exc)}
-        )
-        return ReconcileResult(), None
+        return _refused(host_cluster, exc)
     finally:
         getattr(driver, "close", lambda: None)()
     if host_cluster.state != HostCluster.State.READY:
         host_cluster.mark(HostCluster.State.READY, "")
     return result, None
+
+
+def _refused(host_cluster: HostCluster, exc: PermanentDriverError) -> tuple[ReconcileResult, None]:
+    """A permanent failure of the whole cluster: recorded on it, not retried."""
+    host_cluster.mark(HostCluster.State.ERROR, str(exc))
+    log.error("host cluster refused gpucloud", extra={"host_cluster": host_cluster.name, "error": str(exc)})
+    return ReconcileResult(), None
 
 
 def _per_unit(gpu_class: GpuClass) -> tuple[tuple[str, int], ...]:

@@ -7,6 +7,7 @@ import hmac
 import io
 import json
 import textwrap
+from ipaddress import ip_network
 
 import pytest
 from django.core.management import call_command
@@ -171,13 +172,16 @@ def test_a_folder_without_manifests_prunes_nothing(repo, source):
     assert Tenant.objects.get(slug="vision").state != "deleting"
 
 
-def test_a_source_over_smart_http_needs_its_credentials(repo, demo_fleet, settings, tmp_path):
+def test_a_source_over_smart_https_needs_its_credentials(repo, demo_fleet, settings, tmp_path):
     settings.VAR_DIR = tmp_path / "var"
+    settings.GITOPS_ALLOWED_NETWORKS = [ip_network("127.0.0.1/32")]  # the test's own git server
     repo.commit("add vision", {"tenants/vision.yaml": tenant("vision", 8)})
     bare = tmp_path / "served" / "platform.git"
     bare.parent.mkdir()
     repo.git("clone", "--quiet", "--bare", str(repo.path), str(bare))
-    with smart_http(bare.parent, "deploy:s3cret-token") as base:
+    with smart_http(bare.parent, "deploy:s3cret-token", tls_dir=tmp_path / "tls") as served:
+        settings.GITOPS_CA_FILE = str(served.ca_file)
+        base = served.url
         wrong = services.create_source(
             actor=CONSOLE,
             name="wrong",

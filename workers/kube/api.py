@@ -19,6 +19,7 @@ import urllib3
 import yaml
 from kubernetes import client, config
 
+from gpucloud import kubeconfig as kubeconfig_rules
 from workers.drivers.base import PermanentDriverError, TemporaryDriverError
 
 TEMPORARY_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
@@ -67,12 +68,16 @@ class RetryPolicy:
 def api_client_from_kubeconfig(kubeconfig: str, *, context: str | None = None) -> client.ApiClient:
     """An ApiClient for the cluster a kubeconfig (as text) names.
 
-    The text is parsed in memory and never logged. urllib3's own retries are switched off: the driver
+    The text is parsed in memory and never logged. Only a server and inline credentials are accepted
+    (`gpucloud.kubeconfig.check`, raising `KubeconfigRefused`): the client would otherwise run the file's
+    `exec` commands and read the files it names. urllib3's own retries are switched off: the driver
     retries, counts and classifies every attempt itself.
     """
+    document = yaml.safe_load(kubeconfig)
+    kubeconfig_rules.check(document)
     configuration = client.Configuration()
     config.load_kube_config_from_dict(
-        yaml.safe_load(kubeconfig), context=context, client_configuration=configuration, persist_config=False
+        document, context=context, client_configuration=configuration, persist_config=False
     )
     configuration.retries = False
     return client.ApiClient(configuration)
