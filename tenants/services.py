@@ -115,6 +115,13 @@ def _validate_tier(trust_tier: str) -> None:
         raise ValidationFailed.on("trust_tier", f"{trust_tier!r} is not a trust tier; use one of: {allowed}")
 
 
+def require_tenant_creator(actor: Actor) -> None:
+    """Refuse (403) anyone who may not create tenants: platform administrators only. The portal asks before it
+    shows the form, so nobody fills it in to be refused."""
+    if not actor.is_platform_admin:
+        raise PermissionDenied("creating a tenant needs a platform administrator")
+
+
 @transaction.atomic
 def create_tenant(
     *,
@@ -125,8 +132,7 @@ def create_tenant(
     host_cluster: HostCluster | None = None,
 ) -> Tenant:
     """Create a tenant and its (pending) tenant cluster; the creator becomes its owner."""
-    if not actor.is_platform_admin:
-        raise PermissionDenied("creating a tenant needs a platform administrator")
+    require_tenant_creator(actor)
     _validate_slug(slug)
     _validate_display_name(display_name)
     _validate_tier(trust_tier)
