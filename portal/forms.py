@@ -137,7 +137,8 @@ class MemberForm(forms.Form):
     username = forms.CharField(
         required=False,
         label="Username or e-mail",
-        help_text="Someone without an account yet gets the role at their first sign-in.",
+        help_text="A username, or an e-mail address: someone without an account yet is invited and gets the "
+        "role at their first sign-in.",
         widget=forms.TextInput(attrs={"autocomplete": "off"}),
     )
     role = forms.ChoiceField(label="Role", choices=Membership.Role.choices, initial=Membership.Role.MEMBER)

@@ -404,7 +404,11 @@ def add_member(*, actor: Actor, tenant: Tenant, username: str, role: str) -> Mem
         raise ValidationFailed.on("role", f"{role!r} is not a role; use one of: {allowed}")
     user = User.objects.filter(username=username).first()
     if user is None:
-        raise ValidationFailed.on("username", f"there is no user called {username!r}")
+        raise ValidationFailed.on(
+            "username",
+            f"there is no user called {username!r}; to invite someone who has not signed in yet, give "
+            "their e-mail address",
+        )
     _lock_memberships(tenant)
     existing = Membership.objects.select_for_update().filter(tenant=tenant, user=user).first()
     if role == Membership.Role.OWNER:

@@ -4,7 +4,7 @@ from rest_framework import serializers
 
 from gpucloud.api.serializers import ModelSerializer, model_field
 from scheduling.models import GpuClass
-from tenants.models import ApiToken, AuditEvent, Membership, Quota, Tenant, TenantCluster
+from tenants.models import ApiToken, AuditEvent, Invitation, Membership, Quota, Tenant, TenantCluster
 
 
 class ClusterAccessSerializer(serializers.Serializer):
@@ -98,6 +98,14 @@ class MemberSerializer(ModelSerializer):
         model = Membership
         fields = ["username", "role", "source", "created_at"]
         read_only_fields = ["source", "created_at"]
+
+
+class InvitationSerializer(ModelSerializer):
+    """A role waiting for someone without an account yet: theirs at their first sign-in."""
+
+    class Meta:
+        model = Invitation
+        fields = ["login", "role", "created_at"]
 
 
 class MemberRoleSerializer(serializers.Serializer):

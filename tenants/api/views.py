@@ -25,9 +25,10 @@ from rest_framework.response import Response
 from gpucloud.api.throttling import SettingsScopedThrottle
 from gpucloud.errors import PermissionDenied, ValidationFailed
 from scheduling.models import GpuClass, host_cluster_named
-from tenants import services, tokens
+from tenants import invitations, services, tokens
 from tenants.api.serializers import (
     AuditEventSerializer,
+    InvitationSerializer,
     MemberRoleSerializer,
     MemberSerializer,
     QuotaSerializer,
@@ -39,7 +40,7 @@ from tenants.api.serializers import (
     TokenSerializer,
 )
 from tenants.api.viewsets import BaseViewSet
-from tenants.models import ApiToken, AuditEvent, Membership, Quota, Tenant
+from tenants.models import ApiToken, AuditEvent, Invitation, Membership, Quota, Tenant
 from tenants.permissions import is_platform_admin, roles_with
 from tenants.selectors import visible_tenants
 
@@ -154,16 +155,22 @@ class MemberViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantChil
             Membership.objects.filter(tenant=self.tenant()).select_related("user").order_by("user__username")
         )
 
+    @extend_schema(responses={201: MemberSerializer, 202: InvitationSerializer})
     def create(self, request: Request, tenant_slug: str) -> Response:
+        """Give someone a role: a username must name an account; an e-mail address names the account that has
+        it (201), or else invites them (202), the role theirs at their first sign-in (`tenants.invitations`:
+        the portal's and the manifests' rule too)."""
         serializer = MemberSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        membership = services.add_member(
+        row = invitations.invite(
             actor=self.actor(),
             tenant=self.tenant(),
-            username=serializer.validated_data["user"]["username"],
+            login=serializer.validated_data["user"]["username"],
             role=serializer.validated_data["role"],
         )
-        return Response(MemberSerializer(membership).data, status=status.HTTP_201_CREATED)
+        if isinstance(row, Invitation):
+            return Response(InvitationSerializer(row).data, status=status.HTTP_202_ACCEPTED)
+        return Response(MemberSerializer(row).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=MemberRoleSerializer, responses=MemberSerializer)
     def partial_update(self, request: Request, tenant_slug: str, username: str) -> Response:
