@@ -243,6 +243,14 @@ def set_sleep_settings(
     return tenant
 
 
+def _idleness(tenant: Tenant) -> dict[str, Any]:
+    """The tenant's idle flag and sleep as audited, the same fields before and after."""
+    return {
+        "idle_since": tenant.idle_since and tenant.idle_since.isoformat(),
+        "asleep": tenant.asleep_since is not None,
+    }
+
+
 @transaction.atomic
 def flag_idle(*, actor: Actor, tenant: Tenant, since: Any, at: Any = None) -> bool:
     """Metering found the tenant's GPUs idle since `since`: flag it and, when it opted in, put its cluster to
@@ -250,6 +258,7 @@ def flag_idle(*, actor: Actor, tenant: Tenant, since: Any, at: Any = None) -> bo
     tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
     if tenant.idle_since is not None:
         return False  # flagged already: told once
+    before = _idleness(tenant)
     tenant.idle_since = since
     sleep = tenant.sleep_when_idle and tenant.state == Tenant.State.READY
     if sleep:
@@ -261,7 +270,8 @@ def flag_idle(*, actor: Actor, tenant: Tenant, since: Any, at: Any = None) -> bo
         object_type="tenant",
         object_id=tenant.public_id,
         tenant=tenant,
-        after={"idle_since": since.isoformat(), "asleep": sleep},
+        before=before,
+        after=_idleness(tenant),
     )
     if sleep:
         _reconcile_on_commit(tenant)
@@ -278,10 +288,7 @@ def wake_tenant(*, actor: Actor, tenant: Tenant, reason: str = "woken") -> Tenan
     tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
     if tenant.idle_since is None and tenant.asleep_since is None:
         return tenant
-    before = {
-        "idle_since": tenant.idle_since and tenant.idle_since.isoformat(),
-        "asleep": bool(tenant.asleep_since),
-    }
+    before = _idleness(tenant)
     tenant.idle_since = tenant.asleep_since = None
     tenant.woken_at = timezone.now()
     tenant.save(update_fields=["idle_since", "asleep_since", "woken_at", "updated_at"])
@@ -292,7 +299,7 @@ def wake_tenant(*, actor: Actor, tenant: Tenant, reason: str = "woken") -> Tenan
         object_id=tenant.public_id,
         tenant=tenant,
         before=before,
-        after={"reason": reason},
+        after={**_idleness(tenant), "reason": reason},
     )
     _reconcile_on_commit(tenant)
     return tenant

@@ -73,7 +73,8 @@ def set_budget(
             validate_email(email)
         except DjangoValidationError:
             raise ValidationFailed.on("email", f"{email!r} is not an e-mail address") from None
-    before = Budget.objects.filter(tenant=tenant).values("monthly_amount", "enforce").first()
+    current = Budget.objects.filter(tenant=tenant).first()
+    before = _snapshot(current) if current else None
     defaults: dict[str, Any] = {
         "monthly_amount": amount,
         "currency": currency,
@@ -89,15 +90,22 @@ def set_budget(
         object_type="budget",
         object_id=tenant.public_id,
         tenant=tenant,
-        before={k: str(v) for k, v in before.items()} if before else None,
-        after={
-            "monthly_amount": str(amount),
-            "currency": budget.currency,
-            "enforce": enforce,
-            "webhook": budget.webhook_origin,  # never the whole URL: it may hold a secret
-        },
+        before=before,
+        after=_snapshot(budget),
     )
     return budget
+
+
+def _snapshot(budget: Budget) -> dict[str, Any]:
+    """The budget as audited, the same fields before and after a change; of the webhook only its origin (the
+    whole URL may hold a secret)."""
+    return {
+        "monthly_amount": str(budget.monthly_amount),
+        "currency": budget.currency,
+        "email": budget.email,
+        "enforce": budget.enforce,
+        "webhook": budget.webhook_origin,
+    }
 
 
 def spent_this_month(tenant: Tenant, now: datetime) -> Decimal:

@@ -1,4 +1,5 @@
-"""Template helpers: whether the person holds a permission in a tenant (the services' own check)."""
+"""Template helpers: whether the person holds a permission in a tenant (the services' own check), and audited
+values as people read them."""
 
 from __future__ import annotations
 
@@ -16,3 +17,17 @@ register = template.Library()
 def may(context: Any, tenant: Any, permission: str) -> bool:
     """`{% may tenant "audit.view" as can_audit %}`: the same answer the service would give."""
     return services.can(Actor.of(context["request"].user), tenant, permission)
+
+
+@register.filter
+def audit_value(value: Any) -> str:
+    """An audited value as people read it: — for none, yes/no, lists joined, an empty text as “”."""
+    if value is None or value == {} or value == []:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, list):
+        return ", ".join(audit_value(v) for v in value)
+    if value == "":
+        return "“”"
+    return str(value)

@@ -138,8 +138,17 @@ class QuotaValuesSerializer(QuotaSerializer):
         fields = ["guaranteed", "burst", "lendable", "weight", "updated_at"]
 
 
+class AuditChangeSerializer(serializers.Serializer):
+    """One field a write changed: its value before and after (null where that side has none)."""
+
+    field = serializers.CharField()
+    before = serializers.JSONField(allow_null=True)
+    after = serializers.JSONField(allow_null=True)
+
+
 class AuditEventSerializer(ModelSerializer):
     id = serializers.CharField(source="public_id")
+    changes = AuditChangeSerializer(many=True, read_only=True)
     actor = serializers.CharField(source="actor_label")
     tenant: serializers.SlugRelatedField[Tenant] = serializers.SlugRelatedField(
         slug_field="slug", read_only=True
@@ -157,6 +166,7 @@ class AuditEventSerializer(ModelSerializer):
             "object_id",
             "before",
             "after",
+            "changes",
             "request_id",
             "source_ip",
             "user_agent",
