@@ -11,7 +11,9 @@ from typing import Any
 from django import forms
 
 from scheduling.models import GpuClass, HostCluster
-from tenants.models import ApiToken, Membership, Tenant
+from tenants import tiers
+from tenants.capacity import classes_offered
+from tenants.models import ApiToken, Membership, Quota, Tenant
 from tenants.tokens import SCOPES
 
 # Counts are typed as text: what is not a whole number reaches the service, which says so.
@@ -34,12 +36,41 @@ def _choices_of_host_clusters() -> list[tuple[str, str]]:
     return [("", "Automatic: the ready host cluster with the most free GPUs"), *((n, n) for n in names)]
 
 
-def _choices_of_classes(blank: str) -> list[tuple[str, str]]:
-    classes = GpuClass.objects.select_related("gpu_model").order_by("name")
-    return [("", blank), *((c.name, f"{c.name} ({c.kind})") for c in classes)]
+KIND_NAMES: dict[str, str] = {
+    GpuClass.Kind.WHOLE: "Whole GPUs",
+    GpuClass.Kind.MIG: "MIG slices",
+    GpuClass.Kind.SHARED: "Time-sliced shares",
+    GpuClass.Kind.FRACTION: "HAMi fractions",
+}
 
 
-def _choose(form: forms.Form, name: str, choices: list[tuple[str, str]]) -> None:
+def _choices_of_classes(blank: str, tenant: Tenant | None = None) -> list[tuple[str, Any]]:
+    """The one GPU-class menu of every form: classes of models in service in the fleet (`classes_offered`).
+
+    For a tenant: the classes its trust tier allows on its host cluster, and those it holds already. With no
+    tenant yet (a new one, a what-if), grouped by kind, each group saying which trust tiers may hold it.
+    """
+    if tenant is not None:
+        held = Quota.objects.filter(tenant=tenant).values_list("gpu_class__name", flat=True)
+        classes = classes_offered(
+            trust_tier=tenant.trust_tier, host_cluster=tenant.cluster.host_cluster, keep=held
+        )
+        return [("", blank), *((c.name, f"{c.name} ({c.kind})") for c in classes)]
+    groups: dict[str, list[tuple[str, str]]] = {kind: [] for kind in GpuClass.Kind.values}
+    for gpu_class in classes_offered():
+        groups[gpu_class.kind].append((gpu_class.name, gpu_class.name))
+    return [("", blank), *((_kind_label(kind), names) for kind, names in groups.items() if names)]
+
+
+def _kind_label(kind: str) -> str:
+    """Which trust tiers may hold a kind of class (tenants.tiers), e.g. "MIG slices: standard and trusted
+    tenants"."""
+    allowed = [tier for tier, kinds in tiers.KINDS.items() if kind in kinds]
+    who = "every trust tier" if len(allowed) == len(tiers.KINDS) else " and ".join(allowed) + " tenants"
+    return f"{KIND_NAMES[kind]}: {who}"
+
+
+def _choose(form: forms.Form, name: str, choices: list[tuple[str, Any]]) -> None:
     """Fill a choice field when the form is made: the fleet and the catalog change while the server runs."""
     field = form.fields[name]
     assert isinstance(field, forms.ChoiceField)
@@ -83,16 +114,32 @@ class QuotaForm(forms.Form):
     )
     weight = forms.CharField(required=False, label="Fair-share weight", widget=NUMBER)
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, tenant: Tenant, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        _choose(self, "gpu_class", _choices_of_classes("Choose a class"))
+        _choose(self, "gpu_class", _choices_of_classes("Choose a class", tenant))
+
+    @staticmethod
+    def initial_of(quota: Quota | None, gpu_class: str) -> dict[str, Any]:
+        """What the form opens with: the quota's current values when it is being edited, so that changing one
+        field leaves the others as they are (a blank guarantee would be 0)."""
+        if quota is None:
+            return {"gpu_class": gpu_class}
+        lendable = "" if quota.lendable is None else quota.lendable
+        return {
+            "gpu_class": gpu_class,
+            "guaranteed": quota.guaranteed,
+            "burst": quota.burst,
+            "lendable": lendable,
+            "weight": quota.weight,
+        }
 
 
 class MemberForm(forms.Form):
     username = forms.CharField(
         required=False,
         label="Username or e-mail",
-        help_text="Someone without an account yet gets the role at their first sign-in.",
+        help_text="A username, or an e-mail address: someone without an account yet is invited and gets the "
+        "role at their first sign-in.",
         widget=forms.TextInput(attrs={"autocomplete": "off"}),
     )
     role = forms.ChoiceField(label="Role", choices=Membership.Role.choices, initial=Membership.Role.MEMBER)

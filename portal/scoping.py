@@ -1,7 +1,7 @@
 """The portal's one way to reach a tenant: the API's scope (`visible_tenants`) and permission matrix.
 
 Another tenant is "not found"; a tenant the person belongs to without the permission a page needs is
-"forbidden" with the roles that would allow it, word for word as the API says it.
+"forbidden" with the roles that would allow it, word for word as the API says it (`tenants.selectors`).
 """
 
 from __future__ import annotations
@@ -9,14 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import HttpRequest
-from django.shortcuts import get_object_or_404
 
-from gpucloud.errors import PermissionDenied, ServiceError
-from tenants import services
+from gpucloud.errors import ServiceError
+from tenants import selectors, services
 from tenants.audit import Actor
 from tenants.models import Tenant
-from tenants.permissions import roles_with
-from tenants.selectors import visible_tenants
 
 
 def actor_of(request: HttpRequest) -> Actor:
@@ -24,16 +21,9 @@ def actor_of(request: HttpRequest) -> Actor:
 
 
 def tenant_for(request: HttpRequest, slug: str, permission: str = "tenant.view") -> Tenant:
-    """The tenant `slug` if the person may see it (else 404) and holds `permission` there (else 403)."""
-    tenant = get_object_or_404(
-        visible_tenants(request.user).select_related("cluster__host_cluster"), slug=slug
-    )
-    if not services.can(actor_of(request), tenant, permission):
-        raise PermissionDenied(
-            f"this page needs one of these roles in tenant {tenant.slug}: "
-            + (", ".join(sorted(roles_with(permission))) or "platform administrators only")
-        )
-    return tenant
+    """The tenant `slug` if the person may see it (else 404) and holds `permission` there (else 403 naming
+    the roles): `tenants.selectors.tenant_for`, the API's rule and words."""
+    return selectors.tenant_for(request.user, slug, permission, "cluster__host_cluster")
 
 
 def allowed(request: HttpRequest, tenant: Tenant, *permissions: str) -> dict[str, bool]:

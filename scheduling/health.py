@@ -330,11 +330,24 @@ def _quarantine_node_whole(node: Node, event: HealthEvent, at: datetime, reason:
     _audit("quarantine", started, {"event": event.public_id, "why": "every GPU of the node is quarantined"})
 
 
+# What a quarantine and a release change, as the audit log shows it: "state: in service → quarantined".
+STATES = {"quarantine": ("in service", "quarantined"), "release": ("quarantined", "in service")}
+
+
 def _audit(verb: str, q: Quarantine, after: dict[str, str], actor: Actor = SYSTEM) -> None:
     kind = "gpu" if q.gpu_id else "node"
     object_id = q.gpu.uuid if q.gpu_id and q.gpu else q.node.name
-    after = {"host_cluster": q.node.host_cluster.name, "node": q.node.name, "reason": q.reason, **after}
-    audit.record(actor, f"{kind}.{verb}", object_type=kind, object_id=object_id, after=after)
+    was, now = STATES[verb]
+    after = {
+        "state": now,
+        "host_cluster": q.node.host_cluster.name,
+        "node": q.node.name,
+        "reason": q.reason,
+        **after,
+    }
+    audit.record(
+        actor, f"{kind}.{verb}", object_type=kind, object_id=object_id, before={"state": was}, after=after
+    )
 
 
 def required_clean(q: Quarantine) -> timedelta:

@@ -93,7 +93,8 @@ def load_fleet(*, actor: Actor, fleet: Fleet, source: str) -> FleetLoad:
     existing = HostCluster.objects.filter(name=fleet.name).first()
     if existing and existing.driver != HostCluster.Driver.SIMULATED:
         raise ValueError(f"host cluster {fleet.name!r} exists and is not simulated; rename the fleet")
-    host_cluster, created = HostCluster.objects.update_or_create(
+    before = _fleet_snapshot(existing) if existing else None
+    host_cluster, _ = HostCluster.objects.update_or_create(
         name=fleet.name,
         defaults={"region": fleet.region, "driver": HostCluster.Driver.SIMULATED, "source": source},
     )
@@ -118,9 +119,21 @@ def load_fleet(*, actor: Actor, fleet: Fleet, source: str) -> FleetLoad:
         "fleet.load",
         object_type="host_cluster",
         object_id=host_cluster.public_id,
-        after={"name": fleet.name, "source": source, "nodes": result.nodes, "gpus": gpus, "created": created},
+        before=before,
+        after=_fleet_snapshot(host_cluster),
     )
     return result
+
+
+def _fleet_snapshot(host_cluster: HostCluster) -> dict[str, Any]:
+    """A simulated host cluster as `fleet.load` audits it, the same fields before and after a reload."""
+    return {
+        "name": host_cluster.name,
+        "source": host_cluster.source,
+        "region": host_cluster.region,
+        "nodes": Node.objects.filter(host_cluster=host_cluster).count(),
+        "gpus": Gpu.objects.filter(node__host_cluster=host_cluster).count(),
+    }
 
 
 def host_cluster_snapshot(host_cluster: HostCluster) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from django.db.models import Count, Q, Sum
 
 from gpucloud.errors import CapacityExceeded, Conflict, ValidationFailed
 from scheduling.models import Gpu, GpuClass, GpuModel, HostCluster, Node, NodePartition
+from tenants import tiers
 from tenants.models import AdmissionLock, Quota, Tenant
 
 Key = tuple[str, str]  # (host cluster name, GPU model slug)
@@ -214,11 +215,17 @@ def _lock_admission_row(host_cluster_id: int, gpu_model_id: int) -> None:
     rows.select_for_update().get()
 
 
+def _lacks_hami(host_cluster: HostCluster, gpu_class: GpuClass) -> bool:
+    """HAMi fractions exist only where HAMi serves them: not on a Kubernetes host cluster without it."""
+    return (
+        gpu_class.kind == GpuClass.Kind.FRACTION
+        and host_cluster.driver == HostCluster.Driver.KUBERNETES
+        and not host_cluster.addons.get("hami")
+    )
+
+
 def _require_hami(host_cluster: HostCluster, gpu_class: GpuClass) -> None:
-    """HAMi fractions exist only where HAMi serves them: a Kubernetes host cluster without it refuses them."""
-    if gpu_class.kind != GpuClass.Kind.FRACTION or host_cluster.driver != HostCluster.Driver.KUBERNETES:
-        return
-    if not host_cluster.addons.get("hami"):
+    if _lacks_hami(host_cluster, gpu_class):
         message = (
             f"{gpu_class.name} is a HAMi fraction, and host cluster {host_cluster.name} does not run HAMi "
             "(no GPU node carries hami.io/node-nvidia-register); see its conformance report"
@@ -258,6 +265,34 @@ def admit(tenant: Tenant, gpu_class: GpuClass, guaranteed: int) -> None:
         requested=guaranteed,
         available=row.available,
     )
+
+
+def classes_offered(
+    *,
+    trust_tier: str | None = None,
+    host_cluster: HostCluster | None = None,
+    keep: Iterable[str] = (),
+) -> list[GpuClass]:
+    """The GPU classes worth offering in a menu, by name: those of GPU models with GPUs in service (`HEALTHY`)
+    on `host_cluster` (anywhere in the fleet when None) that `trust_tier` allows (any tier's when None) and
+    the host cluster can serve; plus the classes named in `keep` (a quota held already stays editable).
+
+    The catalog knows every model NVIDIA makes; offering a class of a model the fleet lacks, or one the tier
+    forbids, only leads to a refusal after the form is sent. Admission still decides: this only narrows.
+    """
+    keep = set(keep)
+    gpus = Gpu.objects.filter(HEALTHY)
+    if host_cluster is not None:
+        gpus = gpus.filter(node__host_cluster=host_cluster)
+    in_service = GpuClass.objects.filter(gpu_model__in=gpus.values("gpu_model"))
+    offered = []
+    for gpu_class in (in_service | GpuClass.objects.filter(name__in=keep)).select_related("gpu_model"):
+        fits = (trust_tier is None or tiers.allows(trust_tier, gpu_class)) and not (
+            host_cluster is not None and _lacks_hami(host_cluster, gpu_class)
+        )
+        if fits or gpu_class.name in keep:
+            offered.append(gpu_class)
+    return sorted(offered, key=lambda c: c.name)
 
 
 def pick_host_cluster() -> HostCluster:

@@ -1,5 +1,9 @@
 """Inviting people who have no account yet: the role waits, and becomes a membership at their first sign-in.
 
+One rule for every door (portal, API, manifests): a username must name an account; an e-mail address names
+the account that has it, or else becomes an invitation. An unknown username is refused, never turned into an
+invitation: a typo would otherwise wait silently for someone who never comes.
+
 Someone who already has an account is added at once by `services.add_member` (every rule is there); an
 invitation is checked by the same rules when it is made (who may grant which role, a live tenant), so
 accepting it at sign-in needs no actor's permission.
@@ -37,15 +41,18 @@ def existing_user(login: str) -> Any:
 
 @transaction.atomic
 def invite(*, actor: Actor, tenant: Tenant, login: str, role: str) -> Membership | Invitation:
-    """Add the person now if they have an account (`services.add_member`), else invite them.
+    """Add the person now if they have an account (`services.add_member`), else invite them by e-mail.
 
-    Returns the membership, or the (new or updated) pending invitation.
+    Returns the membership, or the (new or updated) pending invitation. A username without an account is
+    refused (422), as `add_member` refuses it.
     """
     login = (login or "").strip()
     if not LOGIN_RE.match(login):
         raise ValidationFailed.on(
             "username", f"{login!r} is neither a username nor an e-mail address; give one of them"
         )
+    if "@" not in login:  # a username: its account gets the role, or `add_member` refuses it
+        return services.add_member(actor=actor, tenant=tenant, username=login, role=role)
     user = existing_user(login)
     if user is not None:
         return services.add_member(actor=actor, tenant=tenant, username=user.get_username(), role=role)

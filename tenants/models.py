@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from django.conf import settings
 from django.core.validators import RegexValidator
@@ -251,6 +251,32 @@ class AuditEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.actor_label} {self.action} {self.object_type}:{self.object_id}"
+
+    def changes(self) -> list[dict[str, Any]]:
+        """What the write changed, field by field: `{"field", "before", "after"}` for each field whose value
+        differs, nested values flattened to dotted names (`prices.h200-141gb`), unchanged fields left out.
+        A creation or an occurrence (no `before`) lists what `after` says; a removal (no `after`) what
+        `before` said; a field one side lacks is None on that side. Fields both sides have come first, then
+        those of one side, each in name order (PostgreSQL's jsonb keeps no order of its own)."""
+        before, after = _flat(self.before), _flat(self.after)
+        fields = sorted(before.keys() | after.keys(), key=lambda f: (f not in before or f not in after, f))
+        return [
+            {"field": f, "before": before.get(f), "after": after.get(f)}
+            for f in fields
+            if f not in before or f not in after or before[f] != after[f]
+        ]
+
+
+def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
+    """A JSON object as {dotted name: value}; lists and scalars are values, an empty object is one too."""
+    if not isinstance(value, dict):
+        return {} if value is None and not prefix else {prefix: value}
+    if not value and prefix:
+        return {prefix: value}
+    flat: dict[str, Any] = {}
+    for key, inner in value.items():
+        flat.update(_flat(inner, f"{prefix}.{key}" if prefix else str(key)))
+    return flat
 
 
 class ApiToken(models.Model):

@@ -1,4 +1,12 @@
-"""Reads that decide what a caller may see. Every tenant-owned query starts from `visible_tenants`."""
+"""Reads that decide what a caller may see. Every tenant-owned query starts from `visible_tenants`.
+
+One answer, whatever the door (API or portal), to "may this person read this of a tenant":
+- a tenant they do not belong to (or none of that name) is 404, exactly like one that does not exist;
+- a tenant they belong to, in a role that lacks the permission, is 403 naming the roles that hold it
+  (`forbidden`); the API and the portal say it in the same words;
+- a list across tenants holds the tenants where they have the permission; someone who belongs to tenants
+  but has it in none of them is refused (403 naming the roles), as each of those tenants' pages refuses them.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +14,8 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from tenants.models import Tenant
+from gpucloud.errors import NotFound, PermissionDenied
+from tenants.models import Membership, Tenant
 from tenants.permissions import is_platform_admin, roles_with
 
 
@@ -23,3 +32,45 @@ def visible_tenants(user: Any, permission: str = "tenant.view") -> QuerySet[Tena
     return Tenant.objects.filter(
         memberships__user=user, memberships__role__in=roles_with(permission)
     ).distinct()
+
+
+def forbidden(permission: str, tenant: str | None = None) -> PermissionDenied:
+    """The 403 of someone whose role may not do `permission`: it names the roles that may (in `tenant`, or
+    in any tenant of theirs when the refusal is about a list across tenants)."""
+    roles = sorted(roles_with(permission))
+    allowed = ", ".join(roles) or "platform administrators only"
+    if tenant:
+        detail = f"{permission} needs one of these roles in tenant {tenant}: {allowed}"
+    else:
+        detail = (
+            f"{permission} needs one of these roles in a tenant: {allowed}; you have none in any of yours"
+        )
+    return PermissionDenied(detail, permission=permission, allowed_roles=roles)
+
+
+def tenant_for(user: Any, slug: str, permission: str = "tenant.view", *related: str) -> Tenant:
+    """The tenant `slug` if `user` belongs to it (else NotFound, as if it did not exist) and holds
+    `permission` there (else `forbidden`); `related`, relations to load with it."""
+    tenant = visible_tenants(user).select_related(*related).filter(slug=slug).first()
+    if tenant is None:
+        raise NotFound(f"there is no tenant {slug!r} you can see")
+    if not holds(user, tenant, permission):
+        raise forbidden(permission, tenant.slug)
+    return tenant
+
+
+def tenants_for(user: Any, permission: str) -> QuerySet[Tenant]:
+    """The scope of a list across tenants: where `user` holds `permission`. Someone who belongs to tenants
+    but holds it in none is refused (`forbidden`); someone in no tenant at all gets nothing to list."""
+    tenants = visible_tenants(user, permission)
+    if permission != "tenant.view" and not tenants.exists() and visible_tenants(user).exists():
+        raise forbidden(permission)
+    return tenants
+
+
+def holds(user: Any, tenant: Tenant, permission: str) -> bool:
+    """Whether `user` holds `permission` in `tenant` (platform administrators hold every one)."""
+    if is_platform_admin(user):
+        return True
+    role = Membership.objects.filter(tenant=tenant, user=user).values_list("role", flat=True).first()
+    return role in roles_with(permission)

@@ -137,6 +137,13 @@ def _validate_tier(trust_tier: str) -> None:
         raise ValidationFailed.on("trust_tier", f"{trust_tier!r} is not a trust tier; use one of: {allowed}")
 
 
+def require_tenant_creator(actor: Actor) -> None:
+    """Refuse (403) anyone who may not create tenants: platform administrators only. The portal asks before it
+    shows the form, so nobody fills it in to be refused."""
+    if not actor.is_platform_admin:
+        raise PermissionDenied("creating a tenant needs a platform administrator")
+
+
 @atomic
 def create_tenant(
     *,
@@ -147,8 +154,7 @@ def create_tenant(
     host_cluster: HostCluster | None = None,
 ) -> Tenant:
     """Create a tenant and its (pending) tenant cluster; the creator becomes its owner."""
-    if not actor.is_platform_admin:
-        raise PermissionDenied("creating a tenant needs a platform administrator")
+    require_tenant_creator(actor)
     _validate_slug(slug)
     _validate_display_name(display_name)
     _validate_tier(trust_tier)
@@ -268,6 +274,14 @@ def set_sleep_settings(
     return tenant
 
 
+def _idleness(tenant: Tenant) -> dict[str, Any]:
+    """The tenant's idle flag and sleep as audited, the same fields before and after."""
+    return {
+        "idle_since": tenant.idle_since and tenant.idle_since.isoformat(),
+        "asleep": tenant.asleep_since is not None,
+    }
+
+
 @atomic
 def flag_idle(*, actor: Actor, tenant: Tenant, since: Any, at: Any = None) -> bool:
     """Metering found the tenant's GPUs idle since `since`: flag it and, when it opted in, put its cluster to
@@ -275,6 +289,7 @@ def flag_idle(*, actor: Actor, tenant: Tenant, since: Any, at: Any = None) -> bo
     tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
     if tenant.idle_since is not None:
         return False  # flagged already: told once
+    before = _idleness(tenant)
     tenant.idle_since = since
     sleep = tenant.sleep_when_idle and tenant.state == Tenant.State.READY
     if sleep:
@@ -286,7 +301,8 @@ def flag_idle(*, actor: Actor, tenant: Tenant, since: Any, at: Any = None) -> bo
         object_type="tenant",
         object_id=tenant.public_id,
         tenant=tenant,
-        after={"idle_since": since.isoformat(), "asleep": sleep},
+        before=before,
+        after=_idleness(tenant),
     )
     if sleep:
         _reconcile_on_commit(tenant)
@@ -303,10 +319,7 @@ def wake_tenant(*, actor: Actor, tenant: Tenant, reason: str = "woken") -> Tenan
     tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
     if tenant.idle_since is None and tenant.asleep_since is None:
         return tenant
-    before = {
-        "idle_since": tenant.idle_since and tenant.idle_since.isoformat(),
-        "asleep": bool(tenant.asleep_since),
-    }
+    before = _idleness(tenant)
     tenant.idle_since = tenant.asleep_since = None
     tenant.woken_at = timezone.now()
     tenant.save(update_fields=["idle_since", "asleep_since", "woken_at", "updated_at"])
@@ -317,7 +330,7 @@ def wake_tenant(*, actor: Actor, tenant: Tenant, reason: str = "woken") -> Tenan
         object_id=tenant.public_id,
         tenant=tenant,
         before=before,
-        after={"reason": reason},
+        after={**_idleness(tenant), "reason": reason},
     )
     _reconcile_on_commit(tenant)
     return tenant
@@ -430,7 +443,11 @@ def add_member(*, actor: Actor, tenant: Tenant, username: str, role: str) -> Mem
         raise ValidationFailed.on("role", f"{role!r} is not a role; use one of: {allowed}")
     user = User.objects.filter(username=username).first()
     if user is None:
-        raise ValidationFailed.on("username", f"there is no user called {username!r}")
+        raise ValidationFailed.on(
+            "username",
+            f"there is no user called {username!r}; to invite someone who has not signed in yet, give "
+            "their e-mail address",
+        )
     _lock_memberships(tenant)
     existing = Membership.objects.select_for_update().filter(tenant=tenant, user=user).first()
     if role == Membership.Role.OWNER:

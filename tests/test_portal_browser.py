@@ -195,6 +195,37 @@ def test_the_usage_page_draws_the_metered_gpu_hours(browser, people, mini):
     assert "'yesterday' is not a date written YYYY-MM-DD" in browser.page.inner_text("main")
 
 
+def test_the_usage_chart_draws_the_week_asked_when_only_its_last_day_has_usage(browser, people, mini):
+    """A newcomer's first day of usage in a week's range was drawn as Feb 2027 – Aug 2029 (uPlot widened the
+    lone point's axis by itself): the axis must be the days asked, in uPlot's unit, seconds."""
+    cluster = people["a"].cluster
+    cluster.host_cluster = mini
+    cluster.save()
+    ready(people["a"])
+    dec_2 = datetime(2026, 12, 2, 10, tzinfo=UTC)
+    for t in (0, 30, 60, 90):
+        rows = [Row(gpu_uuid("h100-0", 0), pod="tenant-tenant-a/train", util=50)]
+        ingest_scrape(mini, "h100-0", dec_2 + timedelta(seconds=t), exposition("h100-0", rows))
+    browser.sign_in("alice")
+    browser.go("/tenants/tenant-a/usage/?start=2026-11-26&end=2026-12-02")
+    browser.page.wait_for_selector("#usage-chart .u-over")
+    drawn = browser.page.evaluate(
+        """() => { const u = document.getElementById("usage-chart").uplot;
+                   return {min: u.scales.x.min, max: u.scales.x.max, ticks: u.axes[0]._splits,
+                           labels: u.axes[0]._values}; }"""
+    )
+    nov_26, dec_2_midnight = datetime(2026, 11, 26, tzinfo=UTC), datetime(2026, 12, 2, tzinfo=UTC)
+    assert (drawn["min"], drawn["max"]) == (nov_26.timestamp(), dec_2_midnight.timestamp())
+    assert drawn["ticks"] and all(
+        nov_26.timestamp() <= t <= dec_2_midnight.timestamp() for t in drawn["ticks"]
+    )
+    labels = " ".join(str(label) for label in drawn["labels"])
+    assert "11/27" in labels and "12/2" in labels, labels
+    assert not any(year in labels for year in ("2027", "2028", "2029")), labels
+    assert "h100-80gb" in browser.page.inner_text("table")
+    browser.shot("usage-one-day")
+
+
 def test_a_member_of_one_tenant_gets_404_on_anothers_pages(browser, people):
     browser.sign_in("charlie")
     for page in ("", "quotas/", "members/", "usage/", "status/", "kubeconfig/"):

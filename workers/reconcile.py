@@ -229,7 +229,7 @@ def _write_back(tenant: Tenant, result: ReconcileResult) -> int:
         step = _next_tenant_state(tenant, phase, error)
         # pending → ready happens in two steps when the driver is fast; both are recorded.
         while step is not None:
-            before = {"state": tenant.state}
+            before = {"state": tenant.state, "reason": tenant.state_reason}
             tenant.transition(step, reason=error if step == Tenant.State.FAILED else "")
             tenant.save(update_fields=["state", "state_reason", "deleted_at", "updated_at"])
             audit.record(

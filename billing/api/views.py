@@ -9,7 +9,6 @@ from typing import Any
 import django_filters
 from django.db.models import QuerySet
 from django.http import HttpResponse
-from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import mixins, status
@@ -31,10 +30,9 @@ from billing.api.serializers import (
 )
 from billing.models import Budget, CollectionSource, HealthCredit, Invoice, RateCard, ScrapeRecord
 from billing.services import budgets, invoicing, rates
-from gpucloud.errors import NotFound, PermissionDenied, ValidationFailed
+from gpucloud.errors import PermissionDenied, ValidationFailed
 from scheduling.models import HealthEvent
 from tenants.api.viewsets import BaseViewSet
-from tenants.models import Tenant
 from tenants.permissions import is_platform_admin
 
 
@@ -77,15 +75,9 @@ class UsageViewSet(mixins.ListModelMixin, BaseViewSet):
             raise ValidationFailed.on(
                 "group_by", f"{group_by!r} is not one of: {', '.join(selectors.GROUPS)}"
             )
-        tenants = self.visible_tenants("billing.view")
-        slug = request.query_params.get("tenant")
-        if slug:
-            tenants = tenants.filter(slug=slug)
-            if not tenants.exists():
-                raise NotFound(f"there is no tenant {slug!r} you can see")
         return selectors.usage(
-            tenants=tenants,
-            include_platform=not slug and is_platform_admin(request.user),
+            tenants=self.scope("billing.view"),
+            include_platform=not request.query_params.get("tenant") and is_platform_admin(request.user),
             start=_when(request, "start"),
             end=_when(request, "end"),
             group_by=group_by,
@@ -141,10 +133,12 @@ class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewS
     filterset_class = InvoiceFilter
     lookup_field = "public_id"
     lookup_url_kwarg = "id"
+    read_permission = "billing.view"
+    tenant_field = "tenant"
 
     def get_queryset(self) -> QuerySet[Invoice]:
         return (
-            Invoice.objects.filter(tenant__in=self.visible_tenants("billing.view"))
+            Invoice.objects.filter(tenant__in=self.scope(self.read_permission))
             .select_related("tenant__cluster__host_cluster")
             .prefetch_related("lines")
             .order_by("-period_start", "tenant__slug")
@@ -155,9 +149,7 @@ class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewS
         """Compute (or recompute) the tenant's draft invoice of a month."""
         serializer = InvoiceDraftSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        tenant = get_object_or_404(
-            self.visible_tenants("billing.view"), slug=serializer.validated_data["tenant"]
-        )
+        tenant = self.tenant_named(serializer.validated_data["tenant"], self.read_permission)
         year, month = parse_month(serializer.validated_data["month"])
         invoice = invoicing.draft_invoice(actor=self.actor(), tenant=tenant, year=year, month=month)
         return Response(InvoiceSerializer(self.get_queryset().get(pk=invoice.pk)).data, status=201)
@@ -216,10 +208,12 @@ class BudgetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewSe
     serializer_class = BudgetSerializer
     lookup_field = "tenant__slug"
     lookup_url_kwarg = "tenant"
+    read_permission = "billing.view"
+    tenant_field = "tenant"
 
     def get_queryset(self) -> QuerySet[Budget]:
         return (
-            Budget.objects.filter(tenant__in=self.visible_tenants("billing.view"))
+            Budget.objects.filter(tenant__in=self.scope(self.read_permission))
             .select_related("tenant")
             .prefetch_related("alerts")
             .order_by("tenant__slug")
@@ -231,7 +225,7 @@ class BudgetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewSe
         serializer = BudgetWriteSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = dict(serializer.validated_data)
-        tenant: Tenant = get_object_or_404(self.visible_tenants("billing.view"), slug=data.pop("tenant"))
+        tenant = self.tenant_named(data.pop("tenant"), self.read_permission)
         budget = budgets.set_budget(actor=self.actor(), tenant=tenant, **data)
         return Response(BudgetSerializer(self.get_queryset().get(pk=budget.pk)).data, status=201)
 

@@ -78,7 +78,8 @@ def set_budget(
     wanted = {"monthly_amount": amount, "currency": currency, "email": email, "enforce": enforce}
     if Budget.objects.filter(tenant=tenant).values(*wanted).first() != wanted:
         refuse_undone_edit(actor, "Tenant", tenant.slug, ["budget"], f"setting the budget of {tenant.slug}")
-    before = Budget.objects.filter(tenant=tenant).values("monthly_amount", "enforce").first()
+    current = Budget.objects.filter(tenant=tenant).first()
+    before = _snapshot(current) if current else None
     defaults: dict[str, Any] = {
         "monthly_amount": amount,
         "currency": currency,
@@ -94,15 +95,22 @@ def set_budget(
         object_type="budget",
         object_id=tenant.public_id,
         tenant=tenant,
-        before={k: str(v) for k, v in before.items()} if before else None,
-        after={
-            "monthly_amount": str(amount),
-            "currency": budget.currency,
-            "enforce": enforce,
-            "webhook": budget.webhook_origin,  # never the whole URL: it may hold a secret
-        },
+        before=before,
+        after=_snapshot(budget),
     )
     return budget
+
+
+def _snapshot(budget: Budget) -> dict[str, Any]:
+    """The budget as audited, the same fields before and after a change; of the webhook only its origin (the
+    whole URL may hold a secret)."""
+    return {
+        "monthly_amount": str(budget.monthly_amount),
+        "currency": budget.currency,
+        "email": budget.email,
+        "enforce": budget.enforce,
+        "webhook": budget.webhook_origin,
+    }
 
 
 def spent_this_month(tenant: Tenant, now: datetime) -> Decimal:

@@ -253,6 +253,7 @@ def issue_invoice(*, actor: Actor, invoice: Invoice) -> Invoice:
         raise Conflict(f"issue the earlier invoice {earlier.public_id} ({earlier.period_start:%Y-%m}) first")
     # The credits are locked and tied to this invoice in its transaction: a credit goes on one issued invoice.
     credits = list(open_credits(invoice).select_for_update(of=("self",)))
+    before = {"state": invoice.state, "total": str(invoice.total), "currency": invoice.currency}
     _fill(invoice, _ledger_head(settled=True), credits)
     HealthCredit.objects.filter(pk__in=[c.pk for c in credits]).update(invoice=invoice)
     invoice.state, invoice.issued_at = Invoice.State.ISSUED, timezone.now()
@@ -263,7 +264,9 @@ def issue_invoice(*, actor: Actor, invoice: Invoice) -> Invoice:
         object_type="invoice",
         object_id=invoice.public_id,
         tenant=invoice.tenant,
+        before=before,
         after={
+            "state": invoice.state,
             "total": str(invoice.total),
             "currency": invoice.currency,
             "period": f"{invoice.period_start:%Y-%m}",

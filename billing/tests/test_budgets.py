@@ -136,8 +136,8 @@ def test_the_budget_api_sets_and_lists_own_budgets(api, people):
     assert created.json()["monthly_amount"] == "250.00" and created.json()["enforce"] is False
     assert api(people["charlie"]).get("/api/v1/budgets/").json()["count"] == 0
     assert api(people["charlie"]).get("/api/v1/budgets/tenant-a/").status_code == 404
-    # bob is a viewer: money is for owners, admins and billing viewers (docs/permissions.md)
-    assert api(people["bob"]).get("/api/v1/budgets/tenant-a/").status_code == 404
+    # bob is a viewer: money is for owners, admins and billing viewers (docs/permissions.md); he is told so
+    assert api(people["bob"]).get("/api/v1/budgets/tenant-a/").status_code == 403
 
 
 def test_the_periodic_check_looks_at_every_budget(mini, acme):

@@ -92,7 +92,9 @@ def test_an_opted_in_tenant_sleeps_and_wakes_when_its_pods_hold_gpus_again(mini,
     assert check_idle(now=hours(7.2))["woken"] == 1
     acme.refresh_from_db()
     assert acme.asleep_since is None and acme.idle_since is None and acme.woken_at is not None
-    assert AuditEvent.objects.get(action="tenant.wake").after == {"reason": "activity"}
+    woken = AuditEvent.objects.get(action="tenant.wake")
+    assert woken.after == {"idle_since": None, "asleep": False, "reason": "activity"}
+    assert woken.before["asleep"] is True
 
 
 def test_idleness_counts_afresh_after_a_wake_by_hand(mini, acme):

@@ -86,9 +86,9 @@ def test_usage_is_paginated(api, usage):
 
 
 def test_a_viewer_does_not_see_the_money(api, usage):
-    # usage is priced: it is for owners, admins and billing viewers (docs/permissions.md)
-    assert results(api(usage["bob"]).get("/api/v1/usage/")) == []
-    assert api(usage["bob"]).get("/api/v1/usage/?tenant=tenant-a").status_code == 404
+    # usage is priced: it is for owners, admins and billing viewers (docs/permissions.md); bob is told so
+    assert api(usage["bob"]).get("/api/v1/usage/").status_code == 403
+    assert api(usage["bob"]).get("/api/v1/usage/?tenant=tenant-a").status_code == 403
 
 
 def test_anonymous_callers_get_401(api, usage):

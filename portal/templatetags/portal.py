@@ -1,5 +1,5 @@
-"""Template helpers: whether the person holds a permission in a tenant (the services' own check), and which
-manifest source declares an object."""
+"""Template helpers: whether the person holds a permission in a tenant (the services' own check), which
+manifest source declares an object, and audited values as people read them."""
 
 from __future__ import annotations
 
@@ -25,3 +25,17 @@ def may(context: Any, tenant: Any, permission: str) -> bool:
 def declared(kind: str, name: str) -> Declaration | None:
     """`{% declared "Tenant" tenant.slug as declaration %}`: its declaring source, as the services see it."""
     return ownership.declaration(kind, name)
+
+
+@register.filter
+def audit_value(value: Any) -> str:
+    """An audited value as people read it: — for none, yes/no, lists joined, an empty text as “”."""
+    if value is None or value == {} or value == []:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, list):
+        return ", ".join(audit_value(v) for v in value)
+    if value == "":
+        return "“”"
+    return str(value)

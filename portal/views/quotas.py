@@ -22,8 +22,11 @@ from tenants.capacity import capacity_table
 def quotas(request: HttpRequest, slug: str) -> HttpResponse:
     tenant = tenant_for(request, slug, "quota.view")
     can = allowed(request, tenant, "quota.manage")
-    initial = {"gpu_class": request.GET.get("class", "")}
-    form = QuotaForm(request.POST or None, initial=initial)
+    editing = request.GET.get("class", "")
+    quota = (
+        tenant.quotas.select_related("gpu_class").filter(gpu_class__name=editing).first() if editing else None
+    )
+    form = QuotaForm(request.POST or None, initial=QuotaForm.initial_of(quota, editing), tenant=tenant)
     if request.method == "POST" and form.is_valid() and _set(request, tenant, form):
         return redirect("portal:tenant-quotas", tenant.slug)
     used = units_in_use([tenant.pk])
@@ -36,6 +39,7 @@ def quotas(request: HttpRequest, slug: str) -> HttpResponse:
         "tab": "quotas",
         "rows": rows,
         "form": form,
+        "editing": quota,
         "can": can,
         # What the host cluster could still guarantee, per class: the numbers a refusal would name.
         "capacity": capacity_table(tenant.cluster.host_cluster) if can["quota_manage"] else [],

@@ -28,6 +28,7 @@ REMOVAL: list[str] = [Tenant.State.READY, Tenant.State.DELETING, Tenant.State.DE
 
 @login_required
 def tenant_create(request: HttpRequest) -> HttpResponse:
+    services.require_tenant_creator(actor_of(request))  # before the form: nobody fills it in to be refused
     form = TenantForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:

@@ -23,7 +23,9 @@ from tenants.selectors import visible_tenants
 US_PER_HOUR = 3_600_000_000  # micro GPU-seconds in a GPU-hour
 MJ_PER_KWH = 3_600_000_000  # millijoules in a kilowatt-hour
 GROUPS = {"day": "Day", "hour": "Hour"}
+STEPS = {"day": timedelta(days=1), "hour": timedelta(hours=1)}
 DEFAULT_DAYS = 7
+MAX_DAYS = {"day": 366, "hour": 31}  # every period of the range is drawn: a year of days, a month of hours
 
 
 def _date(raw: str | None, default: date, name: str, errors: dict[str, str]) -> date:
@@ -49,6 +51,9 @@ def _range(request: HttpRequest) -> tuple[date, date, str, dict[str, str]]:
     if start > end:
         errors["start"] = "the start is after the end"
         start = end
+    if (end - start).days >= MAX_DAYS[group]:
+        errors["start"] = f"by {group}, at most {MAX_DAYS[group]} days are shown; showing the last ones"
+        start = end - timedelta(days=MAX_DAYS[group] - 1)
     return start, end, group, errors
 
 
@@ -63,20 +68,30 @@ def _rows(tenant: Tenant, request: HttpRequest, start: date, end: date, group: s
     return list(rows)
 
 
-def chart(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """uPlot's shape: one x axis of periods (epoch seconds), GPU-hours allocated and used per class."""
-    periods = sorted({r["period"] for r in rows})
-    index = {p: i for i, p in enumerate(periods)}
-    allocated: dict[str, list[float]] = defaultdict(lambda: [0.0] * len(periods))
-    used: dict[str, list[float]] = defaultdict(lambda: [0.0] * len(periods))
+def chart(rows: list[dict[str, Any]], start: date, end: date, group: str) -> dict[str, Any]:
+    """uPlot's shape: GPU-hours allocated and used per class over every period of the days asked (a period
+    nothing was metered in is 0), and the x range to draw, both in epoch seconds, uPlot's unit of time.
+
+    The range is given, not left to uPlot: from one point (a first day of usage) it would widen the axis
+    by itself to years around it.
+    """
+    step = STEPS[group]
+    first = datetime.combine(start, time(), UTC)
+    count = (end - start + timedelta(days=1)) // step
+    x = [int((first + i * step).timestamp()) for i in range(count)]
+    index = {second: i for i, second in enumerate(x)}
+    allocated: dict[str, list[float]] = defaultdict(lambda: [0.0] * count)
+    used: dict[str, list[float]] = defaultdict(lambda: [0.0] * count)
     for r in rows:
-        allocated[r["gpu_class"]][index[r["period"]]] += r["gpu_us"] / US_PER_HOUR
-        used[r["gpu_class"]][index[r["period"]]] += r["util_gpu_us"] / US_PER_HOUR
+        i = index[int(r["period"].timestamp())]
+        allocated[r["gpu_class"]][i] += r["gpu_us"] / US_PER_HOUR
+        used[r["gpu_class"]][i] += r["util_gpu_us"] / US_PER_HOUR
     series = []
     for name in sorted(allocated):
         series.append({"label": f"{name} allocated", "values": _round(allocated[name]), "fill": True})
         series.append({"label": f"{name} used", "values": _round(used[name]), "dash": True})
-    return {"x": [int(p.timestamp()) for p in periods], "series": series, "unit": "GPU-h"}
+    x_range = [x[0], max(x[-1], x[0] + int(step.total_seconds()))]
+    return {"x": x, "range": x_range, "series": series, "unit": "GPU-h"}
 
 
 def _round(values: list[float]) -> list[float]:
@@ -117,7 +132,7 @@ def usage(request: HttpRequest, slug: str) -> HttpResponse:
         "group": group,
         "groups": GROUPS,
         "errors": errors,
-        "chart": chart(rows),
+        "chart": chart(rows, start, end, group) if rows else None,
         "totals": totals(rows),
         "months": _months(tenant),
         "can": allowed(request, tenant, "invoice.download"),

@@ -4,7 +4,7 @@ from rest_framework import serializers
 
 from gpucloud.api.serializers import ModelSerializer, model_field
 from scheduling.models import GpuClass
-from tenants.models import ApiToken, AuditEvent, Membership, Quota, Tenant, TenantCluster
+from tenants.models import ApiToken, AuditEvent, Invitation, Membership, Quota, Tenant, TenantCluster
 from tenants.tokens import SCOPES
 
 
@@ -101,6 +101,14 @@ class MemberSerializer(ModelSerializer):
         read_only_fields = ["source", "created_at"]
 
 
+class InvitationSerializer(ModelSerializer):
+    """A role waiting for someone without an account yet: theirs at their first sign-in."""
+
+    class Meta:
+        model = Invitation
+        fields = ["login", "role", "created_at"]
+
+
 class MemberRoleSerializer(serializers.Serializer):
     role = serializers.CharField()
 
@@ -131,8 +139,17 @@ class QuotaValuesSerializer(QuotaSerializer):
         fields = ["guaranteed", "burst", "lendable", "weight", "updated_at"]
 
 
+class AuditChangeSerializer(serializers.Serializer):
+    """One field a write changed: its value before and after (null where that side has none)."""
+
+    field = serializers.CharField()
+    before = serializers.JSONField(allow_null=True)
+    after = serializers.JSONField(allow_null=True)
+
+
 class AuditEventSerializer(ModelSerializer):
     id = serializers.CharField(source="public_id")
+    changes = AuditChangeSerializer(many=True, read_only=True)
     actor = serializers.CharField(source="actor_label")
     tenant: serializers.SlugRelatedField[Tenant] = serializers.SlugRelatedField(
         slug_field="slug",
@@ -152,6 +169,7 @@ class AuditEventSerializer(ModelSerializer):
             "object_id",
             "before",
             "after",
+            "changes",
             "request_id",
             "source_ip",
             "user_agent",

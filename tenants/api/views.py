@@ -13,7 +13,6 @@ import django_filters
 from django.db import transaction
 from django.db.models import QuerySet
 from django.http import StreamingHttpResponse
-from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status
@@ -25,9 +24,10 @@ from rest_framework.response import Response
 from gpucloud.api.throttling import SettingsScopedThrottle
 from gpucloud.errors import PermissionDenied, ValidationFailed
 from scheduling.models import GpuClass, host_cluster_named
-from tenants import services, tokens
+from tenants import invitations, services, tokens
 from tenants.api.serializers import (
     AuditEventSerializer,
+    InvitationSerializer,
     MemberRoleSerializer,
     MemberSerializer,
     QuotaSerializer,
@@ -40,9 +40,8 @@ from tenants.api.serializers import (
     TokenSerializer,
 )
 from tenants.api.viewsets import BaseViewSet
-from tenants.models import ApiToken, AuditEvent, Membership, Quota, Tenant
-from tenants.permissions import is_platform_admin, roles_with
-from tenants.selectors import visible_tenants
+from tenants.models import ApiToken, AuditEvent, Invitation, Membership, Quota, Tenant
+from tenants.permissions import is_platform_admin
 
 
 class TenantFilter(django_filters.FilterSet):
@@ -123,17 +122,9 @@ class TenantChildViewSet(BaseViewSet):
     Another tenant is "not found"; a tenant the caller belongs to without `read_permission` is "forbidden".
     """
 
-    read_permission = "tenant.view"
-
     def tenant(self) -> Tenant:
         if not hasattr(self, "_tenant"):
-            tenant = get_object_or_404(self.visible_tenants(), slug=self.kwargs["tenant_slug"])
-            if not services.can(self.actor(), tenant, self.read_permission):
-                raise PermissionDenied(
-                    f"reading this needs one of these roles in tenant {tenant.slug}: "
-                    + ", ".join(sorted(roles_with(self.read_permission)))
-                )
-            self._tenant = tenant
+            self._tenant = self.tenant_named(self.kwargs["tenant_slug"], self.read_permission)
         return self._tenant
 
 
@@ -154,16 +145,22 @@ class MemberViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantChil
             Membership.objects.filter(tenant=self.tenant()).select_related("user").order_by("user__username")
         )
 
+    @extend_schema(responses={201: MemberSerializer, 202: InvitationSerializer})
     def create(self, request: Request, tenant_slug: str) -> Response:
+        """Give someone a role: a username must name an account; an e-mail address names the account that has
+        it (201), or else invites them (202), the role theirs at their first sign-in (`tenants.invitations`:
+        the portal's and the manifests' rule too)."""
         serializer = MemberSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        membership = services.add_member(
+        row = invitations.invite(
             actor=self.actor(),
             tenant=self.tenant(),
-            username=serializer.validated_data["user"]["username"],
+            login=serializer.validated_data["user"]["username"],
             role=serializer.validated_data["role"],
         )
-        return Response(MemberSerializer(membership).data, status=status.HTTP_201_CREATED)
+        if isinstance(row, Invitation):
+            return Response(InvitationSerializer(row).data, status=status.HTTP_202_ACCEPTED)
+        return Response(MemberSerializer(row).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=MemberRoleSerializer, responses=MemberSerializer)
     def partial_update(self, request: Request, tenant_slug: str, username: str) -> Response:
@@ -367,11 +364,13 @@ class AuditEventViewSet(mixins.ListModelMixin, BaseViewSet):
     serializer_class = AuditEventSerializer
     filterset_class = AuditEventFilter
 
+    read_permission = "audit.view"
+
     def get_queryset(self) -> QuerySet[AuditEvent]:
         events = AuditEvent.objects.select_related("tenant").order_by("-created_at", "-id")
-        if is_platform_admin(self.request.user):
-            return events
-        return events.filter(tenant__in=visible_tenants(self.request.user, "audit.view"))
+        if is_platform_admin(self.request.user) and not self.request.query_params.get("tenant"):
+            return events  # platform events (no tenant) too
+        return events.filter(tenant__in=self.scope(self.read_permission))
 
     @extend_schema(
         responses={(200, "text/csv"): OpenApiTypes.STR},

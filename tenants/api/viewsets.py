@@ -7,6 +7,7 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
+from django.http import Http404
 from rest_framework import viewsets
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -15,7 +16,7 @@ from gpucloud.api.problems import Replay
 from gpucloud.errors import Conflict, IdempotencyKeyReused, ServiceError
 from tenants.audit import Actor
 from tenants.models import ApiToken, IdempotencyRecord, Tenant
-from tenants.selectors import visible_tenants
+from tenants.selectors import forbidden, tenant_for, tenants_for, visible_tenants
 
 
 class IdempotencyMixin:
@@ -118,7 +119,16 @@ class DryRunMixin:
 
 
 class BaseViewSet(DryRunMixin, IdempotencyMixin, viewsets.GenericViewSet):
-    """Scoping starts here: `visible_tenants()` is every tenant the caller may see, and nothing else."""
+    """Scoping starts here: `visible_tenants()` is every tenant the caller may see, and nothing else.
+
+    The 403/404 rule of `tenants.selectors` is applied here for every view whose objects belong to a tenant:
+    lists take their tenants from `scope(permission)`, a tenant named in a body from `tenant_named`, and an
+    object looked up by URL that belongs to a tenant of the caller's whose role lacks `read_permission` is
+    403 naming the roles (`tenant_field` says how an object names its tenant), another tenant's is 404.
+    """
+
+    read_permission = "tenant.view"
+    tenant_field: str | None = None
 
     def actor(self) -> Actor:
         auth = self.request.auth
@@ -128,3 +138,46 @@ class BaseViewSet(DryRunMixin, IdempotencyMixin, viewsets.GenericViewSet):
 
     def visible_tenants(self, permission: str = "tenant.view") -> QuerySet[Tenant]:
         return visible_tenants(self.request.user, permission)
+
+    def scope(self, permission: str) -> QuerySet[Tenant]:
+        """The tenants this request reaches for `permission`. A list narrowed by `?tenant=` gets that tenant
+        (404 if not theirs, 403 naming the roles if theirs without the permission); an unnarrowed list is
+        refused (403) to someone who holds the permission in none of their tenants; a lookup by URL gets
+        every tenant where they hold it (`get_object` tells a member's refusal from another tenant's 404)."""
+        user = self.request.user
+        if getattr(self, "detail", False) or self.request.method not in ("GET", "HEAD"):
+            return visible_tenants(user, permission)
+        slug = self.request.query_params.get("tenant")
+        if slug:
+            return Tenant.objects.filter(pk=tenant_for(user, slug, permission).pk)
+        return tenants_for(user, permission)
+
+    def tenant_named(self, slug: str, permission: str) -> Tenant:
+        """A tenant named in a request's body, by the same rule (404 not theirs, 403 naming the roles)."""
+        return tenant_for(self.request.user, slug, permission)
+
+    def get_object(self) -> Any:
+        try:
+            return super().get_object()
+        except Http404:
+            self._refuse_a_member()
+            raise
+
+    def _refuse_a_member(self) -> None:
+        """The object is not in the caller's scope: if it belongs to a tenant of theirs, say which roles may
+        read it (403); else it stays "not found", as another tenant's object must."""
+        if self.tenant_field is None:
+            return
+        kwarg = self.lookup_url_kwarg or self.lookup_field
+        lookup = {
+            self.lookup_field: self.kwargs[kwarg],
+            f"{self.tenant_field}__in": visible_tenants(self.request.user),
+        }
+        model = self.get_queryset().model
+        slug = (
+            model._default_manager.filter(**lookup)
+            .values_list(f"{self.tenant_field}__slug", flat=True)
+            .first()
+        )
+        if slug is not None:
+            raise forbidden(self.read_permission, slug)

@@ -34,12 +34,12 @@ def test_an_invitation_becomes_a_membership_at_the_first_sign_in(people, client)
 
 def test_inviting_again_changes_the_pending_role_and_withdrawing_removes_it(people):
     alice, tenant = Actor.of(people["alice"]), people["a"]
-    invitations.invite(actor=alice, tenant=tenant, login="heidi", role="viewer")
-    row = invitations.invite(actor=alice, tenant=tenant, login="heidi", role="admin")
+    invitations.invite(actor=alice, tenant=tenant, login="heidi@example.com", role="viewer")
+    row = invitations.invite(actor=alice, tenant=tenant, login="heidi@example.com", role="admin")
     assert isinstance(row, Invitation) and Invitation.objects.get().role == "admin"
     invitations.cancel(actor=alice, invitation=row)
     assert not Invitation.objects.exists()
-    assert invitations.accept(User.objects.create_user("heidi")) == []
+    assert invitations.accept(User.objects.create_user("heidi", "heidi@example.com")) == []
 
 
 def test_invitations_follow_the_role_rules_of_members(people):

@@ -12,7 +12,7 @@ from django.utils import timezone
 from scheduling.models import GpuClass
 from tenants import services
 from tenants.audit import Actor
-from tenants.models import Tenant
+from tenants.models import AuditEvent, Tenant
 from workers import reconcile
 from workers.locks import LockBusy, exclusive
 from workers.models import SimulatedTenantCluster
@@ -41,6 +41,18 @@ def test_a_new_tenant_becomes_ready(make_tenant, demo_fleet, instant):
     assert (
         tenant.cluster.state == "ready" and tenant.cluster.endpoint == "https://vision.demo.gpucloud.internal"
     )
+
+
+def test_each_lifecycle_step_is_audited_as_the_state_it_changed_and_nothing_else(
+    make_tenant, demo_fleet, instant
+):
+    make_tenant("vision")
+    reconcile.reconcile_host_cluster(demo_fleet)
+    steps = AuditEvent.objects.filter(action__in=["tenant.provisioning", "tenant.ready"]).order_by("id")
+    assert [e.changes() for e in steps] == [
+        [{"field": "state", "before": "pending", "after": "provisioning"}],
+        [{"field": "state", "before": "provisioning", "after": "ready"}],
+    ]
 
 
 def test_a_tenant_provisions_for_the_configured_delay(make_tenant, demo_fleet, settings):

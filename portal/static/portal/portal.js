@@ -67,9 +67,14 @@
       var opts = {
         width: el.clientWidth || 600, height: 300, series: series,
         axes: [{}, { label: data.unit || "", size: 60 }],
-        scales: { x: { time: true } }, legend: { live: true }, cursor: { drag: { x: true, y: false } }
+        // x in epoch seconds (uPlot's unit). Every period of the days asked is in x, so the data span them;
+        // a lone period (one day by day) gets the range asked, not years uPlot would widen it to. A zoom
+        // (min < max) is kept as asked.
+        scales: { x: { time: true, range: function (u, min, max) { return min < max ? [min, max] : data.range; } } },
+        legend: { live: true }, cursor: { drag: { x: true, y: false } }
       };
       var plot = new window.uPlot(opts, [data.x].concat(data.series.map(function (s) { return s.values; })), el);
+      el.uplot = plot;  // what it drew (scales, axis labels), for the browser tests and the console
       window.addEventListener("resize", function () { plot.setSize({ width: el.clientWidth, height: 300 }); });
     });
   }

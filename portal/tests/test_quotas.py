@@ -1,0 +1,55 @@
+"""The Quotas tab: editing a quota opens with its values, so changing one field changes only that field."""
+
+from __future__ import annotations
+
+from portal.tests.html import form
+from scheduling.models import GpuClass
+from tenants import services
+from tenants.audit import Actor
+from tenants.models import Quota
+
+URL = "/tenants/tenant-a/quotas/"
+
+
+def test_the_edit_form_opens_with_the_quotas_values(client, people):
+    h200 = GpuClass.objects.get(name="h200-141gb")
+    services.set_quota(
+        actor=Actor.of(people["admin"]),
+        tenant=people["a"],
+        gpu_class=h200,
+        guaranteed=8,
+        burst=4,
+        lendable=2,
+        weight=3,
+    )
+    client.force_login(people["admin"])
+    values, _ = form(client.get(URL, {"class": "h200-141gb"}).content, "set-quota")
+    assert values["gpu_class"] == "h200-141gb"
+    assert (values["guaranteed"], values["burst"]) == ("8", "4")
+    assert (values["lendable"], values["weight"]) == ("2", "3")
+
+
+def test_changing_only_the_burst_keeps_the_guarantee_lendable_and_weight(client, people):
+    h200 = GpuClass.objects.get(name="h200-141gb")
+    admin = Actor.of(people["admin"])
+    services.set_quota(
+        actor=admin, tenant=people["a"], gpu_class=h200, guaranteed=8, burst=4, lendable=2, weight=3
+    )
+    client.force_login(people["admin"])
+    values, _ = form(client.get(URL, {"class": "h200-141gb"}).content, "set-quota")
+    response = client.post(URL, {**values, "burst": "6"})
+    assert response.status_code == 302
+
+    quota = Quota.objects.get(tenant=people["a"], gpu_class=h200)
+    assert quota.burst == 6
+    assert (quota.guaranteed, quota.lendable, quota.weight) == (8, 2, 3)
+
+
+def test_a_quota_with_all_of_its_guarantee_lendable_opens_with_lendable_blank(client, people):
+    h200 = GpuClass.objects.get(name="h200-141gb")
+    services.set_quota(actor=Actor.of(people["admin"]), tenant=people["a"], gpu_class=h200, guaranteed=8)
+    client.force_login(people["admin"])
+    values, _ = form(client.get(URL, {"class": "h200-141gb"}).content, "set-quota")
+    client.post(URL, {**values, "weight": "2"})
+    quota = Quota.objects.get(tenant=people["a"], gpu_class=h200)
+    assert (quota.guaranteed, quota.lendable, quota.weight) == (8, None, 2)
