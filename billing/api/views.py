@@ -25,6 +25,7 @@ from billing.api.serializers import (
     HealthEventSerializer,
     InvoiceDraftSerializer,
     InvoiceSerializer,
+    RateCardRetireSerializer,
     RateCardSerializer,
     ScrapeRecordSerializer,
     UsageSerializer,
@@ -93,7 +94,8 @@ class UsageViewSet(mixins.ListModelMixin, BaseViewSet):
 
 
 class RateCardViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewSet):
-    """Rate cards: prices per GPU-hour per GPU class, versioned. Platform administrators write them."""
+    """Rate cards: prices per GPU-hour per GPU class, versioned. Platform administrators write them, delete
+    one no issued invoice used, and retire one that was (an end date from which it no longer applies)."""
 
     serializer_class = RateCardSerializer
     lookup_field = "public_id"
@@ -113,6 +115,26 @@ class RateCardViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseView
             note=data.get("note", ""),
         )
         return Response(RateCardSerializer(card).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(responses={204: None})
+    def destroy(self, request: Request, id: str) -> Response:
+        """Delete a card no issued invoice used; a used one is a 409 (`rate-card-in-use`): retire it."""
+        rates.delete_rate_card(actor=self.actor(), card=self.get_object())
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(request=RateCardRetireSerializer, responses={200: RateCardSerializer})
+    @action(detail=True, methods=["post"])
+    def retire(self, request: Request, id: str) -> Response:
+        """End a card from `effective_until` (default now): the card that would be in force without it
+        applies again from then on."""
+        serializer = RateCardRetireSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        card = rates.retire_rate_card(
+            actor=self.actor(),
+            card=self.get_object(),
+            effective_until=serializer.validated_data.get("effective_until"),
+        )
+        return Response(RateCardSerializer(card).data)
 
 
 FILE_RESPONSE = {(200, "text/csv"): OpenApiResponse(OpenApiTypes.STR, description="a CSV file")}
