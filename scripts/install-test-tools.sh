@@ -4,6 +4,8 @@
 #   - chromium at /usr/bin/chromium: the browser sign-in test (PyPI playwright drives it; never
 #     `playwright install`)
 #   - prometheus (Debian's 2.42): billing's collection tests scrape the simulated exporters with it
+#   - focus-validator (the FinOps Foundation's, PyPI) in its own virtualenv under var/tools/: it pins
+#     numpy < 2 and pulls pandas, pyarrow, polars and duckdb, which the project's venv must not get
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ci="${CI:-false}"
@@ -30,6 +32,17 @@ fi
 if ! command -v prometheus >/dev/null; then
   apt_install prometheus || problem "prometheus is missing (apt-get install -y prometheus)"
 fi
+# focus-validator 2.x declares Python >= 3.12; 2.0.2 is the newest whose code also runs on 3.11 (2.1 uses
+# 3.12-only syntax), so on a machine with only 3.11 it is installed with --ignore-requires-python. Its own
+# numpy pin (< 2) holds, so pyarrow is kept below 21 (20 runs with numpy 1.26; 26 needs numpy 2).
+fv=var/tools/focus-validator
+if [ ! -x "$fv/bin/focus-validator" ]; then
+  fv_python=$(command -v python3.13 || command -v python3.12 || true)
+  if [ -n "$fv_python" ]; then fv_spec=(focus-validator'>=2.0.2,<3'); else fv_python=python3; fv_spec=(--ignore-requires-python focus-validator==2.0.2); fi
+  { "$fv_python" -m venv "$fv" && "$fv/bin/pip" install -q --disable-pip-version-check "${fv_spec[@]}" 'pyarrow<21'; } \
+    || problem "focus-validator could not be installed in $fv"
+fi
 echo "test tools: node $(node --version 2>/dev/null || echo missing), oidc-provider" \
   "$(node -p 'require("./tests/oidc/node_modules/oidc-provider/package.json").version' 2>/dev/null || echo missing)," \
-  "$(/usr/bin/chromium --version 2>/dev/null || echo 'chromium missing'), $(prometheus --version 2>&1 | head -n1)"
+  "$(/usr/bin/chromium --version 2>/dev/null || echo 'chromium missing'), $(prometheus --version 2>&1 | head -n1)," \
+  "focus-validator $("$fv/bin/pip" show focus-validator 2>/dev/null | sed -n 's/^Version: //p' || echo missing)"

@@ -138,6 +138,9 @@ class RateCardViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseView
 
 
 FILE_RESPONSE = {(200, "text/csv"): OpenApiResponse(OpenApiTypes.STR, description="a CSV file")}
+FOCUS_VERSION = OpenApiParameter(
+    "focus_version", str, enum=list(exports.FOCUS_VERSIONS), description=f"default {exports.FOCUS_VERSION}"
+)
 
 
 def parse_month(text: str) -> tuple[int, int]:
@@ -195,7 +198,7 @@ class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewS
     def csv(self, request: Request, id: str) -> HttpResponse:
         return self._download([self.get_object()], "csv", id)
 
-    @extend_schema(responses=FILE_RESPONSE)
+    @extend_schema(responses=FILE_RESPONSE, parameters=[FOCUS_VERSION])
     @action(detail=True, methods=["get"], url_path="focus")
     def focus(self, request: Request, id: str) -> HttpResponse:
         return self._download([self.get_object()], "focus", id)
@@ -204,6 +207,7 @@ class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewS
         parameters=[
             OpenApiParameter("month", str, required=True, description="YYYY-MM"),
             OpenApiParameter("as", str, enum=["csv", "focus"], description="default focus"),
+            FOCUS_VERSION,
         ],
         responses=FILE_RESPONSE,
     )
@@ -219,6 +223,12 @@ class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewS
         return self._download(invoices, what, f"{month}")
 
     def _download(self, invoices: list[Invoice], what: str, name: str) -> HttpResponse:
+        version = self.request.query_params.get("focus_version", exports.FOCUS_VERSION)
+        if what == "focus" and version not in exports.FOCUS_VERSIONS:
+            raise ValidationFailed.on(
+                "focus_version",
+                f"{version!r} is not a FOCUS version offered: {', '.join(exports.FOCUS_VERSIONS)}",
+            )
         tenants = {i.tenant for i in invoices}
         invoicing.record_export(
             actor=self.actor(),
@@ -226,7 +236,7 @@ class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewS
             what=what,
             object_id=name,
         )
-        text = exports.invoices_csv(invoices) if what == "csv" else exports.invoices_focus(invoices)
+        text = exports.invoices_csv(invoices) if what == "csv" else exports.invoices_focus(invoices, version)
         response = HttpResponse(text, content_type="text/csv")
         response["Content-Disposition"] = f'attachment; filename="{name}-{what}.csv"'
         return response
