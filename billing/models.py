@@ -6,12 +6,14 @@ ever reaches money. Money is `Decimal`, with its currency beside it.
 
 from __future__ import annotations
 
+from datetime import datetime
 from decimal import Decimal
 from urllib.parse import urlsplit
 
 from django.db import models
 from django.utils import timezone
 
+from billing import money
 from gpucloud import crypto
 from gpucloud.ids import PublicIdField
 from scheduling.models import HealthEvent, HostCluster
@@ -226,6 +228,9 @@ class RateCard(models.Model):
     name = models.CharField(max_length=63, blank=True, db_index=True)
     currency = models.CharField(max_length=3, default="USD")
     effective_from = models.DateTimeField()
+    # Retired: not in force from this moment on (the card that would be in force without it applies again).
+    effective_until = models.DateTimeField(null=True, blank=True)
+    # Decimal strings, each a `billing.money.PRICE` / `MULTIPLIER` (the service parses them on the way in).
     prices = models.JSONField(default=dict, help_text="{gpu class: decimal string per GPU-hour}")
     tier_multipliers = models.JSONField(
         default=dict, help_text="{isolated|standard|trusted: decimal string}; missing = 1"
@@ -238,6 +243,12 @@ class RateCard(models.Model):
 
     def __str__(self) -> str:
         return f"rate card v{self.version}"
+
+    def in_force_at(self, moment: datetime) -> bool:
+        """Whether the card applies at `moment`, leaving later versions aside."""
+        return self.effective_from <= moment and (
+            self.effective_until is None or moment < self.effective_until
+        )
 
 
 class Invoice(models.Model):
@@ -306,7 +317,7 @@ class Budget(models.Model):
     """A tenant's monthly spending budget; alerts at 50, 80 and 100 %, enforcement optional."""
 
     tenant = models.OneToOneField(Tenant, on_delete=models.CASCADE, related_name="budget")
-    monthly_amount = models.DecimalField(max_digits=18, decimal_places=2)
+    monthly_amount = money.BUDGET.model_field()
     currency = models.CharField(max_length=3, default="USD")
     # Encrypted (gpucloud.crypto): a webhook URL often carries a secret. Empty: no webhook.
     webhook_url_ciphertext = models.TextField(blank=True, default="")

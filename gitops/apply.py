@@ -21,6 +21,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from billing.models import RateCard
 from billing.services import budgets, rates
 from gitops import ownership, state
 from gitops.manifests import Document, ManifestInvalid, Problem
@@ -57,8 +58,9 @@ class FieldChange:
 
 @dataclass
 class Change:
-    """What apply does to one object: create, update, delete (pruned tenant) or release (pruned rate card or
-    host cluster: no longer owned, kept, since invoices and registrations need them)."""
+    """What apply does to one object: create, update, delete (pruned tenant), withdraw (pruned rate card:
+    deleted if no issued invoice used it, else retired) or release (pruned host cluster: no longer owned,
+    kept, since registrations need it)."""
 
     kind: str
     name: str
@@ -68,13 +70,14 @@ class Change:
     desired: dict[str, Any] = field(default_factory=dict)
 
     def __str__(self) -> str:
-        sign = {"create": "+", "update": "~", "delete": "-", "release": "!"}[self.action]
+        sign = {"create": "+", "update": "~", "delete": "-", "withdraw": "-", "release": "!"}[self.action]
         head = (
             f"{sign} {self.kind} {self.name}"
             + {
                 "create": " (create)",
                 "update": "",
                 "delete": " (prune: delete)",
+                "withdraw": " (prune: delete, or retire if issued invoices used it)",
                 "release": " (prune: no longer managed, kept)",
             }[self.action]
         )
@@ -273,8 +276,15 @@ def plan(
         for kind, name in sorted(k for k, s in owners.items() if s == source and k not in declared):
             obj = state.find(kind, name)
             gone = obj is None or (kind == "Tenant" and obj.state in state.GONE)
-            changes.append(Change(kind, name, "release" if kind != "Tenant" or gone else "delete"))
+            changes.append(Change(kind, name, _prune_action(kind, gone)))
     return changes
+
+
+def _prune_action(kind: str, gone: bool) -> str:
+    """A pruned tenant is deleted, a rate card withdrawn; a host cluster is released (kept: registrations)."""
+    if gone or kind == "HostCluster":
+        return "release"
+    return "delete" if kind == "Tenant" else "withdraw"
 
 
 Step = tuple[int, Change, str, Callable[[], Any]]
@@ -452,9 +462,13 @@ def _set_budget(actor: Actor, name: str, budget: dict[str, Any]) -> None:
 
 
 def _rate_card_steps(actor: Actor, change: Change) -> list[Step]:
+    """A changed spec is a new version; `effectiveUntil` alone retires the newest one; a pruned card is
+    withdrawn as Terraform's destroy withdraws one (deleted if no issued invoice used it, else retired)."""
     spec = change.desired
     if change.action == "release":
         return []
+    if change.action == "withdraw":
+        return [(CARDS, change, "", lambda: rates.withdraw_rate_card(actor=actor, card=_card(change.name)))]
 
     def create() -> None:
         written = change.document.spec if change.document else spec  # the prices as the manifest spells them
@@ -468,7 +482,22 @@ def _rate_card_steps(actor: Actor, change: Change) -> list[Step]:
             note=spec["note"],
         )
 
-    return [(CARDS, change, "spec", create)]
+    def retire() -> None:
+        until = parse_datetime(spec["effectiveUntil"])
+        rates.retire_rate_card(actor=actor, card=_card(change.name), effective_until=until)
+
+    steps: list[Step] = []
+    if change.action == "create" or any(f.path != "effectiveUntil" for f in change.fields):
+        steps.append((CARDS, change, "spec", create))
+    if "effectiveUntil" in spec:
+        steps.append((CARDS, change, "spec.effectiveUntil", retire))
+    return steps
+
+
+def _card(name: str) -> RateCard:
+    card = state.rate_card_named(name)
+    assert card is not None  # planned from it, in this transaction
+    return card
 
 
 def _host_cluster_steps(actor: Actor, change: Change) -> list[Step]:
@@ -527,7 +556,7 @@ def _record_ownership(actor: Actor, changes: list[Change], source: str, revision
     moves: list[Move] = []
     for change in changes:
         row = rows.get((change.kind, change.name))
-        if change.action in ("delete", "release"):
+        if change.action in ("delete", "withdraw", "release"):
             if row is not None and row.source == source:
                 row.delete()
                 moves.append(Move("release", change.kind, change.name, source, None))

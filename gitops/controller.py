@@ -9,10 +9,10 @@ docs/gitops.md understands: `observedGeneration`, a `Ready` condition always, `S
 cannot be applied, `Reconciling` only while the tenant is being provisioned.
 
 Each object is its own source (`kubernetes:<host cluster>/<namespace>/<Kind>/<name>`): deleting it prunes
-exactly what it applied, as the GitOps sync prunes — a tenant is deleted, a rate card released (kept:
-invoices need it). A finalizer (`gpucloud.io/finalizer`), added before anything is applied, keeps the object
-until gpucloud has deleted the tenant. A spec that cannot be applied writes nothing (one transaction) and
-answers `Ready=False`, `Stalled=True` with the reason.
+exactly what it applied, as the GitOps sync prunes — a tenant is deleted, a rate card withdrawn (deleted, or
+retired when issued invoices used it). A finalizer (`gpucloud.io/finalizer`), added before anything is
+applied, keeps the object until gpucloud has deleted the tenant. A spec that cannot be applied writes
+nothing (one transaction) and answers `Ready=False`, `Stalled=True` with the reason.
 
 Level-triggered, as every reconciler here: each pass lists the objects and reconciles all of them (this also
 follows a tenant from provisioning to ready); between passes a watch, resumed from the last
@@ -214,7 +214,7 @@ class Controller:
 
     def forget(self, kind: Kind, name: str) -> Outcome | None:
         """Prune what the custom resource `name` applied (the GitOps prune: a tenant is deleted, a rate card
-        released). Returns why the finalizer must stay, or None once gpucloud is done."""
+        withdrawn). Returns why the finalizer must stay, or None once gpucloud is done."""
         source = source_of(self.host_cluster, kind, name)
         if ManagedObject.objects.filter(kind=kind.kind, name=name, source=source).exists():
             try:

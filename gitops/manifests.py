@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 from jsonschema import Draft202012Validator
 
+from billing import money
 from gpucloud.api.parsers import MAX_DEPTH
 from gpucloud.limits import integer_range
 from tenants.models import SLUG_RE, Membership, Quota, Tenant
@@ -25,7 +26,6 @@ SUFFIXES = (".yaml", ".yml", ".json")
 # A username (Django's rule, without "@") or an e-mail address: anything else is neither.
 USERNAME_RE = r"^[\w.+-]{1,150}$"
 EMAIL_RE = r"^[^@\s]+@[^@\s]+\.[^@\s]+$"
-DECIMAL_RE = r"^[0-9]+(\.[0-9]+)?$"
 NAME_RE = r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"
 # An error quotes at most this much of a value, and says at most this much in all: a 60 MB value must not come
 # back in the answer, the source's error and its problems (issue 24).
@@ -88,18 +88,13 @@ QUOTA = _object(
 )
 BUDGET = _object(
     {
-        "monthly": {
-            "type": "string",
-            "pattern": DECIMAL_RE,
-            "description": 'a decimal amount, e.g. "20000.00"',
-        },
+        "monthly": money.BUDGET.schema(),
         "currency": {"type": "string", "pattern": "^[A-Z]{3}$"},
         "enforce": {"type": "boolean"},
         "email": {"type": "string", "anyOf": [{"maxLength": 0}, {"pattern": EMAIL_RE}]},
     },
     ["monthly"],
 )
-PRICE = {"type": "string", "pattern": DECIMAL_RE}
 # Hours, minutes, seconds (`tenants.services.SLEEP_DELAY_RE`, written without look-ahead: the CRD's pattern
 # is checked by the API server's RE2); the one-minute minimum is checked by `gitops.apply` and the service.
 SLEEP_DELAY_PATTERN = r"^([0-9]+h)?([0-9]+m)?([0-9]+s)?$"
@@ -143,14 +138,27 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         _object(
             {
                 "effectiveFrom": {"type": "string", "format": "date-time"},
+                "effectiveUntil": {
+                    "type": "string",
+                    "format": "date-time",
+                    "description": "retires the card: it no longer applies from then on (the card before "
+                    "it applies again)",
+                },
                 "currency": {"type": "string", "pattern": "^[A-Z]{3}$"},
-                "prices": {"type": "object", "additionalProperties": PRICE, "minProperties": 1},
-                "tierMultipliers": _object({tier: PRICE for tier in Tenant.TrustTier.values}),
+                "prices": {
+                    "type": "object",
+                    "additionalProperties": money.PRICE.schema(),
+                    "minProperties": 1,
+                },
+                "tierMultipliers": _object(
+                    {tier: money.MULTIPLIER.schema() for tier in Tenant.TrustTier.values}
+                ),
                 "note": {"type": "string", "maxLength": 200},
             },
             ["effectiveFrom", "prices"],
         ),
-        "A rate card. Cards are never edited: a changed spec becomes a new version under the same name.",
+        "A rate card. Cards are never edited: a changed spec becomes a new version under the same name; "
+        "effectiveUntil alone retires the newest version.",
     ),
     "HostCluster": _document(
         "HostCluster",
@@ -170,6 +178,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     ),
 }
 KINDS = tuple(sorted(SCHEMAS))
+MONEY_PATTERNS = {kind.pattern: kind for kind in money.KINDS}
 VALIDATORS = {kind: Draft202012Validator(schema) for kind, schema in SCHEMAS.items()}
 
 
@@ -396,8 +405,19 @@ def _schema_problems(document: Document) -> list[Problem]:
             )
         elif error.validator == "anyOf" and path.endswith(".user"):
             reason = f"{quote(error.instance)} is neither a username nor an e-mail address"
+        elif error.validator == "pattern" and error.validator_value in MONEY_PATTERNS:
+            reason = _money_reason(MONEY_PATTERNS[error.validator_value], error.instance)
         problems.append(document.problem(path, reason))
     return problems
+
+
+def _money_reason(kind: money.Money, value: Any) -> str:
+    """Why an amount is refused: the money type's own words, or that a manifest writes plain digits."""
+    try:
+        kind.checked(value)
+    except ValueError as exc:
+        return str(exc)
+    return kind.refusal(value, "is not written as plain digits (like 12.50)")
 
 
 def validate(documents: list[Document]) -> None:

@@ -6,7 +6,7 @@ manifests `apply` accepts unchanged.
 from __future__ import annotations
 
 import re
-from datetime import UTC
+from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -94,13 +94,9 @@ def desired(document: Document) -> dict[str, Any]:
         if "sleep" in spec:
             spec["sleep"] = _sleep(spec["sleep"])
     elif document.kind == "RateCard":
-        moment = parse_datetime(spec["effectiveFrom"])
-        if moment is None or moment.tzinfo is None:
-            raise Unresolvable(
-                "spec.effectiveFrom",
-                f"{spec['effectiveFrom']!r} is not a date-time with a time zone, e.g. 2026-01-01T00:00:00Z",
-            )
-        spec["effectiveFrom"] = _iso(moment)
+        for key in ("effectiveFrom", "effectiveUntil"):
+            if key in spec:
+                spec[key] = _iso(_moment(spec[key], f"spec.{key}"))
         spec["currency"] = spec.get("currency", "USD")
         spec["prices"] = {k: decimal_text(v) for k, v in sorted(spec["prices"].items())}
         spec["tierMultipliers"] = {
@@ -108,6 +104,16 @@ def desired(document: Document) -> dict[str, Any]:
         }
         spec["note"] = spec.get("note", "")
     return spec
+
+
+def _moment(text: str, path: str) -> datetime:
+    try:
+        moment = parse_datetime(text)
+    except ValueError:  # well formed, but no such day or hour
+        moment = None
+    if moment is None or moment.tzinfo is None:
+        raise Unresolvable(path, f"{text!r} is not a date-time with a time zone, e.g. 2026-01-01T00:00:00Z")
+    return moment
 
 
 def _iso(moment: Any) -> str:
@@ -160,8 +166,11 @@ def rate_card_named(name: str) -> RateCard | None:
 
 
 def rate_card_spec(card: RateCard) -> dict[str, Any]:
+    """The card as a spec; `effectiveUntil` only once it is retired (a spec without it does not manage it)."""
+    until = {"effectiveUntil": _iso(card.effective_until)} if card.effective_until else {}
     return {
         "effectiveFrom": _iso(card.effective_from),
+        **until,
         "currency": card.currency,
         "prices": {k: decimal_text(v) for k, v in sorted(card.prices.items())},
         "tierMultipliers": {k: decimal_text(v) for k, v in sorted(card.tier_multipliers.items())},

@@ -10,6 +10,7 @@ from typing import Any
 
 from django import forms
 
+from billing import money
 from scheduling.models import GpuClass, HostCluster
 from tenants import tiers
 from tenants.capacity import classes_offered
@@ -230,22 +231,30 @@ class RateCardForm(forms.Form):
     prices = forms.CharField(
         required=False,
         label="Prices per GPU-hour",
-        help_text="One class a line: h200-141gb = 3.10",
+        help_text=f"One class a line: h200-141gb = 3.10. Each is {money.PRICE.rule}.",
         widget=forms.Textarea(attrs={"rows": 4, "spellcheck": "false"}),
     )
     tier_multipliers = forms.CharField(
         required=False,
         label="Trust-tier multipliers",
-        help_text="Optional, one a line: isolated = 1.25",
+        help_text=f"Optional, one a line: isolated = 1.25. Each is {money.MULTIPLIER.rule}.",
         widget=forms.Textarea(attrs={"rows": 2, "spellcheck": "false"}),
     )
     note = forms.CharField(required=False, label="Note")
 
 
-class BudgetForm(forms.Form):
-    monthly_amount = forms.CharField(
-        required=False, label="Monthly amount", widget=forms.TextInput({"inputmode": "decimal"})
+class RetireRateCardForm(forms.Form):
+    effective_until = forms.DateField(
+        required=False,
+        label="No longer in force from",
+        help_text="00:00 UTC that day; empty: now. The card before it applies again.",
+        widget=forms.DateInput(attrs={"type": "date", "aria-label": "No longer in force from"}),
+        error_messages={"invalid": "write the date as YYYY-MM-DD"},
     )
+
+
+class BudgetForm(forms.Form):
+    monthly_amount = money.BUDGET.form_field(label="Monthly amount")
     currency = forms.CharField(
         required=False, label="Currency", initial="USD", help_text="Three letters, e.g. USD."
     )

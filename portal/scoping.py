@@ -6,6 +6,7 @@ Another tenant is "not found"; a tenant the person belongs to without the permis
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.http import HttpRequest
@@ -36,7 +37,11 @@ def form_errors(form: Any, error: ServiceError) -> None:
     """Put a service's refusal on the form: each field's messages next to that field, the rest on top."""
     placed = False
     for field, messages in error.errors.items():
-        name = field if field in form.fields else field.rsplit(".", 1)[-1]  # "quotas[0].gpu_class"
+        # "quotas[0].gpu_class" is shown by gpu_class, "prices.h100-80gb" by prices
+        name = next(
+            (n for n in (field, field.rsplit(".", 1)[-1], re.split(r"[.\[]", field)[0]) if n in form.fields),
+            "",
+        )
         if name in form.fields:
             for message in messages:
                 form.add_error(name, message)

@@ -532,8 +532,9 @@ def numbers(prices: dict[str, str]) -> dict[str, float]:
 
 
 class RateCardResource(GpucloudResource):
-    """A rate card: prices per GPU-hour. Cards are versions: any change makes a new one (a replacement),
-    and destroying one only forgets it (the history stays, as invoices refer to it)."""
+    """A rate card: prices per GPU-hour. Cards are versions: any change makes a new one (a replacement).
+    Destroying one deletes it, or, when issued invoices used it (they keep its prices), retires it: it no
+    longer applies from then on."""
 
     name = "rate_card"
     attributes = [
@@ -571,6 +572,11 @@ class RateCardResource(GpucloudResource):
             default="",
             requires_replace=True,
         ),
+        attr(
+            "effective_until",
+            doc="set once the card is retired (ISO 8601 time): it no longer applies from then on",
+            computed=True,
+        ),
     ]
 
     def state_of(self, card: dict[str, Any], prior: dict[str, Any]) -> dict[str, Any]:
@@ -579,7 +585,7 @@ class RateCardResource(GpucloudResource):
             effective = card["effective_from"]
         return self.full(
             {
-                **{f: card[f] for f in ("id", "version", "currency", "note")},
+                **{f: card.get(f) for f in ("id", "version", "currency", "note", "effective_until")},
                 "effective_from": effective,
                 "prices": numbers(card["prices"]),
                 "tier_multipliers": numbers(card["tier_multipliers"]),
@@ -605,10 +611,19 @@ class RateCardResource(GpucloudResource):
         return planned  # every attribute replaces the card
 
     def delete(self, ctx: DeleteContext, current: dict[str, Any]) -> None:
-        ctx.diagnostics.add_warning(
-            f"rate card {current['id']} (version {current['version']}) stays in gpucloud",
-            "rate cards are versions that invoices refer to; Terraform only stops managing it",
-        )
+        card = current["id"]
+        with reported(ctx.diagnostics, f"destroying rate card {card}"):
+            try:
+                self.client.delete(path("rate-cards", card))
+            except ApiError as exc:
+                if exc.problem.get("type") != "/problems/rate-card-in-use":
+                    raise
+                retired = self.client.post(path("rate-cards", card, "retire"), {})
+                ctx.diagnostics.add_warning(
+                    f"rate card {card} (version {current['version']}) is retired, not deleted",
+                    f"issued invoices used it and keep its prices; it no longer applies from "
+                    f"{retired['effective_until']}",
+                )
 
     def import_(self, ctx: ImportContext, id: str) -> dict[str, Any] | None:
         with reported(ctx.diagnostics, f"importing rate card {id}"):

@@ -79,6 +79,8 @@ MATRIX: dict[tuple[str, str], tuple[int, int, int, int]] = {
     ("rate-card-list", "GET"): (200, 200, 200, 401),  # prices are public to everyone signed in
     ("rate-card-list", "POST"): (403, 403, 403, 401),
     ("rate-card-detail", "GET"): (200, 200, 200, 401),
+    ("rate-card-detail", "DELETE"): (403, 403, 403, 401),  # platform administrators withdraw cards
+    ("rate-card-retire", "POST"): (403, 403, 403, 401),
     ("invoice-list", "GET"): (200, 403, 200, 401),  # scoped
     ("invoice-list", "POST"): (201, 403, 404, 401),
     ("invoice-export", "GET"): (400, 400, 400, 401),  # without ?month= it is a bad request to everyone
@@ -197,6 +199,7 @@ def world(people, api, demo_fleet):
         "host-cluster-detail": {"name": demo_fleet.name},
         "host-cluster-conformance": {"name": demo_fleet.name},
         "rate-card-detail": {"id": card.public_id},
+        "rate-card-retire": {"id": card.public_id},
         "invoice-detail": {"id": invoice.public_id},
         "invoice-csv": {"id": invoice.public_id},
         "invoice-focus": {"id": invoice.public_id},

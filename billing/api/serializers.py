@@ -5,6 +5,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+from billing import money
 from billing.models import (
     MICRO,
     Budget,
@@ -47,9 +48,16 @@ class UsageSerializer(serializers.Serializer):
 
 class RateCardSerializer(ModelSerializer):
     id = serializers.CharField(source="public_id", read_only=True)
-    prices = serializers.DictField(child=serializers.DecimalField(max_digits=14, decimal_places=6))
+    prices = serializers.DictField(
+        child=money.PRICE.serializer_field(), help_text=f"GPU class → {money.PRICE.what}: {money.PRICE.rule}"
+    )
     tier_multipliers = serializers.DictField(
-        child=serializers.DecimalField(max_digits=8, decimal_places=4), required=False
+        child=money.MULTIPLIER.serializer_field(),
+        required=False,
+        help_text=f"trust tier → {money.MULTIPLIER.what} (missing = 1): {money.MULTIPLIER.rule}",
+    )
+    effective_until = serializers.DateTimeField(
+        read_only=True, help_text="set when the card was retired: it no longer applies from then on"
     )
 
     class Meta:
@@ -59,12 +67,19 @@ class RateCardSerializer(ModelSerializer):
             "version",
             "currency",
             "effective_from",
+            "effective_until",
             "prices",
             "tier_multipliers",
             "note",
             "created_at",
         ]
         read_only_fields = ["version", "created_at"]
+
+
+class RateCardRetireSerializer(serializers.Serializer):
+    effective_until = serializers.DateTimeField(
+        required=False, help_text="from when the card no longer applies; default now"
+    )
 
 
 class InvoiceLineSerializer(ModelSerializer):
@@ -124,6 +139,7 @@ class BudgetSerializer(ModelSerializer):
         source="webhook_origin", read_only=True, help_text="scheme and host only; the rest may be a secret"
     )
     alerts = BudgetAlertSerializer(many=True, read_only=True)
+    monthly_amount = money.BUDGET.serializer_field(read_only=True)
 
     class Meta:
         model = Budget
@@ -141,7 +157,7 @@ class BudgetSerializer(ModelSerializer):
 
 class BudgetWriteSerializer(serializers.Serializer):
     tenant = serializers.SlugField()
-    monthly_amount = serializers.DecimalField(max_digits=18, decimal_places=2)
+    monthly_amount = money.BUDGET.serializer_field()
     currency = model_field(Budget, "currency", default="USD")
     # Stored encrypted in a text column; the bound keeps a URL a URL.
     webhook_url = serializers.URLField(required=False, allow_blank=True, max_length=2000)

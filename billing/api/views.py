@@ -24,6 +24,7 @@ from billing.api.serializers import (
     HealthEventSerializer,
     InvoiceDraftSerializer,
     InvoiceSerializer,
+    RateCardRetireSerializer,
     RateCardSerializer,
     ScrapeRecordSerializer,
     UsageSerializer,
@@ -85,7 +86,8 @@ class UsageViewSet(mixins.ListModelMixin, BaseViewSet):
 
 
 class RateCardViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewSet):
-    """Rate cards: prices per GPU-hour per GPU class, versioned. Platform administrators write them."""
+    """Rate cards: prices per GPU-hour per GPU class, versioned. Platform administrators write them, delete
+    one no issued invoice used, and retire one that was (an end date from which it no longer applies)."""
 
     serializer_class = RateCardSerializer
     lookup_field = "public_id"
@@ -106,8 +108,31 @@ class RateCardViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseView
         )
         return Response(RateCardSerializer(card).data, status=status.HTTP_201_CREATED)
 
+    @extend_schema(responses={204: None})
+    def destroy(self, request: Request, id: str) -> Response:
+        """Delete a card no issued invoice used; a used one is a 409 (`rate-card-in-use`): retire it."""
+        rates.delete_rate_card(actor=self.actor(), card=self.get_object())
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(request=RateCardRetireSerializer, responses={200: RateCardSerializer})
+    @action(detail=True, methods=["post"])
+    def retire(self, request: Request, id: str) -> Response:
+        """End a card from `effective_until` (default now): the card that would be in force without it
+        applies again from then on."""
+        serializer = RateCardRetireSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        card = rates.retire_rate_card(
+            actor=self.actor(),
+            card=self.get_object(),
+            effective_until=serializer.validated_data.get("effective_until"),
+        )
+        return Response(RateCardSerializer(card).data)
+
 
 FILE_RESPONSE = {(200, "text/csv"): OpenApiResponse(OpenApiTypes.STR, description="a CSV file")}
+FOCUS_VERSION = OpenApiParameter(
+    "focus_version", str, enum=list(exports.FOCUS_VERSIONS), description=f"default {exports.FOCUS_VERSION}"
+)
 
 
 def parse_month(text: str) -> tuple[int, int]:
@@ -165,7 +190,7 @@ class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewS
     def csv(self, request: Request, id: str) -> HttpResponse:
         return self._download([self.get_object()], "csv", id)
 
-    @extend_schema(responses=FILE_RESPONSE)
+    @extend_schema(responses=FILE_RESPONSE, parameters=[FOCUS_VERSION])
     @action(detail=True, methods=["get"], url_path="focus")
     def focus(self, request: Request, id: str) -> HttpResponse:
         return self._download([self.get_object()], "focus", id)
@@ -174,6 +199,7 @@ class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewS
         parameters=[
             OpenApiParameter("month", str, required=True, description="YYYY-MM"),
             OpenApiParameter("as", str, enum=["csv", "focus"], description="default focus"),
+            FOCUS_VERSION,
         ],
         responses=FILE_RESPONSE,
     )
@@ -189,6 +215,12 @@ class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewS
         return self._download(invoices, what, f"{month}")
 
     def _download(self, invoices: list[Invoice], what: str, name: str) -> HttpResponse:
+        version = self.request.query_params.get("focus_version", exports.FOCUS_VERSION)
+        if what == "focus" and version not in exports.FOCUS_VERSIONS:
+            raise ValidationFailed.on(
+                "focus_version",
+                f"{version!r} is not a FOCUS version offered: {', '.join(exports.FOCUS_VERSIONS)}",
+            )
         tenants = {i.tenant for i in invoices}
         invoicing.record_export(
             actor=self.actor(),
@@ -196,7 +228,7 @@ class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewS
             what=what,
             object_id=name,
         )
-        text = exports.invoices_csv(invoices) if what == "csv" else exports.invoices_focus(invoices)
+        text = exports.invoices_csv(invoices) if what == "csv" else exports.invoices_focus(invoices, version)
         response = HttpResponse(text, content_type="text/csv")
         response["Content-Disposition"] = f'attachment; filename="{name}-{what}.csv"'
         return response

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import re
 from datetime import datetime
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
@@ -18,7 +18,7 @@ from django.db import transaction
 from django.db.models import Sum
 from django.utils import timezone
 
-from billing import webhooks
+from billing import money, webhooks
 from billing.models import (
     Budget,
     BudgetAlert,
@@ -26,7 +26,6 @@ from billing.models import (
     UsageHour,
 )
 from billing.services.invoicing import month_bounds, rate
-from billing.services.rates import CENT, decimal_of
 from gpucloud.errors import ValidationFailed
 from tenants import audit
 from tenants.audit import Actor
@@ -39,7 +38,6 @@ THRESHOLDS = (50, 80, 100)
 # The webhook URL is stored encrypted and never shown, so a caller editing the budget cannot send it back:
 # `webhook_url=None` (the default) keeps the one stored; "" removes it; a URL replaces it.
 KEEP: None = None
-MAX_AMOUNT = Decimal(10**16)  # Budget.monthly_amount holds 16 digits before the point
 
 
 @transaction.atomic
@@ -58,11 +56,7 @@ def set_budget(
     `webhook_url` None keeps the stored webhook (none on a new budget), "" removes it, a URL replaces it.
     """
     require(actor, tenant, "budget.manage", "setting a budget")
-    amount = decimal_of(monthly_amount, "monthly_amount").quantize(CENT, ROUND_HALF_UP)
-    if amount == 0:
-        raise ValidationFailed.on("monthly_amount", "a budget must be more than 0")
-    if amount >= MAX_AMOUNT:
-        raise ValidationFailed.on("monthly_amount", f"a budget must be less than {MAX_AMOUNT:,}")
+    amount = money.BUDGET.parse(monthly_amount, "monthly_amount").quantize(money.BUDGET.places)  # exact
     currency = (currency or "").strip().upper()
     if not re.fullmatch(r"[A-Z]{3}", currency):
         raise ValidationFailed.on(

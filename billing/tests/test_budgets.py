@@ -208,7 +208,7 @@ def test_an_empty_webhook_removes_it_and_a_new_url_replaces_it(people, settings)
     [
         ("currency", "EURO", "three letters"),
         ("email", "not-an-address", "is not an e-mail address"),
-        ("monthly_amount", "1e17", "less than"),
+        ("monthly_amount", "1e17", "from 0.01 to 9999999999999999.99"),
     ],
 )
 def test_a_budget_the_table_cannot_hold_is_refused_naming_the_field(people, field, value, says):

@@ -39,7 +39,7 @@ ChangeSerializer = type(
     {
         "kind": serializers.CharField(),
         "name": serializers.CharField(),
-        "action": serializers.ChoiceField(choices=["create", "update", "delete", "release"]),
+        "action": serializers.ChoiceField(choices=["create", "update", "delete", "withdraw", "release"]),
         "fields": FieldChangeSerializer(many=True),
     },
 )

@@ -338,7 +338,7 @@ def test_a_tenant_owned_by_another_source_is_refused_and_its_deletion_leaves_the
     assert Tenant.objects.get(slug="vision").state == "pending"  # not ours to delete
 
 
-def test_a_rate_card_resource_is_applied_and_released_when_deleted(watching, controller, emulator):
+def test_a_rate_card_resource_is_applied_and_withdrawn_when_deleted(watching, controller, emulator):
     card = {
         "apiVersion": GROUP,
         "kind": "RateCard",
@@ -360,7 +360,7 @@ def test_a_rate_card_resource_is_applied_and_released_when_deleted(watching, con
     emulator.remove_object(GROUP, "RateCard", "list-2027", NS)
     controller.sync(RATE_CARD_RESOURCE)
     assert cr(emulator, "list-2027", "RateCard") is None
-    assert RateCard.objects.filter(name="list-2027").exists()  # invoices need it: released, kept
+    assert not RateCard.objects.filter(name="list-2027").exists()  # no issued invoice used it: deleted
     assert not ManagedObject.objects.filter(kind="RateCard").exists()
 
 

@@ -1,4 +1,5 @@
-"""Platform administrators' lists: `/rate-cards/`, `/audit/` (every event), `/host-clusters/`."""
+"""Platform administrators' lists: `/rate-cards/` (with deleting and retiring a card), `/audit/` (every
+event), `/host-clusters/`."""
 
 from __future__ import annotations
 
@@ -10,12 +11,13 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
 
-from billing.models import RateCard
+from billing.models import Invoice, InvoiceLine, RateCard
 from billing.services import rates
 from gpucloud.errors import ServiceError, ValidationFailed
-from portal.forms import RateCardForm
+from portal.forms import RateCardForm, RetireRateCardForm
 from portal.scoping import actor_of, form_errors
 from portal.views.audit import filtered
 from portal.views.fleet import require_platform_admin
@@ -46,12 +48,60 @@ def rate_cards(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid() and _create(request, form):
         return redirect("portal:rate-cards")
     cards = RateCard.objects.order_by("-effective_from", "-version")
+    used = InvoiceLine.objects.filter(invoice__state=Invoice.State.ISSUED).values_list(
+        "rate_card_version", flat=True
+    )
     context = {
         "nav": "rate-cards",
         "form": form,
+        "retire_form": RetireRateCardForm(auto_id=False),  # one per row: no ids to repeat
         "page": Paginator(cards, PER_PAGE).get_page(request.GET.get("page")),
+        "used": set(used.distinct()),
     }
     return render(request, "portal/admin/rate_cards.html", context)
+
+
+@login_required
+@require_POST
+def rate_card_delete(request: HttpRequest, card_id: str) -> HttpResponse:
+    """As DELETE /api/v1/rate-cards/{id}/: only a card no issued invoice used."""
+    require_platform_admin(request, "deleting a rate card")
+    card = get_object_or_404(RateCard, public_id=card_id)
+    try:
+        rates.delete_rate_card(actor=actor_of(request), card=card)
+    except ServiceError as error:
+        messages.error(request, error.detail)
+    else:
+        messages.success(request, f"Rate card v{card.version} deleted.")
+    return redirect("portal:rate-cards")
+
+
+@login_required
+@require_POST
+def rate_card_retire(request: HttpRequest, card_id: str) -> HttpResponse:
+    """As POST /api/v1/rate-cards/{id}/retire/: the card no longer applies from the day given (or now)."""
+    require_platform_admin(request, "retiring a rate card")
+    card = get_object_or_404(RateCard, public_id=card_id)
+    form = RetireRateCardForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "; ".join(str(e) for errors in form.errors.values() for e in errors))
+        return redirect("portal:rate-cards")
+    day = form.cleaned_data["effective_until"]
+    try:
+        card = rates.retire_rate_card(
+            actor=actor_of(request),
+            card=card,
+            effective_until=datetime.combine(day, time(), UTC) if day else None,
+        )
+    except ServiceError as error:
+        messages.error(request, error.detail)
+    else:
+        assert card.effective_until is not None
+        messages.success(
+            request,
+            f"Rate card v{card.version} no longer applies from {card.effective_until:%Y-%m-%d %H:%M} UTC.",
+        )
+    return redirect("portal:rate-cards")
 
 
 def _create(request: HttpRequest, form: RateCardForm) -> bool:

@@ -16,6 +16,7 @@ from django.utils import timezone
 from billing import exports, selectors
 from billing.models import Invoice
 from billing.services import invoicing
+from gpucloud import spreadsheet
 from portal.scoping import actor_of, allowed, tenant_for
 from tenants.models import Tenant
 from tenants.selectors import visible_tenants
@@ -153,13 +154,15 @@ def _csv(tenant: Tenant, rows: list[dict[str, Any]], start: date, end: date) -> 
     writer.writerow(["period_start", "gpu_class", "gpu_hours", "utilised_gpu_hours", "kwh"])
     for r in rows:
         writer.writerow(
-            [
-                r["period"].isoformat(),
-                r["gpu_class"],
-                f"{r['gpu_us'] / US_PER_HOUR:.6f}",
-                f"{r['util_gpu_us'] / US_PER_HOUR:.6f}",
-                f"{r['millijoules'] / MJ_PER_KWH:.6f}",
-            ]
+            spreadsheet.row(
+                [
+                    r["period"].isoformat(),
+                    r["gpu_class"],
+                    f"{r['gpu_us'] / US_PER_HOUR:.6f}",
+                    f"{r['util_gpu_us'] / US_PER_HOUR:.6f}",
+                    f"{r['millijoules'] / MJ_PER_KWH:.6f}",
+                ]
+            )
         )
     response = HttpResponse(buffer.getvalue(), content_type="text/csv")
     response["Content-Disposition"] = f'attachment; filename="{tenant.slug}-usage-{start}-{end}.csv"'

@@ -21,6 +21,7 @@ from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from gpucloud import spreadsheet
 from gpucloud.api.throttling import SettingsScopedThrottle
 from gpucloud.errors import PermissionDenied, ValidationFailed
 from scheduling.models import GpuClass, host_cluster_named
@@ -395,7 +396,8 @@ def csv_lines(columns: list[str], rows: Iterable[dict[str, Any]]) -> Iterator[st
     writer = csv.writer(buffer)
     writer.writerow(columns)
     for row in rows:
-        writer.writerow([json.dumps(row[c]) if isinstance(row[c], dict | list) else row[c] for c in columns])
+        values = (json.dumps(row[c]) if isinstance(row[c], dict | list) else row[c] for c in columns)
+        writer.writerow(spreadsheet.row(values))  # no cell a spreadsheet would run as a formula
         yield buffer.getvalue()
         buffer.seek(0)
         buffer.truncate()

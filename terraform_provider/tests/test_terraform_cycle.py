@@ -160,3 +160,4 @@ def test_the_rate_card_example_sets_the_platforms_prices_on_its_own(terraform: T
     terraform.run("import", "gpucloud_rate_card.standard", card.public_id)
     assert "No changes." in terraform.plan(expect=0)  # "4.500000" from the API equals the configured 4.5
     assert "Destroy complete! Resources: 1 destroyed." in terraform.run("destroy", "-auto-approve").stdout
+    assert not RateCard.objects.exists()  # no issued invoice used it: destroy deleted it
