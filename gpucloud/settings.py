@@ -332,6 +332,9 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "TenantStateEnum": "tenants.models.Tenant.State",
         "HostClusterStateEnum": "scheduling.models.HostCluster.State",
+        # A token's scope as stored (SCIM tokens too) and as a person may ask for one (never `scim`).
+        "ApiTokenScopeEnum": "tenants.models.ApiToken.Scope",
+        "TokenScopeEnum": "tenants.tokens.SCOPES",
     },
     # Swagger UI from the drf-spectacular-sidecar package: nothing is loaded from the internet.
     "SWAGGER_UI_DIST": "SIDECAR",

@@ -57,7 +57,9 @@ class RateCardSerializer(ModelSerializer):
         help_text=f"trust tier → {money.MULTIPLIER.what} (missing = 1): {money.MULTIPLIER.rule}",
     )
     effective_until = serializers.DateTimeField(
-        read_only=True, help_text="set when the card was retired: it no longer applies from then on"
+        read_only=True,
+        allow_null=True,
+        help_text="set when the card was retired: it no longer applies from then on; null while it is not",
     )
 
     class Meta:
