@@ -44,7 +44,9 @@ class AutoSchema(openapi.AutoSchema):
         responses: dict[str, Any] = super()._get_response_bodies(direction)
         codes = ["400", "401", "403", "404", "429"]
         if self.method not in ("GET", "HEAD", "OPTIONS"):
-            codes += ["409", "413", "422"]
+            # 503 `busy`: a write that lost a deadlock or serialization conflict on every bounded retry
+            # (gpucloud/transactions.py); it carries Retry-After and is safe to send again.
+            codes += ["409", "413", "422", "503"]
         for code in codes:
             if code not in responses:
                 responses[code] = self._get_response_for_code(

@@ -48,3 +48,15 @@ def test_dry_run_is_documented_on_the_writes_that_offer_it_and_nowhere_else(clie
     assert offers("/api/v1/tenants/{tenant_slug}/quotas/{gpu_class}/", "put")
     assert offers("/api/v1/tenants/", "post") and offers("/api/v1/tenants/{tenant_slug}/members/", "post")
     assert not offers("/api/v1/tenants/", "get") and not offers("/api/v1/tokens/", "post")
+
+
+def test_every_write_documents_the_busy_answer_a_lost_lock_conflict_gives(client, admin):
+    writes = [
+        (path, method, operation)
+        for path, operations in schema(client, admin)["paths"].items()
+        for method, operation in operations.items()
+        if method in ("post", "put", "patch", "delete")
+    ]
+    assert writes
+    undocumented = [f"{method.upper()} {path}" for path, method, op in writes if "503" not in op["responses"]]
+    assert undocumented == []
