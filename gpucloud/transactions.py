@@ -69,3 +69,19 @@ def atomic(fn: F) -> F:
     """`transaction.atomic` for a service: run again on a deadlock or a serialization failure when it is the
     outermost transaction (`retry_on_conflict`)."""
     return retry_on_conflict(transaction.atomic(fn))
+
+
+def serialise(name: str) -> None:
+    """Wait until no other transaction holds `name`, and hold it until this transaction ends.
+
+    For a writer that reads a maximum and writes one more (a rate card's version): locking the rows read
+    cannot stop two writers both reading the same maximum, least of all when there is no row yet. On
+    PostgreSQL a transaction-scoped advisory lock on the name's hash; SQLite's IMMEDIATE transactions already
+    admit one writer at a time.
+    """
+    if not transaction.get_connection().in_atomic_block:
+        raise RuntimeError("serialise() holds its lock until the transaction ends: call it inside one")
+    connection = transaction.get_connection()
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [f"gpucloud:{name}"])

@@ -15,6 +15,7 @@ from django.utils import timezone
 from billing import money
 from billing.models import Invoice, RateCard
 from gpucloud.errors import Conflict, PermissionDenied, ValidationFailed
+from gpucloud.transactions import serialise
 from scheduling import catalog
 from tenants import audit
 from tenants.audit import Actor
@@ -61,8 +62,10 @@ def _validate_prices(
 
 def _next_version() -> int:
     """One more than any version ever given: a deleted card's number stays taken (its deletion's audit row
-    keeps it), so "v7" never names two cards."""
-    cards = RateCard.objects.select_for_update().aggregate(v=Max("version"))["v"] or 0
+    keeps it), so "v7" never names two cards. Two cards made at once wait for each other here, so they never
+    read the same maximum (a unique-version 409 for the second, before)."""
+    serialise("rate-card-version")
+    cards = RateCard.objects.aggregate(v=Max("version"))["v"] or 0
     deleted = AuditEvent.objects.filter(action="rate_card.delete").values_list("before__version", flat=True)
     return max([cards, *(v for v in deleted if isinstance(v, int))]) + 1
 
