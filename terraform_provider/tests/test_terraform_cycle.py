@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -154,10 +155,10 @@ def test_the_rate_card_example_sets_the_platforms_prices_on_its_own(terraform: T
     assert "Plan: 1 to add, 0 to change, 0 to destroy." in terraform.plan(expect=2)
     terraform.apply()
     card = RateCard.objects.get()
-    assert (str(card.prices["h200-141gb"]), card.currency) == ("4.500000", "USD")
+    assert (Decimal(card.prices["h200-141gb"]), card.currency) == (Decimal("4.5"), "USD")
     assert terraform.run("output", "-raw", "version").stdout == str(card.version)
     terraform.run("state", "rm", "gpucloud_rate_card.standard")
     terraform.run("import", "gpucloud_rate_card.standard", card.public_id)
-    assert "No changes." in terraform.plan(expect=0)  # "4.500000" from the API equals the configured 4.5
+    assert "No changes." in terraform.plan(expect=0)  # the API's decimal text equals the configured 4.5
     assert "Destroy complete! Resources: 1 destroyed." in terraform.run("destroy", "-auto-approve").stdout
     assert not RateCard.objects.exists()  # no issued invoice used it: destroy deleted it
