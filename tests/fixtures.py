@@ -10,6 +10,8 @@ import pytest
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.cache import cache
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
 from rest_framework.test import APIClient
 
 from scheduling import fleet_file
@@ -131,3 +133,17 @@ def celery_worker(transactional_db: Any) -> Iterator[Any]:
         app, pool="solo", perform_ping_check=False, queues=["reconcile", "default"], shutdown_timeout=10
     ) as worker:
         yield worker
+
+
+@pytest.fixture
+def migrate(transactional_db: Any) -> Iterator[Callable[[tuple[str, str]], Any]]:
+    """`migrate((app, name))` moves the real database to that migration and returns the app registry as it was
+    then; afterwards every app is migrated back to its newest migration."""
+    def to(target: tuple[str, str]) -> Any:
+        executor = MigrationExecutor(connection)
+        executor.migrate([target])
+        return executor.loader.project_state([target]).apps
+
+    yield to
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())

@@ -8,8 +8,7 @@ from __future__ import annotations
 import pytest
 
 from gitops import services
-from gitops.tests.gitrepos import Repo
-from tenants.audit import Actor
+from gitops.tests.gitrepos import Repo, declare_tenant
 from tenants.models import Tenant
 
 VISION = """\
@@ -29,12 +28,7 @@ def platform(tmp_path, demo_fleet, make_user, settings):
     settings.GITOPS_FILE_URLS = True
     make_user("alice")
     repo = Repo(tmp_path / "platform")
-    repo.commit("vision", {"tenants/vision.yaml": VISION})
-    source = services.create_source(
-        actor=Actor.console("test"), name="platform", url=repo.url, path="tenants", webhook_secret="s"
-    )
-    assert services.sync(source).state == "synced"
-    return repo, source
+    return repo, declare_tenant(repo, VISION, webhook_secret="s")
 
 
 def test_a_gitops_tenant_shows_its_source_and_refuses_an_edit_the_sync_would_undo(browser, platform):

@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from pathlib import Path
-
-import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -27,9 +24,6 @@ def services_of_a_run() -> tuple[str, str]:
     return database, broker
 
 
-@pytest.mark.skipif(
-    os.environ.get("CI") != "true" and not shutil.which("redis-server"), reason="no redis-server"
-)
 def test_two_runs_on_one_machine_get_their_own_database_and_broker():
     first, second = services_of_a_run(), services_of_a_run()
     assert first[0] != second[0], "both runs would create the same test database"

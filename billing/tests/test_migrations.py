@@ -2,24 +2,9 @@
 
 from __future__ import annotations
 
-import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
-
 from gpucloud import crypto
 
 BEFORE, AFTER = ("billing", "0002_usage_hour"), ("billing", "0003_auth_encrypt_webhook_url")
-
-
-@pytest.fixture
-def migrate(transactional_db):
-    def to(target):
-        executor = MigrationExecutor(connection)
-        executor.migrate([target])
-        return executor.loader.project_state([target]).apps
-
-    yield to
-    to(MigrationExecutor(connection).loader.graph.leaf_nodes("billing")[0])
 
 
 def test_existing_webhook_urls_are_encrypted_by_the_migration(migrate, make_tenant):

@@ -23,6 +23,10 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from gitops import services
+from gitops.models import GitSource
+from tenants.audit import Actor
+
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "Platform Team",
     "GIT_AUTHOR_EMAIL": "platform@example.com",
@@ -72,6 +76,17 @@ class Repo:
     @property
     def url(self) -> str:
         return f"file://{self.path}"
+
+
+def declare_tenant(repo: Repo, manifest: str, **source: str) -> GitSource:
+    """Commit one tenant's manifest to `tenants/vision.yaml`, register `repo` as the GitOps source `platform`
+    reading `tenants/`, sync it and return the synced source (`source`: more of create_source's fields)."""
+    repo.commit("vision", {"tenants/vision.yaml": manifest})
+    row = services.create_source(
+        actor=Actor.console("test"), name="platform", url=repo.url, path="tenants", **source
+    )
+    assert services.sync(row).state == "synced"
+    return row
 
 
 @dataclass

@@ -2,22 +2,7 @@
 
 from __future__ import annotations
 
-import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
-
 BEFORE, AFTER = ("gitops", "0001_manifests_gitops"), ("gitops", "0002_h24_ownership_webhooks")
-
-
-@pytest.fixture
-def migrate(transactional_db):
-    def to(target):
-        executor = MigrationExecutor(connection)
-        executor.migrate([target])
-        return executor.loader.project_state([target]).apps
-
-    yield to
-    to(MigrationExecutor(connection).loader.graph.leaf_nodes("gitops")[0])
 
 
 def test_claims_made_without_any_check_are_released(migrate):

@@ -11,7 +11,7 @@ from django.contrib.messages import get_messages
 
 from gitops import services
 from gitops.models import GitSource
-from gitops.tests.gitrepos import Repo
+from gitops.tests.gitrepos import Repo, declare_tenant
 from tenants.audit import Actor
 from tenants.models import Tenant
 
@@ -36,10 +36,7 @@ def repo(tmp_path):
 def platform(repo, demo_fleet, make_user, settings, tmp_path):
     settings.VAR_DIR = tmp_path / "var"
     make_user("alice")
-    repo.commit("vision", {"tenants/vision.yaml": VISION})
-    source = services.create_source(actor=CONSOLE, name="platform", url=repo.url, path="tenants")
-    assert services.sync(source).state == "synced"
-    return source
+    return declare_tenant(repo, VISION)
 
 
 def text(response) -> str:

@@ -7,7 +7,7 @@ import pytest
 
 from gitops import services as gitops
 from gitops.models import GitSource
-from gitops.tests.gitrepos import Repo
+from gitops.tests.gitrepos import Repo, declare_tenant
 from scheduling.models import GpuClass
 from tenants import services
 from tenants.audit import Actor
@@ -36,9 +36,7 @@ def vision(repo, demo_fleet, make_user, settings, tmp_path):
     settings.VAR_DIR = tmp_path / "var"
     make_user("alice")
     make_user("dave")
-    repo.commit("vision", {"tenants/vision.yaml": VISION})
-    source = gitops.create_source(actor=CONSOLE, name="platform", url=repo.url, path="tenants")
-    assert gitops.sync(source).state == "synced"
+    declare_tenant(repo, VISION)
     return Tenant.objects.get(slug="vision")
 
 
