@@ -13,7 +13,7 @@ from django.db.models import Max, QuerySet
 from django.utils import timezone
 
 from billing import money
-from billing.models import Invoice, RateCard
+from billing.models import Invoice, InvoiceLine, RateCard
 from gpucloud.errors import Conflict, PermissionDenied, ValidationFailed
 from gpucloud.transactions import serialise
 from scheduling import catalog
@@ -140,6 +140,13 @@ def issued_with(card: RateCard) -> QuerySet[Invoice]:
     return Invoice.objects.filter(
         state=Invoice.State.ISSUED, lines__rate_card_version=card.version
     ).distinct()
+
+
+def versions_in_use() -> set[int]:
+    """The versions `issued_with` finds an issued invoice for, for every card at once (one query)."""
+    lines = InvoiceLine.objects.filter(invoice__state=Invoice.State.ISSUED)
+    versions = lines.values_list("rate_card_version", flat=True).distinct()
+    return {version for version in versions if version is not None}
 
 
 @transaction.atomic

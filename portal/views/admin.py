@@ -14,7 +14,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from billing.models import Invoice, InvoiceLine, RateCard
+from billing.models import RateCard
 from billing.services import rates
 from gpucloud.errors import ServiceError, ValidationFailed
 from portal.forms import RateCardForm, RetireRateCardForm
@@ -48,15 +48,12 @@ def rate_cards(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid() and _create(request, form):
         return redirect("portal:rate-cards")
     cards = RateCard.objects.order_by("-effective_from", "-version")
-    used = InvoiceLine.objects.filter(invoice__state=Invoice.State.ISSUED).values_list(
-        "rate_card_version", flat=True
-    )
     context = {
         "nav": "rate-cards",
         "form": form,
         "retire_form": RetireRateCardForm(auto_id=False),  # one per row: no ids to repeat
         "page": Paginator(cards, PER_PAGE).get_page(request.GET.get("page")),
-        "used": set(used.distinct()),
+        "used": rates.versions_in_use(),
     }
     return render(request, "portal/admin/rate_cards.html", context)
 
