@@ -139,6 +139,7 @@ def celery_worker(transactional_db: Any) -> Iterator[Any]:
 def migrate(transactional_db: Any) -> Iterator[Callable[[tuple[str, str]], Any]]:
     """`migrate((app, name))` moves the real database to that migration and returns the app registry as it was
     then; afterwards every app is migrated back to its newest migration."""
+
     def to(target: tuple[str, str]) -> Any:
         executor = MigrationExecutor(connection)
         executor.migrate([target])
