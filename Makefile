@@ -52,4 +52,4 @@ test: lint
 
 # The portal's browser tests, saving their screenshots where the README shows them.
 screenshots: install-test
-	GPUCLOUD_SCREENSHOTS=$(CURDIR)/docs/screenshots bash scripts/with-services.sh $(VENV)/bin/pytest tests/test_portal_browser.py tests/test_gitops_browser.py workers/tests/test_observed_workloads.py
+	GPUCLOUD_SCREENSHOTS=$(CURDIR)/docs/screenshots bash scripts/with-services.sh $(VENV)/bin/pytest tests/test_portal_browser.py tests/test_gitops_browser.py clusters/tests/test_observed_workloads.py

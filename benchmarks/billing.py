@@ -38,7 +38,7 @@ from benchmarks.metering.__main__ import GPUS_PER_NODE, load_families, node_expo
 from billing import selectors  # noqa: E402
 from billing.models import MeterState, ScrapeRecord, UnknownNode, UsageEntry, UsageHour  # noqa: E402
 from billing.services.ingest import ingest_round  # noqa: E402
-from scheduling.models import HostCluster, Node  # noqa: E402
+from fleet.models import HostCluster, Node  # noqa: E402
 from tenants.models import Tenant, TenantCluster  # noqa: E402
 
 T0 = datetime(2026, 5, 1, tzinfo=UTC)

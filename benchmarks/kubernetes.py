@@ -17,11 +17,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from clusters.drivers.kubernetes import KubernetesDriver
+from clusters.render import ClusterProfile
+from clusters.spec import QuotaSpec, TenantSpec, TrustTier
+from gpucloud.kube.api import api_client_for_url
 from tests.kube_emulator import RunningEmulator, start_emulator
-from workers.drivers.base import QuotaSpec, TenantSpec, TrustTier
-from workers.drivers.kubernetes import KubernetesDriver
-from workers.kube.api import api_client_for_url
-from workers.render import ClusterProfile
 
 TIERS: tuple[TrustTier, ...] = ("isolated", "standard", "trusted")
 CLASSES = (

@@ -245,7 +245,7 @@ def run(args: argparse.Namespace, env: dict[str, str]) -> None:
     django.setup()
     from django.contrib.auth import get_user_model
 
-    from tenants.audit import Actor
+    from core.audit import Actor
     from tenants.models import Tenant
     from tenants.tokens import create_token
 

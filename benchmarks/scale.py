@@ -184,9 +184,9 @@ SETUP = """
 import django, sys, json
 django.setup()
 from django.contrib.auth import get_user_model
-from scheduling.models import GpuClass
+from fleet.models import GpuClass
 from tenants import services
-from tenants.audit import Actor
+from core.audit import Actor
 from tenants.tokens import create_token
 admin = get_user_model().objects.create_superuser("bench", "bench@localhost", "x")
 actor = Actor.of(admin)
@@ -208,9 +208,10 @@ import django, json
 django.setup()
 from collections import Counter
 from django.db.models import Sum
-from scheduling.models import Gpu
-from tenants.models import AuditEvent, Quota, Tenant
-from workers.models import SimulatedTenantCluster
+from fleet.models import Gpu
+from core.models import AuditEvent
+from tenants.models import Quota, Tenant
+from clusters.models import SimulatedTenantCluster
 actions = Counter(AuditEvent.objects.values_list("action", flat=True))
 lifecycle = ["tenant.provisioning", "tenant.ready", "tenant.deleted"]
 steps = Counter(AuditEvent.objects.filter(action__in=lifecycle).values_list("object_id", "action"))

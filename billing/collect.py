@@ -29,8 +29,8 @@ from billing import dcgm, hami, simexporter
 from billing.metrics import METER_LAST_SUCCESS
 from billing.models import CollectionSource, ScrapeRecord
 from billing.services.ingest import ClusterFacts, Failure, ingest_round
-from scheduling import health_rules
-from scheduling.models import HostCluster, Node
+from fleet import health_rules
+from fleet.models import HostCluster, Node
 
 # The billing families and the health fields (docs/health.md), in one instant query.
 FAMILY_QUERY = "{__name__=~" + '"' + "|".join([*dcgm.FAMILIES, *health_rules.FIELDS]) + '"}'

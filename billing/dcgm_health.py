@@ -13,7 +13,7 @@ import math
 import re
 
 from billing.dcgm import INT64_BLANK
-from scheduling.health_rules import FIELDS
+from fleet.health_rules import FIELDS
 
 # Newline + the common prefix is a literal the regex engine searches for fast (as `billing.dcgm` does); a
 # `^…` with MULTILINE would try every position of the text and cost 8× more on a 10,000-GPU round.

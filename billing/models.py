@@ -14,9 +14,10 @@ from django.db import models
 from django.utils import timezone
 
 from billing import money
+from fleet.models import HostCluster
 from gpucloud import crypto
 from gpucloud.ids import PublicIdField
-from scheduling.models import HealthEvent, HostCluster
+from health.models import HealthEvent
 from tenants.models import Tenant
 
 MICRO = 1_000_000
@@ -32,7 +33,7 @@ class MeterState(models.Model):
     node = models.CharField(max_length=253)
     state = models.JSONField(default=dict)
     # The node's DCGM health counters at its last scrape ({uuid: {field: value}}), so a round compares what
-    # rose since (NVLink errors, throttle time): `scheduling.health` reads the difference.
+    # rose since (NVLink errors, throttle time): `health.services` reads the difference.
     health = models.JSONField(default=dict, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -22,8 +22,8 @@ from django.db.models import Q
 
 from billing.metering import PodLifecycle
 from billing.services.ingest import ClusterFacts
-from scheduling import catalog
-from scheduling.models import Gpu, GpuClass, HostCluster, Node, SimulatedPod
+from fleet import catalog
+from fleet.models import Gpu, GpuClass, HostCluster, Node, SimulatedPod
 
 Clock = Callable[[], datetime]
 BOOT = 1_700_000_000  # the simulated GPUs' energy counters count from here (Unix seconds)

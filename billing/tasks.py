@@ -8,7 +8,8 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
-from billing import collect, partitions
+from billing import collect
+from billing import ledger_partitions as partitions
 from billing.services import budgets, idle
 from gpucloud import celery as names
 from gpucloud.tasks import task

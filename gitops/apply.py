@@ -23,16 +23,18 @@ from django.utils.dateparse import parse_datetime
 
 from billing.models import RateCard
 from billing.services import budgets, rates
-from gitops import ownership, state
+from core import audit
+from core.audit import Actor
+from fleet import services as fleet
+from fleet.models import GpuClass, HostCluster, host_cluster_named
+from gitops import ownership
+from gitops import specs as state
 from gitops.manifests import Document, ManifestInvalid, Problem
 from gitops.models import ManagedObject
 from gitops.ownership import Move
 from gpucloud.errors import PermissionDenied, ServiceError
 from gpucloud.transactions import retry_on_conflict
-from scheduling import services as fleet
-from scheduling.models import GpuClass, HostCluster, host_cluster_named
-from tenants import audit, invitations, services
-from tenants.audit import Actor
+from tenants import invitations, services
 from tenants.models import Invitation, Membership, Quota, Tenant
 
 # Order of the steps of one apply: guarantees shrink before any grows (freed capacity is reused in the

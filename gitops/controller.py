@@ -31,18 +31,18 @@ from typing import Any
 
 from django.db import close_old_connections
 
+from core.audit import Actor
+from fleet.clients import api_client_of
+from fleet.models import HostCluster
 from gitops.apply import apply
 from gitops.manifests import API_VERSION, ManifestInvalid, from_bodies
 from gitops.models import ManagedObject
-from gitops.state import GONE
-from scheduling.models import HostCluster
-from tenants.audit import Actor
+from gitops.specs import GONE
+from gpucloud.kube.api import Gone, KubeApi, RetryPolicy
+from gpucloud.kube.errors import DriverError, TemporaryDriverError
+from gpucloud.kube.kinds import RATE_CARD_RESOURCE, TENANT_RESOURCE, Kind
+from gpucloud.locks import LockBusy, exclusive
 from tenants.models import Tenant
-from workers.drivers.base import DriverError, TemporaryDriverError
-from workers.hostclusters import api_client_of
-from workers.kube.api import Gone, KubeApi, RetryPolicy
-from workers.kube.kinds import RATE_CARD_RESOURCE, TENANT_RESOURCE, Kind
-from workers.locks import LockBusy, exclusive
 
 log = logging.getLogger(__name__)
 FINALIZER = "gpucloud.io/finalizer"

@@ -22,10 +22,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from core import audit
+from core.audit import Actor
 from gitops.models import GitSource, ManagedObject
 from gpucloud.errors import PermissionDenied, ValidationFailed
-from tenants import audit
-from tenants.audit import Actor
 from tenants.declared import DERIVED, Declaration, source_problem
 from tenants.models import Tenant
 

@@ -18,6 +18,8 @@ from django.conf import settings
 from django.db import DatabaseError, IntegrityError, transaction
 from django.utils import timezone
 
+from core import audit
+from core.audit import Actor
 from gitops import git
 from gitops.apply import apply, drift
 from gitops.manifests import ManifestInvalid, clip, read_texts
@@ -25,9 +27,7 @@ from gitops.models import GitSource, ManagedObject, WebhookDelivery
 from gpucloud import crypto, outbound
 from gpucloud.celery import SYNC_GITOPS_SOURCE, enqueue
 from gpucloud.errors import Conflict, PermissionDenied, TemporaryError, ValidationFailed
-from tenants import audit
-from tenants.audit import Actor
-from workers.locks import exclusive
+from gpucloud.locks import exclusive
 
 log = logging.getLogger(__name__)
 NAME_RE = r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"

@@ -6,7 +6,7 @@ Given a kubeconfig, the official client runs `users[].user.exec` commands, runs 
 gpucloud comes from someone else, so each of those would run a command, or read a file, of gpucloud's server
 as its user, and send what it read to a server the file chose. Every kubeconfig the product reads
 (registration, the stored one of each host cluster, a vCluster's admin kubeconfig, the CLI) passes `check`
-before the client sees it: `workers.kube.api.api_client_from_kubeconfig`, the one loader, calls it.
+before the client sees it: `gpucloud.kube.api.api_client_from_kubeconfig`, the one loader, calls it.
 
 What a user may hold is listed, not what it may not: a key the client learns to read from disk in a later
 version is refused until it is added here.

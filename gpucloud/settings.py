@@ -87,10 +87,15 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "mozilla_django_oidc",
     "django_htmx",
+    # The layers, lowest first (docs/architecture.md, "Layers"); `fleet` and `clusters` keep their old labels.
+    "core",
+    "fleet",
     "tenants",
-    "scheduling",
+    "placement",
+    "health",
     "billing",
-    "workers",
+    "clusters",
+    "simulator",
     "gitops",
     "portal",
 ]
@@ -147,7 +152,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["CONN_MAX_AGE"] = 0
     # What SQLite cannot hold, and why the embedded default does without it: the ledger's covering indexes
     # (W040) only save PostgreSQL a heap read; the one open quarantine per node-wide target (W047, NULLS NOT
-    # DISTINCT) is kept by its writer, `scheduling.health`, which runs under SQLite's one writer at a time
+    # DISTINCT) is kept by its writer, `health.services`, which runs under SQLite's one writer at a time
     # (IMMEDIATE transactions). PostgreSQL, the production database, enforces both.
     SILENCED_SYSTEM_CHECKS = ["models.W040", "models.W047"]
 # Which gpucloud process this is (`gpucloud web|worker|scheduler|migrate` set it); PostgreSQL shows it in
@@ -331,7 +336,7 @@ SPECTACULAR_SETTINGS = {
     # bearerAuth comes from tenants.authentication.BearerTokenScheme, sessions from drf-spectacular.
     "ENUM_NAME_OVERRIDES": {
         "TenantStateEnum": "tenants.models.Tenant.State",
-        "HostClusterStateEnum": "scheduling.models.HostCluster.State",
+        "HostClusterStateEnum": "fleet.models.HostCluster.State",
         # A token's scope as stored (SCIM tokens too) and as a person may ask for one (never `scim`).
         "ApiTokenScopeEnum": "tenants.models.ApiToken.Scope",
         "TokenScopeEnum": "tenants.tokens.SCOPES",
@@ -373,7 +378,7 @@ SIMULATED_PROVISION_DELAY = env_float("GPUCLOUD_SIM_PROVISION_DELAY", 2.0, minim
 SIMULATED_DELETE_DELAY = env_float("GPUCLOUD_SIM_DELETE_DELAY", 1.0, minimum=0.0)
 GPUCLOUD_FLEET = env_str("GPUCLOUD_FLEET", str(BASE_DIR / "deploy" / "fleets" / "demo.yaml"))
 SHARED_GPU_REPLICAS = env_int("GPUCLOUD_SHARED_REPLICAS", 4, minimum=1)
-# GPU partitions on Kubernetes host clusters (workers/partitions.py, docs/kubernetes.md "Partitions").
+# GPU partitions on Kubernetes host clusters (clusters/partitions/gpu_pass.py, docs/kubernetes.md "Partitions").
 GPU_OPERATOR_NAMESPACE = env_str("GPUCLOUD_GPU_OPERATOR_NAMESPACE", "gpu-operator")
 MIG_CONFIGMAP = env_str("GPUCLOUD_MIG_CONFIGMAP", "gpucloud-mig-config")
 DEVICE_PLUGIN_CONFIGMAP = env_str("GPUCLOUD_DEVICE_PLUGIN_CONFIGMAP", "gpucloud-device-plugin-config")
@@ -382,7 +387,7 @@ MIG_RETRY_SECONDS = env_float("GPUCLOUD_MIG_RETRY_SECONDS", 60.0, minimum=0.0)  
 MIG_RETRY_MAX_SECONDS = env_float("GPUCLOUD_MIG_RETRY_MAX_SECONDS", 3600.0, minimum=0.0)
 ENDPOINT_DOMAIN = env_str("GPUCLOUD_ENDPOINT_DOMAIN", "gpucloud.internal")
 STUCK_AFTER = env_float("GPUCLOUD_STUCK_AFTER", 600.0, minimum=1.0)
-# The simulated fleet's workloads (workers/simulator.py): on by default in the embedded default only.
+# The simulated fleet's workloads (simulator/workloads.py): on by default in the embedded default only.
 SIM_WORKLOADS = env_bool("GPUCLOUD_SIM_WORKLOADS", EMBEDDED)
 SIM_WORKLOAD_INTERVAL = env_float("GPUCLOUD_SIM_WORKLOAD_INTERVAL", 60.0, minimum=1.0)
 SIM_SEED = env_int("GPUCLOUD_SIM_SEED", 42, minimum=0)
@@ -399,7 +404,7 @@ EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
 EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)
 BUDGET_CHECK_INTERVAL = env_float("BUDGET_CHECK_INTERVAL", 300.0, minimum=1.0)
 # The per-round usage ledger on PostgreSQL: monthly partitions created ahead, months older than this dropped
-# once wholly invoiced (billing/partitions.py); 0 keeps every month. The hourly sums are kept regardless.
+# once wholly invoiced (billing/ledger_partitions.py); 0 keeps every month. The hourly sums are kept regardless.
 LEDGER_RETENTION_DAYS = env_int("GPUCLOUD_LEDGER_RETENTION_DAYS", 400, minimum=0)
 
 

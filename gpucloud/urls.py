@@ -2,7 +2,7 @@ from csp.decorators import csp_update
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from gpucloud import ops
+from gpucloud import probes as ops
 from portal import sso
 
 urlpatterns = [

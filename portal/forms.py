@@ -11,7 +11,7 @@ from typing import Any
 from django import forms
 
 from billing import money
-from scheduling.models import GpuClass, HostCluster
+from fleet.models import GpuClass, HostCluster
 from tenants import tiers
 from tenants.capacity import classes_offered
 from tenants.models import ApiToken, Membership, Quota, Tenant

@@ -11,9 +11,9 @@ from typing import Any
 
 from django.http import HttpRequest
 
+from core.audit import Actor
 from gpucloud.errors import ServiceError
 from tenants import selectors, services
-from tenants.audit import Actor
 from tenants.models import Tenant
 
 

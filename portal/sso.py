@@ -14,7 +14,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from mozilla_django_oidc import views as oidc_views
 
-from tenants import audit, sso
+from core import audit
+from tenants import sso
 
 log = logging.getLogger(__name__)
 

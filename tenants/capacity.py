@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.db.models import Count, Q, Sum
 
+from fleet.models import Gpu, GpuClass, GpuModel, HostCluster, Node, NodePartition
 from gpucloud.errors import CapacityExceeded, Conflict, ValidationFailed
-from scheduling.models import Gpu, GpuClass, GpuModel, HostCluster, Node, NodePartition
 from tenants import tiers
 from tenants.models import AdmissionLock, Quota, Tenant
 

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.utils.module_loading import import_string
 
+from core.audit import Actor
 from gpucloud.errors import ManagedBySource
-from tenants.audit import Actor
 
 SOURCE_RE = r"^[a-z0-9][a-z0-9:._/-]{0,99}$"
 SYNCING = ("gitops:", "kubernetes:")  # set by their own doors, never named by a caller

@@ -19,9 +19,10 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from core import audit
+from core.audit import Actor
 from gpucloud.errors import ValidationFailed
-from tenants import audit, services
-from tenants.audit import Actor
+from tenants import services
 from tenants.declared import refuse_undone_edit
 from tenants.models import Invitation, Membership, Tenant
 

@@ -14,9 +14,9 @@ from typing import Any
 
 from django.db.models import QuerySet
 
+from core.permissions import is_platform_admin, roles_with
 from gpucloud.errors import NotFound, PermissionDenied
 from tenants.models import Membership, Tenant
-from tenants.permissions import is_platform_admin, roles_with
 
 
 def visible_tenants(user: Any, permission: str = "tenant.view") -> QuerySet[Tenant]:

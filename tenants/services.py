@@ -27,17 +27,18 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from core import audit
+from core.audit import Actor
+from core.permissions import SCOPE_NEEDED, roles_with, scope_allows
+from fleet.models import GpuClass, HostCluster
 from gpucloud.celery import enqueue_tenant_reconcile
 from gpucloud.errors import Conflict, NotFound, PermissionDenied, ValidationFailed
 from gpucloud.limits import integer_range
 from gpucloud.transactions import atomic
-from scheduling.models import GpuClass, HostCluster
-from tenants import audit, tiers
-from tenants.audit import Actor
+from tenants import tiers
 from tenants.capacity import admit, lock_admissions, pick_host_cluster
 from tenants.declared import refuse_undone_edit
 from tenants.models import SLUG_RE, InvalidTransition, Membership, Quota, Tenant, TenantCluster
-from tenants.permissions import SCOPE_NEEDED, roles_with, scope_allows
 
 User = get_user_model()
 
@@ -50,7 +51,7 @@ def role_of(actor: Actor, tenant: Tenant) -> str | None:
 
 
 def can(actor: Actor, tenant: Tenant, permission: str) -> bool:
-    """Whether the actor holds `permission` (tenants.permissions) in the tenant (by role: what a page shows;
+    """Whether the actor holds `permission` (core.permissions) in the tenant (by role: what a page shows;
     `require`, which every write goes through, also checks the token's scope)."""
     return actor.is_platform_admin or role_of(actor, tenant) in roles_with(permission)
 
@@ -97,7 +98,7 @@ def _reconcile_on_commit(tenant: Tenant) -> None:
 
 
 def access_changed(tenant: Tenant) -> None:
-    """Memberships of the tenant changed: its cluster must rewrite the bindings inside it (workers/access.py).
+    """Memberships of the tenant changed: its cluster must rewrite the bindings inside it (clusters/access/rbac.py).
 
     The generation is bumped in the caller's transaction, so the tenant page says "not yet reflected" from
     the commit on; the reconcile enqueued on commit runs the access pass.

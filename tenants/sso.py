@@ -30,8 +30,9 @@ from django.utils import timezone
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 from mozilla_django_oidc.utils import absolutify, import_from_settings
 
-from tenants import audit, invitations, services, tokens, users
-from tenants.audit import Actor
+from core import audit
+from core.audit import Actor
+from tenants import invitations, services, tokens, users
 from tenants.models import Identity, Membership, ScimGroup, ScimUser, Tenant
 
 log = logging.getLogger(__name__)

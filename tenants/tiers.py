@@ -8,8 +8,8 @@ faults are not isolated from other tenants.
 
 from __future__ import annotations
 
+from fleet.models import GpuClass
 from gpucloud.errors import TierForbidsClass
-from scheduling.models import GpuClass
 from tenants.models import Tenant
 
 KINDS = {

@@ -27,12 +27,13 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from core import audit
+from core.audit import Actor
+from core.permissions import SERVICE_TOKEN_ROLE
 from gpucloud.errors import Conflict, PermissionDenied, ValidationFailed
-from tenants import audit, services
-from tenants.audit import Actor
+from tenants import services
 from tenants.declared import source_problem
 from tenants.models import ApiToken, Membership, Tenant
-from tenants.permissions import SERVICE_TOKEN_ROLE
 from tenants.services import require
 
 KIND = "gpc_"

@@ -21,9 +21,10 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from core import audit
+from core.audit import Actor
 from gpucloud.errors import Conflict, PermissionDenied, ValidationFailed
-from tenants import audit, services, tokens
-from tenants.audit import Actor
+from tenants import services, tokens
 from tenants.models import Tenant
 
 User = get_user_model()
@@ -88,7 +89,7 @@ def set_active(*, actor: Actor, user: Any, active: bool) -> None:
 
     Deactivating cuts every way in at once, in this transaction: the person's personal API tokens are
     revoked, their portal sessions deleted, and their tenants' clusters unbind them at the next access pass
-    (`workers.access` binds active people only). Their memberships stay, for a reactivation; their tokens
+    (`clusters.access.rbac` binds active people only). Their memberships stay, for a reactivation; their tokens
     do not come back. A platform administrator, single sign-on or the identity provider over SCIM may.
     """
     if not actor.manages_people:

@@ -14,10 +14,10 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from rest_framework.test import APIClient
 
-from scheduling import fleet_file
-from scheduling.services import load_fleet, sync_catalog
+from core.audit import Actor
+from fleet import fleet_file
+from fleet.services import load_fleet, sync_catalog
 from tenants import services
-from tenants.audit import Actor
 from tenants.models import Tenant
 from tenants.tokens import create_token
 

@@ -265,7 +265,7 @@ def test_production_runs_the_extender_and_the_quickstart_without_a_kube_schedule
 def test_the_documented_kube_scheduler_configuration_reaches_the_production_service():
     from urllib.parse import urlsplit
 
-    from workers.tests.test_extender import _documented_config
+    from placement.tests.test_extender_service import _documented_config
 
     (extender,) = _documented_config()["extenders"]
     service = of_kind(render("production"), "Service")["gpucloud-extender"]

@@ -53,7 +53,7 @@ def test_product_code_importing_a_test_tool_breaks_the_product_contract(tmp_path
     run = lint_imports(tree)
     assert run.returncode == 1
     assert "Product code imports no test tool, benchmark or dev-only library BROKEN" in run.stdout
-    assert "workers.kube.api -> tests.kube_emulator" in run.stdout
+    assert "gpucloud.kube.api -> tests.kube_emulator" in run.stdout
 
 
 def test_the_terraform_provider_importing_django_or_an_app_breaks_its_contract(tmp_path):

@@ -17,11 +17,11 @@ from django.test.utils import CaptureQueriesContext
 from billing.services import budgets, invoicing, rates
 from billing.services.ingest import ingest_scrape
 from billing.tests.conftest import MINI_FLEET, Row, exposition
-from scheduling import fleet_file
-from scheduling.models import GpuClass, HostCluster
-from scheduling.services import load_fleet
+from core.audit import Actor
+from fleet import fleet_file
+from fleet.models import GpuClass, HostCluster
+from fleet.services import load_fleet
 from tenants import services
-from tenants.audit import Actor
 from tenants.models import Tenant
 from tenants.tokens import create_service_token, create_token
 from tests.test_route_matrix import api_routes, methods, url_of

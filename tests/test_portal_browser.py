@@ -17,11 +17,12 @@ from billing.services import rates
 from billing.services.ingest import ingest_scrape
 from billing.tests.conftest import Row, exposition, gpu_uuid
 from billing.tests.conftest import mini as mini  # the fixture: a small simulated host cluster
-from scheduling.models import Gpu, GpuClass, Node
+from core.audit import Actor
+from core.models import AuditEvent
+from fleet.models import Gpu, GpuClass, Node
+from simulator import workloads as simulator
 from tenants import services
-from tenants.audit import Actor
-from tenants.models import AuditEvent, Membership, Tenant, TenantCluster
-from workers import simulator
+from tenants.models import Membership, Tenant, TenantCluster
 
 
 def ready(tenant: Tenant) -> None:

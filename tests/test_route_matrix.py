@@ -18,10 +18,11 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from billing.models import HealthCredit
 from billing.services import budgets, invoicing, rates
+from core.audit import Actor
+from fleet.models import Gpu, GpuClass, HostCluster
 from gitops import services as gitops
-from scheduling.models import Gpu, GpuClass, HealthEvent, HostCluster
+from health.models import HealthEvent
 from tenants import services
-from tenants.audit import Actor
 from tenants.models import Tenant, TenantCluster
 from tenants.tokens import create_scim_token, create_service_token, create_token
 

@@ -9,9 +9,10 @@ import requests
 from django.contrib.auth.models import User
 from django.contrib.sessions.models import Session
 
+from core.audit import Actor
+from core.models import AuditEvent
 from tenants import invitations, services, sso, tokens
-from tenants.audit import Actor
-from tenants.models import AuditEvent, Identity, Membership
+from tenants.models import Identity, Membership
 from tests.sso import ADMIN_GROUP, CLIENT_SECRET, follow_to_callback, sign_in
 
 

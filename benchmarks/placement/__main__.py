@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from benchmarks.placement import churn, gangs, mig, openb, replay, suite, via_extender, workloads
-from scheduling.engine.errors import EngineError
+from placement.engine.errors import EngineError
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -5,7 +5,7 @@ The fleet: 125 nodes × 8 H200. The replay: 40 tenants with MIG guarantees over 
 15 minutes (96 steps) a few tenants raise or lower one guarantee, the aggregate staying within the fleet. At
 each step a random 30 % of the nodes run pods (busy).
 
-- *incremental* is what gpucloud runs (`scheduling.engine.partitions.plan_partitions`): current layouts kept
+- *incremental* is what gpucloud runs (`placement.engine.partition_plans.plan_partitions`): current layouts kept
   where useful, busy nodes never changed; every change it asks for is taken as done by the next step;
 - *from scratch* re-plans every step with `plan_mig` on blank GPUs, as a controller that recomputes the whole
   layout would, and changes every GPU whose layout differs, busy or not.
@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from scheduling.engine.mig import MigGpu, plan_mig
-from scheduling.engine.partitions import PartitionNode, plan_partitions
+from placement.engine.mig import MigGpu, plan_mig
+from placement.engine.partition_plans import PartitionNode, plan_partitions
 
 MODEL = "h200-141gb"
 PROFILES = ("1g.18gb", "2g.35gb", "3g.71gb", "7g.141gb")

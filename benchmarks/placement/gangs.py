@@ -16,9 +16,9 @@ import statistics
 
 import numpy as np
 
-from scheduling.engine.fleet import NodeSpec, PodRequest, Topology
-from scheduling.engine.gang import GangRequest
-from scheduling.engine.placer import Engine
+from placement.engine.fleet import NodeSpec, PodRequest, Topology
+from placement.engine.gang import GangRequest
+from placement.engine.placer import Engine
 
 BLOCKS, RACKS, NODES_PER_RACK, NVLINK_NODES, GPUS = 4, 4, 8, 4, 8
 

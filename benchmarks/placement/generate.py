@@ -31,8 +31,8 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.placement.trace import POD_COLUMNS_FULL, read_nodes
-from scheduling.engine.errors import EngineError
-from scheduling.engine.fleet import MILLI, NodeSpec
+from placement.engine.errors import EngineError
+from placement.engine.fleet import MILLI, NodeSpec
 
 Row = dict[str, str]
 

@@ -18,7 +18,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from scheduling.engine.mig import MODELS, MigGpu, layouts, lower_bound, plan_mig
+from placement.engine.mig import MODELS, MigGpu, layouts, lower_bound, plan_mig
 
 T = TypeVar("T")
 MODEL = "h100-80gb"

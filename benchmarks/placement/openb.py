@@ -21,8 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from benchmarks.placement.trace import read_nodes, read_pods
-from scheduling.engine.fleet import MILLI, NodeSpec, PodRequest
-from scheduling.engine.placer import Engine
+from placement.engine.fleet import MILLI, NodeSpec, PodRequest
+from placement.engine.placer import Engine
 
 CURVE_POINTS = 131  # arrived = 0 … 130 % of capacity
 

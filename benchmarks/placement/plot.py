@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from scheduling.engine.errors import EngineError
+from placement.engine.errors import EngineError
 
 
 def curves(

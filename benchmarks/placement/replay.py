@@ -12,9 +12,9 @@ import argparse
 import time
 
 from benchmarks.placement.trace import TracePod, read_nodes, read_pods
-from scheduling.engine.errors import MalformedTraceRow
-from scheduling.engine.fleet import MILLI
-from scheduling.engine.placer import Engine
+from placement.engine.errors import MalformedTraceRow
+from placement.engine.fleet import MILLI
+from placement.engine.placer import Engine
 
 
 def events(pods: list[TracePod], stretch: float = 1.0) -> list[tuple[float, int, TracePod]]:

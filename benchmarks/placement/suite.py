@@ -23,9 +23,9 @@ from pathlib import Path
 from benchmarks.placement import plot, workloads
 from benchmarks.placement.openb import run_seed
 from benchmarks.placement.trace import read_nodes, read_pods
-from scheduling.engine.errors import EngineError
-from scheduling.engine.fleet import NodeSpec, PodRequest
-from scheduling.engine.policies import POLICIES
+from placement.engine.errors import EngineError
+from placement.engine.fleet import NodeSpec, PodRequest
+from placement.engine.policies import POLICIES
 
 PUBLISHED_POLICIES = {"fgd": "06-FGD", "best-fit": "05-BestFit"}
 

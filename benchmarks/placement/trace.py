@@ -11,8 +11,8 @@ import csv
 from dataclasses import dataclass
 from pathlib import Path
 
-from scheduling.engine.errors import EngineError, MalformedTraceRow
-from scheduling.engine.fleet import NodeSpec, PodRequest
+from placement.engine.errors import EngineError, MalformedTraceRow
+from placement.engine.fleet import NodeSpec, PodRequest
 
 NODE_COLUMNS = ["sn", "cpu_milli", "memory_mib", "gpu", "model"]
 POD_COLUMNS_SHORT = ["name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"]

@@ -1,7 +1,7 @@
 """The FGD protocol with every placement asked over HTTP, as kube-scheduler asks the extender.
 
 Per seed: the same shuffled fleet and arrival order as :func:`benchmarks.placement.openb.run_seed`, but the
-engine sits behind gpucloud's extender server (``workers.extender.http``, the production server, on
+engine sits behind gpucloud's extender server (``placement.extender.http``, the production server, on
 loopback, with a bearer token) and this loop plays kube-scheduler with ``nodeCacheCapable: true``: for each
 pod ``POST …/filter`` with every node name, then ``POST …/prioritize`` with the nodes that passed, then the
 highest score wins (the cluster "binds" it; the extender has already assumed it). A pod no node passes is a
@@ -23,9 +23,9 @@ import numpy as np
 
 from benchmarks.placement.openb import SeedResult, arrival_order, curve, run_seed
 from benchmarks.placement.trace import read_nodes, read_pods
-from scheduling.engine.extender import GPU, GPU_MILLI, MODEL_LABEL, Extender
-from scheduling.engine.fleet import MILLI, NodeSpec, PodRequest
-from workers.extender.http import ExtenderServer
+from placement.engine.fleet import MILLI, NodeSpec, PodRequest
+from placement.extender.http import ExtenderServer
+from placement.extender.state import GPU, GPU_MILLI, MODEL_LABEL, Extender
 
 CLUSTER = "openb"
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.placement.generate import Params, build, sha256
-from scheduling.engine.errors import EngineError
+from placement.engine.errors import EngineError
 
 
 @dataclass(frozen=True)

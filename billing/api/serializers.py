@@ -17,7 +17,7 @@ from billing.models import (
     ScrapeRecord,
 )
 from gpucloud.api.serializers import ModelSerializer, model_field
-from scheduling.models import HealthEvent
+from health.models import HealthEvent
 
 
 def _micro(value: int | None, per: int = MICRO) -> str:

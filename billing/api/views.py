@@ -31,10 +31,10 @@ from billing.api.serializers import (
 )
 from billing.models import Budget, CollectionSource, HealthCredit, Invoice, RateCard, ScrapeRecord
 from billing.services import budgets, invoicing, rates
+from core.permissions import is_platform_admin
 from gpucloud.errors import PermissionDenied, ValidationFailed
-from scheduling.models import HealthEvent
+from health.models import HealthEvent
 from tenants.api.viewsets import BaseViewSet
-from tenants.permissions import is_platform_admin
 
 
 def _when(request: Request, name: str) -> datetime | None:

@@ -26,9 +26,9 @@ from billing.models import (
     UsageHour,
 )
 from billing.services.invoicing import month_bounds, rate
+from core import audit
+from core.audit import Actor
 from gpucloud.errors import ValidationFailed
-from tenants import audit
-from tenants.audit import Actor
 from tenants.declared import refuse_undone_edit
 from tenants.models import Tenant
 from tenants.services import require, suspend_tenant

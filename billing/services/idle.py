@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from billing import webhooks
 from billing.models import Budget, UsageEntry, UsageHour
-from tenants.audit import Actor
+from core.audit import Actor
 from tenants.models import Membership, Tenant
 from tenants.services import flag_idle, wake_tenant
 

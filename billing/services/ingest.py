@@ -30,9 +30,10 @@ from billing.models import (
     UsageEntry,
     UsageHour,
 )
-from scheduling import catalog, health
-from scheduling.health_rules import COUNTERS
-from scheduling.models import HostCluster, Node
+from fleet import catalog
+from fleet.health_rules import COUNTERS
+from fleet.models import HostCluster, Node
+from health import services as health
 from tenants.models import TenantCluster
 
 log = logging.getLogger(__name__)
@@ -175,7 +176,7 @@ class _RoundWriter:
     def _judge_health(
         self, at: datetime, parsed: Mapping[str, tuple[str | bytes, dcgm.ParseResult]]
     ) -> dict[str, health.Out]:
-        """The round's health signals, judged before any of its samples is billed (`scheduling.health`)."""
+        """The round's health signals, judged before any of its samples is billed (`health.services`)."""
         scrapes = []
         for node, (body, result) in parsed.items():
             if not result.devices:
@@ -410,7 +411,7 @@ def _add_hami_holders(
     """Put the pods HAMi allocated on each whole GPU of the exposition on its record, with their shares.
 
     A pod whose memory is one of the catalog's HAMi fractions of the device's model (`h200-141gb.hami-25`
-    asks for 25 % of 141 GiB, `scheduling.catalog.hami_resources`) is billed by that declared fraction under
+    asks for 25 % of 141 GiB, `fleet.catalog.hami_resources`) is billed by that declared fraction under
     that class; any other allocation by its measured share of the device's memory, as a `.shared` GPU.
     Devices are matched by UUID, which HAMi and DCGM both report; the shares of one GPU never add up to more
     than the whole GPU (`metering.split_shares` scales them down).

@@ -24,9 +24,9 @@ from billing.models import (
     UsageEntry,
 )
 from billing.services.rates import CENT, card_at, cards_in_force, multiplier_of, price_of
+from core import audit
+from core.audit import Actor
 from gpucloud.errors import Conflict, PermissionDenied, ValidationFailed
-from tenants import audit
-from tenants.audit import Actor
 from tenants.models import Tenant
 from tenants.services import require
 

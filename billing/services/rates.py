@@ -14,13 +14,14 @@ from django.utils import timezone
 
 from billing import money
 from billing.models import Invoice, InvoiceLine, RateCard
+from core import audit
+from core.audit import Actor
+from core.models import AuditEvent
+from fleet import catalog
 from gpucloud.errors import Conflict, PermissionDenied, ValidationFailed
 from gpucloud.transactions import serialise
-from scheduling import catalog
-from tenants import audit
-from tenants.audit import Actor
 from tenants.declared import refuse_undone_edit
-from tenants.models import AuditEvent, Tenant
+from tenants.models import Tenant
 
 CENT = Decimal("0.01")
 

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from scheduling import fleet_file
-from scheduling.models import GpuClass, HostCluster, Node, SimulatedPod
-from scheduling.services import load_fleet
+from core.audit import Actor
+from fleet import fleet_file
+from fleet.models import GpuClass, HostCluster, Node, SimulatedPod
+from fleet.services import load_fleet
 from tenants import services
-from tenants.audit import Actor
 from tenants.models import Tenant
 
 SYSTEM = Actor.system("tests")

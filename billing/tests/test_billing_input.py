@@ -6,7 +6,7 @@ import pytest
 
 from billing.models import Invoice
 from billing.services import invoicing
-from tenants.audit import Actor
+from core.audit import Actor
 
 
 @pytest.mark.parametrize("month", ["0000-01", "1999-12", "3000-01", "9999-12"])

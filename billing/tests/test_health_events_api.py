@@ -8,12 +8,13 @@ import pytest
 
 from billing.services.ingest import ingest_scrape
 from billing.tests.conftest import T0, Row, at, exposition, gpu_uuid
+from core.audit import Actor
+from core.models import AuditEvent
+from fleet.models import Gpu, GpuClass
 from gpucloud.errors import CapacityExceeded
-from scheduling import health
-from scheduling.models import Gpu, GpuClass, HealthEvent, Quarantine
+from health import services as health
+from health.models import HealthEvent, Quarantine
 from tenants import services
-from tenants.audit import Actor
-from tenants.models import AuditEvent
 
 ADMIN = Actor.console("tests")
 

@@ -20,10 +20,11 @@ from billing.services.invoicing import draft_invoice, issue_invoice
 from billing.services.rates import create_rate_card
 from billing.simexporter import ExporterPool, cluster_facts
 from billing.tests.conftest import T0, at, gpu_uuid
-from scheduling.models import Gpu, HealthEvent, Node, Quarantine
-from tenants.audit import Actor
+from core.audit import Actor
+from core.models import AuditEvent
+from fleet.models import Gpu, Node
+from health.models import HealthEvent, Quarantine
 from tenants.capacity import gpus_by_host_and_model
-from tenants.models import AuditEvent
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the exporters read the database from their own threads
 ADMIN = Actor.console("tests")

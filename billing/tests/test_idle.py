@@ -14,9 +14,10 @@ from billing.services.budgets import set_budget
 from billing.services.idle import check_idle
 from billing.services.ingest import ingest_scrape
 from billing.tests.conftest import Receiver, Row, exposition, gpu_uuid
+from core.audit import Actor
+from core.models import AuditEvent
 from tenants import services
-from tenants.audit import Actor
-from tenants.models import AuditEvent, Tenant
+from tenants.models import Tenant
 
 ADMIN = Actor.console("tests")
 BASE = (timezone.now() - timedelta(hours=12)).replace(minute=0, second=0, microsecond=0)

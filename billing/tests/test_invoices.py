@@ -12,9 +12,9 @@ from billing.services.ingest import ingest_scrape
 from billing.services.invoicing import draft_invoice, issue_invoice
 from billing.services.rates import create_rate_card
 from billing.tests.conftest import A100, Row, exposition, gpu_uuid
+from core.audit import Actor
+from core.models import AuditEvent
 from gpucloud.errors import Conflict, PermissionDenied
-from tenants.audit import Actor
-from tenants.models import AuditEvent
 
 ADMIN = Actor.console("tests")
 

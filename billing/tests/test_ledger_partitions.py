@@ -1,4 +1,4 @@
-"""The usage ledger partitioned by month on PostgreSQL, and its retention (billing/partitions.py)."""
+"""The usage ledger partitioned by month on PostgreSQL, and its retention (billing/ledger_partitions.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.db import connection
 
-from billing import partitions, tasks
+from billing import ledger_partitions as partitions
+from billing import tasks
 from billing.models import UsageEntry, UsageHour
 from billing.services.invoicing import draft_invoice, issue_invoice
 from billing.tests import test_invoices as invoices

@@ -10,7 +10,7 @@ from django.db import connection
 
 from billing.models import RateCard
 from billing.services.rates import create_rate_card
-from tenants.audit import Actor
+from core.audit import Actor
 
 ADMIN = Actor.console("tests")
 

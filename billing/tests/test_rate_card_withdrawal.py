@@ -20,9 +20,9 @@ from billing.services.rates import (
     withdraw_rate_card,
 )
 from billing.tests.conftest import Row, exposition, gpu_uuid
+from core.audit import Actor
+from core.models import AuditEvent
 from gpucloud.errors import PermissionDenied, ValidationFailed
-from tenants.audit import Actor
-from tenants.models import AuditEvent
 
 ADMIN = Actor.console("tests")
 

@@ -19,7 +19,7 @@ from billing.models import MICRO, UsageEntry
 from billing.services.ingest import ClusterFacts, ingest_rounds
 from billing.simexporter import NodeExporter, cluster_facts
 from billing.tests.conftest import T0
-from scheduling.models import Node, SimulatedPod
+from fleet.models import Node, SimulatedPod
 
 INTERVAL = 30
 DAY = 86_400

@@ -8,8 +8,8 @@ import pytest
 
 from billing.models import Budget
 from billing.services.budgets import set_budget
+from core.audit import Actor
 from gpucloud.errors import ValidationFailed
-from tenants.audit import Actor
 
 ADMIN = Actor.console("tests")
 PAYLOAD = {"tenant": "tenant-a", "threshold_percent": 50}

@@ -13,6 +13,7 @@ from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from core.permissions import is_platform_admin
 from gitops import services
 from gitops.api.serializers import (
     ApplyResultSerializer,
@@ -28,7 +29,6 @@ from gitops.ownership import request_source
 from gpucloud.errors import Conflict, NotFound, PermissionDenied, ServiceError
 from tenants.api.viewsets import BaseViewSet
 from tenants.models import ApiToken
-from tenants.permissions import is_platform_admin
 
 
 class ManifestRejected(ServiceError):

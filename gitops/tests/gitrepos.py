@@ -23,9 +23,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from core.audit import Actor
 from gitops import services
 from gitops.models import GitSource
-from tenants.audit import Actor
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "Platform Team",

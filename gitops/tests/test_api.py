@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 import requests
 
+from core.audit import Actor
+from core.models import AuditEvent
 from gitops.models import ManagedObject
-from tenants.audit import Actor
-from tenants.models import AuditEvent, Quota, Tenant
+from tenants.models import Quota, Tenant
 from tenants.tokens import create_token
 
 

@@ -15,13 +15,14 @@ from django.db import transaction
 
 from billing.models import Budget, RateCard
 from billing.services import budgets, rates
+from core.audit import Actor
+from core.models import AuditEvent
+from fleet.models import GpuClass
 from gitops.apply import apply
 from gitops.manifests import ManifestInvalid, parse, read_texts
 from gitops.models import ManagedObject
-from scheduling.models import GpuClass
 from tenants import invitations, services
-from tenants.audit import Actor
-from tenants.models import AuditEvent, Invitation, Membership, Quota, Tenant
+from tenants.models import Invitation, Membership, Quota, Tenant
 
 CONSOLE = Actor.console("test")
 

@@ -19,12 +19,20 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from billing.models import RateCard
+from clusters.reconcile import tenants as reconcile
+from clusters.registration import register_host_cluster
+from clusters.tests.test_host_clusters_api import kubeconfig_for
+from core.audit import Actor
+from core.models import AuditEvent
+from fleet.models import HostCluster
 from gitops.apply import apply
 from gitops.controller import FINALIZER, KINDS, Controller
 from gitops.crds import CRD_DIR
 from gitops.manifests import from_bodies
 from gitops.models import ManagedObject
 from gpucloud.errors import ValidationFailed
+from gpucloud.kube.api import Gone
+from gpucloud.kube.kinds import RATE_CARD_RESOURCE, TENANT_RESOURCE
 from gpucloud.tests.test_cli import (  # noqa: F401
     fresh_database,
     gpucloud,
@@ -33,16 +41,9 @@ from gpucloud.tests.test_cli import (  # noqa: F401
     stop,
     wait_until,
 )
-from scheduling.models import HostCluster
-from tenants.audit import Actor
-from tenants.models import AuditEvent, Quota, Tenant
+from tenants.models import Quota, Tenant
 from tests.kube_emulator import RunningEmulator, start_emulator
 from tests.tools import free_port, unavailable
-from workers import reconcile
-from workers.hostclusters import register_host_cluster
-from workers.kube.api import Gone
-from workers.kube.kinds import RATE_CARD_RESOURCE, TENANT_RESOURCE
-from workers.tests.test_host_clusters_api import kubeconfig_for
 
 GROUP = "gpucloud.io/v1alpha1"
 NS = "tenants"

@@ -13,12 +13,13 @@ import requests
 import yaml
 
 from billing.services import rates
+from core.audit import Actor
+from core.models import AuditEvent
 from gitops import services
 from gitops.models import GitSource, ManagedObject
 from gitops.tests.gitrepos import Repo
 from tenants import services as tenant_services
-from tenants.audit import Actor
-from tenants.models import AuditEvent, Membership, Tenant
+from tenants.models import Membership, Tenant
 from tenants.tokens import create_service_token, create_token
 
 CONSOLE = Actor.console("test")

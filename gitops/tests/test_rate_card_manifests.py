@@ -11,12 +11,12 @@ from decimal import Decimal
 import pytest
 
 from billing.models import Budget, Invoice, InvoiceLine, RateCard
-from gitops import state
+from core.audit import Actor
+from core.models import AuditEvent
+from gitops import specs as state
 from gitops.apply import apply
 from gitops.manifests import ManifestInvalid, read_texts
 from tenants import services
-from tenants.audit import Actor
-from tenants.models import AuditEvent
 
 CONSOLE = Actor.console("test")
 

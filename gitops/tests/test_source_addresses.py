@@ -12,13 +12,13 @@ from ipaddress import ip_network
 import pytest
 import requests
 
+from core.audit import Actor
 from gitops import services
 from gitops.models import GitSource
 from gitops.tests.gitrepos import Repo, smart_http
 from gitops.tests.test_sync import CONSOLE, h200_quota, tenant
 from gpucloud import crypto
 from gpucloud.errors import ValidationFailed
-from tenants.audit import Actor
 from tenants.tokens import create_token
 
 

@@ -13,11 +13,12 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from core.audit import Actor
+from core.models import AuditEvent
 from gitops import services
 from gitops.models import GitSource, ManagedObject
 from gitops.tests.gitrepos import Repo, smart_http
-from tenants.audit import Actor
-from tenants.models import AuditEvent, Tenant
+from tenants.models import Tenant
 
 CONSOLE = Actor.console("test")
 

@@ -12,8 +12,8 @@ import pytest
 import requests
 from django.utils import timezone
 
+from core.audit import Actor
 from gitops import services
-from tenants.audit import Actor
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

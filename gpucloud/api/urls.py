@@ -12,8 +12,9 @@ from billing.api.views import (
     ScrapeRecordViewSet,
     UsageViewSet,
 )
+from clusters.api.views import AdminKubeconfigView, HostClusterViewSet, KubeconfigView
 from gitops.api.views import ApplyViewSet, GitSourceViewSet, SchemaViewSet
-from scheduling.api.views import CapacityViewSet, GpuClassViewSet, WhatIfViewSet
+from placement.api.views import CapacityViewSet, GpuClassViewSet, WhatIfViewSet
 from tenants.api.views import (
     AuditEventViewSet,
     MemberViewSet,
@@ -23,7 +24,6 @@ from tenants.api.views import (
     TenantViewSet,
     TokenViewSet,
 )
-from workers.api.views import AdminKubeconfigView, HostClusterViewSet, KubeconfigView
 
 router = SimpleRouter()
 router.register("tenants", TenantViewSet, basename="tenant")

@@ -30,7 +30,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from tenants.audit import Actor
+from core.audit import Actor
 from tenants.tokens import create_token
 
 EXAMPLES_PER_OPERATION = 8

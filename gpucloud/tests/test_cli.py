@@ -292,7 +292,7 @@ def test_the_extender_serves_kube_schedulers_certificate_and_probes_on_plain_htt
     import http.client
     import ssl
 
-    from workers.tests.test_extender import _certificates
+    from placement.tests.test_extender_service import _certificates
 
     files = _certificates(tmp_path)
     env = process_env(DATABASE_URL=fresh_database)

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import yaml
 
+from gpucloud.kube.api import api_client_from_kubeconfig
 from gpucloud.kubeconfig import KubeconfigRefused, check
-from workers.kube.api import api_client_from_kubeconfig
 
 
 def kubeconfig(user: dict[str, Any], cluster: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -25,11 +25,12 @@ from billing.models import CollectionSource, HealthCredit
 from billing.services import budgets, invoicing, rates
 from billing.services.ingest import ingest_scrape
 from billing.tests.conftest import A100, H100, Row, exposition, gpu_uuid, mini, tenant_on  # noqa: F401
+from core.audit import Actor
+from fleet.models import GpuClass, Node
 from gitops import services as gitops
-from scheduling import health
-from scheduling.models import GpuClass, HealthEvent, Node
+from health import services as health
+from health.models import HealthEvent
 from tenants import services
-from tenants.audit import Actor
 from tenants.models import Tenant, TenantCluster
 from tenants.tokens import create_scim_token, create_service_token, create_token
 from tests.test_route_matrix import api_routes, methods

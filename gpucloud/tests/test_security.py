@@ -12,7 +12,7 @@ from pathlib import Path
 from cryptography.fernet import Fernet
 from django.conf import settings
 
-from tenants.models import AuditEvent
+from core.models import AuditEvent
 
 PRODUCTION = {
     "DEBUG": "false",

@@ -7,9 +7,9 @@ from typing import Any
 
 from django import template
 
+from core.audit import Actor
 from gitops import ownership
 from tenants import services
-from tenants.audit import Actor
 from tenants.declared import Declaration
 
 register = template.Library()

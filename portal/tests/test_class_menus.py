@@ -3,10 +3,10 @@ trust tier allows (`tenants.capacity.classes_offered`, the one selector of every
 
 from __future__ import annotations
 
+from core.audit import Actor
+from fleet.models import Gpu, GpuClass, Node
 from portal.tests.html import form
-from scheduling.models import Gpu, GpuClass, Node
 from tenants import services
-from tenants.audit import Actor
 from tenants.models import Tenant
 
 

@@ -4,9 +4,9 @@ import pytest
 
 from billing.services.ingest import ingest_scrape
 from billing.tests.conftest import MINI_FLEET, SYSTEM, Row, at, exposition, gpu_uuid
-from scheduling import fleet_file
-from scheduling.models import HostCluster
-from scheduling.services import load_fleet
+from fleet import fleet_file
+from fleet.models import HostCluster
+from fleet.services import load_fleet
 
 
 @pytest.fixture

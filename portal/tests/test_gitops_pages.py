@@ -9,10 +9,10 @@ import re
 import pytest
 from django.contrib.messages import get_messages
 
+from core.audit import Actor
 from gitops import services
 from gitops.models import GitSource
 from gitops.tests.gitrepos import Repo, declare_tenant
-from tenants.audit import Actor
 from tenants.models import Tenant
 
 CONSOLE = Actor.console("test")

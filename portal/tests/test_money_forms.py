@@ -11,8 +11,8 @@ import pytest
 
 from billing.models import Budget, Invoice, InvoiceLine, RateCard
 from billing.services import rates
-from tenants.audit import Actor
-from tenants.models import AuditEvent
+from core.audit import Actor
+from core.models import AuditEvent
 
 NEW_CARD = {"effective_from": "2026-01-01", "currency": "USD", "prices": "h100-80gb = 3.10"}
 

@@ -7,8 +7,8 @@ import re
 
 from django.urls import URLPattern, reverse
 
+from core.audit import Actor
 from portal import urls
-from tenants.audit import Actor
 from tenants.models import Tenant, TenantCluster
 from tenants.tokens import create_service_token
 

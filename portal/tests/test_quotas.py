@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from core.audit import Actor
+from fleet.models import GpuClass
 from portal.tests.html import form
-from scheduling.models import GpuClass
 from tenants import services
-from tenants.audit import Actor
 from tenants.models import Quota
 
 URL = "/tenants/tenant-a/quotas/"

@@ -9,8 +9,8 @@ import psycopg
 import pytest
 import requests
 
+from core.models import AuditEvent
 from gpucloud.tests.test_cli import fresh_database, get, gpucloud, process_env, stop, wait_until
-from tenants.models import AuditEvent
 from tests.tools import free_port
 
 __all__ = ["fresh_database"]  # a fixture: imported to be used here

@@ -16,13 +16,13 @@ from django.views.decorators.http import require_POST
 
 from billing.models import RateCard
 from billing.services import rates
+from core.models import AuditEvent
+from fleet.models import HostCluster
 from gpucloud.errors import ServiceError, ValidationFailed
 from portal.forms import RateCardForm, RetireRateCardForm
 from portal.scoping import actor_of, form_errors
 from portal.views.audit import filtered
 from portal.views.fleet import require_platform_admin
-from scheduling.models import HostCluster
-from tenants.models import AuditEvent
 
 PER_PAGE = 50
 

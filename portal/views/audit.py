@@ -12,9 +12,9 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils.http import urlencode
 
+from core.models import AuditEvent
 from portal.forms import AuditFilterForm
 from portal.scoping import tenant_for
-from tenants.models import AuditEvent
 
 PER_PAGE = 50
 

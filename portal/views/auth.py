@@ -10,8 +10,9 @@ from django.contrib.auth import views as auth_views
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
+from core import audit
 from portal import lockout
-from tenants import audit, invitations
+from tenants import invitations
 
 log = logging.getLogger(__name__)
 

@@ -10,11 +10,11 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from gpucloud.errors import ServiceError
+from placement import what_if
+from placement.service import capacity_rows
 from portal.forms import WhatIfForm, whole
 from portal.scoping import form_errors
 from portal.views.fleet import require_platform_admin
-from scheduling import what_if
-from scheduling.placement import capacity_rows
 from tenants.selectors import visible_tenants
 
 KINDS = {"whole": "Whole GPUs", "mig": "MIG slices", "shared": "Shared GPUs", "": "Every class"}
@@ -37,7 +37,7 @@ def capacity_bar(row: dict[str, Any]) -> CapacityBar:
 
 
 def ask(request: HttpRequest, form: WhatIfForm) -> dict[str, Any] | None:
-    """The answer of `scheduling.what_if` to the form's question, or None with the refusal on the form."""
+    """The answer of `placement.what_if` to the form's question, or None with the refusal on the form."""
     data = form.cleaned_data
     who = {"tenant": data["tenant"].strip(), "trust_tier": data["trust_tier"]}
     tenants = visible_tenants(request.user)

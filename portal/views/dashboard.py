@@ -14,11 +14,12 @@ from django.utils import timezone
 
 from billing.models import Budget
 from billing.services.budgets import spent_this_month
+from core.models import AuditEvent
+from fleet.selectors import units_in_use
 from portal.bars import Bar, bar
 from portal.scoping import actor_of
-from scheduling.selectors import units_in_use
 from tenants import services
-from tenants.models import AuditEvent, Tenant
+from tenants.models import Tenant
 from tenants.selectors import visible_tenants
 
 PER_PAGE = 12

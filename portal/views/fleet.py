@@ -10,11 +10,12 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
+from fleet.models import GpuModel, HostCluster, Node
+from fleet.selectors import GpuUse, gpu_uses
 from gpucloud.errors import PermissionDenied
+from health import services as health
+from health.models import Quarantine
 from portal.scoping import actor_of
-from scheduling import health
-from scheduling.models import GpuModel, HostCluster, Node, Quarantine
-from scheduling.selectors import GpuUse, gpu_uses
 
 STATES = ("free", "allocated", "mig", "shared", "quarantined")
 

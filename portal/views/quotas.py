@@ -8,11 +8,11 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from fleet.selectors import units_in_use
 from gpucloud.errors import ServiceError
 from portal.bars import bar
 from portal.forms import QuotaForm, whole
 from portal.scoping import actor_of, allowed, form_errors, tenant_for
-from scheduling.selectors import units_in_use
 from tenants import services
 from tenants.api.views import gpu_class_named
 from tenants.capacity import capacity_table

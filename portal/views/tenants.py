@@ -11,14 +11,14 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
+from clusters.access.kubeconfigs import admin_kubeconfig, tenant_kubeconfig
+from fleet.models import host_cluster_named
 from gpucloud.errors import ServiceError
 from portal.forms import TenantForm, whole
 from portal.scoping import actor_of, allowed, form_errors, tenant_for
-from scheduling.models import host_cluster_named
 from tenants import services
 from tenants.api.views import gpu_class_named
 from tenants.models import Tenant
-from workers.kubeconfigs import admin_kubeconfig, tenant_kubeconfig
 
 # Cluster states that are on their way somewhere: the status panel polls while the cluster is in one.
 MOVING: set[str] = {Tenant.State.PENDING, Tenant.State.PROVISIONING, Tenant.State.DELETING}

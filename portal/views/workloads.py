@@ -1,7 +1,7 @@
 """`/tenants/<slug>/workloads/`: what the tenant runs and what waits, with GPUs, class, age and state.
 
 On a simulated host cluster, its pods; on a Kubernetes host cluster, the Kueue `Workload` objects the
-reconciler last saw in the tenant's namespace (`workers.models.ObservedWorkload`).
+reconciler last saw in the tenant's namespace (`clusters.models.ObservedWorkload`).
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from django.db.models import F, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
+from clusters.models import ObservedWorkload
+from fleet.models import HostCluster
+from fleet.selectors import pods_of, units_of
 from portal.scoping import tenant_for
-from scheduling.models import HostCluster
-from scheduling.selectors import pods_of, units_of
 from tenants.models import Tenant
-from workers.models import ObservedWorkload
 
 PER_PAGE = 50
 STATES = {"running": True, "finished": False, "all": None}

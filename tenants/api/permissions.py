@@ -1,6 +1,6 @@
 """The API's door check of a bearer token's scope: a `read` token writes nothing. What a write needs beyond
 that (`admin` to manage people and tokens) is checked with the roles by the services
-(`tenants.services.require`, `tenants.permissions.SCOPE_NEEDED`), so it holds through every door."""
+(`tenants.services.require`, `core.permissions.SCOPE_NEEDED`), so it holds through every door."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 from rest_framework import permissions
 from rest_framework.request import Request
 
+from core.permissions import SCOPE_RANK
 from tenants.models import ApiToken
-from tenants.permissions import SCOPE_RANK
 
 SAFE = frozenset(permissions.SAFE_METHODS)
 

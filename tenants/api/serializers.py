@@ -2,9 +2,10 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from core.models import AuditEvent
+from fleet.models import GpuClass
 from gpucloud.api.serializers import ModelSerializer, model_field
-from scheduling.models import GpuClass
-from tenants.models import ApiToken, AuditEvent, Invitation, Membership, Quota, Tenant, TenantCluster
+from tenants.models import ApiToken, Invitation, Membership, Quota, Tenant, TenantCluster
 from tenants.tokens import SCOPES
 
 

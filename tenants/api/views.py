@@ -21,10 +21,12 @@ from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from core.models import AuditEvent
+from core.permissions import is_platform_admin
+from fleet.models import GpuClass, host_cluster_named
 from gpucloud import spreadsheet
 from gpucloud.api.throttling import SettingsScopedThrottle
 from gpucloud.errors import PermissionDenied, ValidationFailed
-from scheduling.models import GpuClass, host_cluster_named
 from tenants import invitations, services, tokens
 from tenants.api.serializers import (
     AuditEventSerializer,
@@ -41,8 +43,7 @@ from tenants.api.serializers import (
     TokenSerializer,
 )
 from tenants.api.viewsets import BaseViewSet
-from tenants.models import ApiToken, AuditEvent, Invitation, Membership, Quota, Tenant
-from tenants.permissions import is_platform_admin
+from tenants.models import ApiToken, Invitation, Membership, Quota, Tenant
 
 
 class TenantFilter(django_filters.FilterSet):

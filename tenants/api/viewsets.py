@@ -12,10 +12,11 @@ from rest_framework import viewsets
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from core.audit import Actor
+from core.models import IdempotencyRecord
 from gpucloud.api.problems import Replay
 from gpucloud.errors import Conflict, IdempotencyKeyReused, ServiceError
-from tenants.audit import Actor
-from tenants.models import ApiToken, IdempotencyRecord, Tenant
+from tenants.models import ApiToken, Tenant
 from tenants.selectors import forbidden, tenant_for, tenants_for, visible_tenants
 
 

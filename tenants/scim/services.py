@@ -17,9 +17,10 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
+from core import audit
+from core.audit import Actor
 from gpucloud.errors import Conflict, PermissionDenied, ValidationFailed
-from tenants import audit, services, sso, users
-from tenants.audit import Actor
+from tenants import services, sso, users
 from tenants.models import ScimGroup, ScimUser
 
 User = get_user_model()

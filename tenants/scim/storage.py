@@ -38,7 +38,7 @@ from scim2_models import (
 )
 from scim2_server.storage import ScimStorage, SearchPage
 
-from tenants.audit import Actor
+from core.audit import Actor
 from tenants.models import ScimGroup, ScimUser
 from tenants.scim import filters, services
 

@@ -36,10 +36,10 @@ from scim2_server.responses import ScimResponse
 from scim2_server.routing import Operation
 from scim2_server.service import ScimService
 
+from core.audit import Actor
 from gpucloud.errors import Conflict, NotFound, PermissionDenied, ServiceError
 from gpucloud.observability import current_context
 from tenants import tokens
-from tenants.audit import Actor
 from tenants.models import ApiToken
 from tenants.scim.storage import PROVIDER, Storage
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tenants.models import ApiToken, AuditEvent, Membership, Quota, Tenant
+from core.models import AuditEvent
+from tenants.models import ApiToken, Membership, Quota, Tenant
 
 
 def test_a_dry_run_quota_over_capacity_gets_the_same_refusal_as_the_write(

@@ -4,8 +4,9 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from tenants.audit import Actor
-from tenants.models import ApiToken, AuditEvent, Membership
+from core.audit import Actor
+from core.models import AuditEvent
+from tenants.models import ApiToken, Membership
 from tenants.tokens import create_token
 
 

@@ -8,11 +8,12 @@ import re
 from datetime import UTC, datetime
 
 from billing.services import budgets, invoicing
-from scheduling import health
-from scheduling.models import Gpu, GpuClass, HealthEvent
+from core.audit import Actor
+from core.models import AuditEvent
+from fleet.models import Gpu, GpuClass
+from health import services as health
+from health.models import HealthEvent
 from tenants import services
-from tenants.audit import Actor
-from tenants.models import AuditEvent
 
 
 def quota_changed(people) -> AuditEvent:

@@ -6,10 +6,10 @@ import io
 import pytest
 from django.db import DatabaseError, connection, transaction
 
+from core.audit import Actor, record_download
+from core.models import AuditEvent
 from gpucloud.observability import RequestContext, reset_context, set_context
 from tenants import services
-from tenants.audit import Actor, record_download
-from tenants.models import AuditEvent
 
 needs_postgres = pytest.mark.skipif(
     connection.vendor != "postgresql", reason="the append-only trigger is PostgreSQL's (tests run on it)"

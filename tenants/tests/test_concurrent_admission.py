@@ -16,8 +16,8 @@ import pytest
 import requests
 from django.db import connection
 
-from scheduling.models import Gpu, GpuClass, Node
-from tenants.audit import Actor
+from core.audit import Actor
+from fleet.models import Gpu, GpuClass, Node
 from tenants.capacity import gpus_needed
 from tenants.models import Quota
 from tenants.tokens import create_token

@@ -1,9 +1,10 @@
 import pytest
 
+from core.audit import Actor
+from core.models import AuditEvent
 from gpucloud.errors import Conflict, PermissionDenied, ValidationFailed
 from tenants import services
-from tenants.audit import Actor
-from tenants.models import AuditEvent, Membership, Tenant, TenantCluster
+from tenants.models import Membership, Tenant, TenantCluster
 
 
 def test_it_creates_a_pending_tenant_with_its_cluster_owner_and_audit_row(admin, demo_fleet):

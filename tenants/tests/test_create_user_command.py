@@ -10,9 +10,9 @@ from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from core.audit import Actor
+from core.models import AuditEvent
 from tenants import users
-from tenants.audit import Actor
-from tenants.models import AuditEvent
 
 
 def run(*args: str) -> str:

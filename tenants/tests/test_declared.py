@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import pytest
 
+from core.audit import Actor
+from core.models import AuditEvent
+from fleet.models import GpuClass
 from gitops import services as gitops
 from gitops.models import GitSource
 from gitops.tests.gitrepos import Repo, declare_tenant
-from scheduling.models import GpuClass
 from tenants import services
-from tenants.audit import Actor
-from tenants.models import AuditEvent, Tenant
+from tenants.models import Tenant
 
 CONSOLE = Actor.console("test")
 VISION = """\

@@ -3,10 +3,11 @@
 import pytest
 from django.contrib.auth.models import User
 
+from core.audit import Actor
+from core.models import AuditEvent
 from gpucloud.errors import PermissionDenied, ValidationFailed
 from tenants import invitations, services
-from tenants.audit import Actor
-from tenants.models import AuditEvent, Invitation, Membership
+from tenants.models import Invitation, Membership
 
 
 def test_inviting_someone_with_an_account_adds_them_at_once_by_e_mail(people):

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from core.audit import Actor
 from gpucloud.errors import ValidationFailed
 from tenants import invitations
-from tenants.audit import Actor
 from tenants.models import Invitation, Membership
 
 REFUSAL = (

@@ -5,10 +5,11 @@ import pytest
 import requests
 from django.contrib.auth.models import User
 
+from core.audit import Actor
+from core.models import AuditEvent
 from gpucloud.errors import Conflict, PermissionDenied, ValidationFailed
 from tenants import services, tokens
-from tenants.audit import Actor
-from tenants.models import AuditEvent, Membership
+from tenants.models import Membership
 
 
 def test_an_owner_adds_and_removes_a_member(people):

@@ -7,10 +7,10 @@ import io
 import pytest
 from django.core.management import call_command
 
+from core.audit import Actor
+from core.models import AuditEvent
 from gpucloud.errors import PermissionDenied
 from tenants import services
-from tenants.audit import Actor
-from tenants.models import AuditEvent
 from tenants.selectors import visible_tenants
 
 

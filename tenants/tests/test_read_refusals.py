@@ -9,8 +9,8 @@ import html
 import pytest
 
 from billing.services import invoicing
+from core.audit import Actor
 from tenants import services
-from tenants.audit import Actor
 
 USAGE = "billing.view needs one of these roles in tenant tenant-a: admin, billing, owner"
 AUDIT = "audit.view needs one of these roles in tenant tenant-a: admin, owner"

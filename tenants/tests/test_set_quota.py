@@ -2,12 +2,13 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from core.audit import Actor
+from core.models import AuditEvent
+from fleet.models import Gpu, GpuClass
 from gpucloud.errors import CapacityExceeded, Conflict, PermissionDenied, ValidationFailed
-from scheduling.models import Gpu, GpuClass
 from tenants import services
-from tenants.audit import Actor
 from tenants.capacity import capacity_of
-from tenants.models import AuditEvent, Quota, Tenant
+from tenants.models import Quota, Tenant
 
 
 def h200(name="h200-141gb"):

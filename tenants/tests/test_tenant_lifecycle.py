@@ -1,9 +1,10 @@
 import pytest
 
+from core.audit import Actor
+from core.models import AuditEvent
 from gpucloud.errors import Conflict, PermissionDenied
 from tenants import services
-from tenants.audit import Actor
-from tenants.models import AuditEvent, Tenant
+from tenants.models import Tenant
 
 
 def _set_state(tenant, state):

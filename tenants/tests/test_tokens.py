@@ -5,8 +5,9 @@ from django.core.management import call_command
 from django.db import connection
 from django.utils import timezone
 
-from tenants.audit import Actor
-from tenants.models import ApiToken, AuditEvent
+from core.audit import Actor
+from core.models import AuditEvent
+from tenants.models import ApiToken
 from tenants.tokens import authenticate, create_token
 
 

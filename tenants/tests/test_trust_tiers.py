@@ -4,10 +4,10 @@ and what-if apply the same rule."""
 
 import pytest
 
+from core.audit import Actor
+from fleet.models import GpuClass
 from gpucloud.errors import Conflict, TierForbidsClass
-from scheduling.models import GpuClass
 from tenants import services
-from tenants.audit import Actor
 from tenants.models import Quota, Tenant
 
 WHOLE, MIG, SHARED = "h200-141gb", "h200-141gb.mig-1g.18gb", "h200-141gb.shared"

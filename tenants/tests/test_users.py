@@ -3,10 +3,10 @@
 import pytest
 from django.contrib.auth.models import User
 
+from core.audit import Actor
+from core.models import AuditEvent
 from gpucloud.errors import Conflict, PermissionDenied, ValidationFailed
 from tenants import tokens, users
-from tenants.audit import Actor
-from tenants.models import AuditEvent
 
 
 def test_an_administrator_makes_an_account_whose_generated_password_works_once_shown(admin, client):

@@ -8,9 +8,9 @@ from datetime import UTC, datetime
 import pytest
 
 from billing.models import Invoice, InvoiceLine, RateCard
+from core.audit import Actor
+from core.models import AuditEvent
 from tenants import services
-from tenants.audit import Actor
-from tenants.models import AuditEvent
 from terraform_provider.tests.conftest import PROVIDER, Terraform
 
 pytestmark = pytest.mark.worker

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
+from clusters.models import SimulatedTenantCluster
 from tenants.models import Membership, Quota, Tenant
 from terraform_provider.tests.conftest import PROVIDER, Terraform
-from workers.models import SimulatedTenantCluster
 
 pytestmark = pytest.mark.worker
 

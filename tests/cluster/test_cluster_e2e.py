@@ -9,7 +9,7 @@ and vCluster). Environment:
   the readiness and kubeconfig checks, e.g. on a cluster without internet access to charts.loft.sh).
 - `GPUCLOUD_E2E_POLL_SECONDS`: pause between passes while waiting (default 5).
 
-`workers/tests/test_cluster_suite_on_emulator.py` runs this flow against the emulator, with a thread playing
+`clusters/tests/test_cluster_suite_on_emulator.py` runs this flow against the emulator, with a thread playing
 the controllers, so that the suite itself is exercised on every test run.
 
 Every object the tests create belongs to a tenant named `e2e-<random>` and is deleted at the end.
@@ -28,10 +28,11 @@ import pytest
 import yaml
 from kubernetes import client
 
-from workers.drivers.base import QuotaSpec, ReconcileResult, TemporaryDriverError, TenantSpec
-from workers.drivers.kubernetes import KubernetesDriver, check_profile, discover, read_kubeconfig
-from workers.kube.api import api_client_from_kubeconfig
-from workers.render import ClusterProfile
+from clusters.drivers.kubernetes import KubernetesDriver, check_profile, discover, read_kubeconfig
+from clusters.render import ClusterProfile
+from clusters.spec import QuotaSpec, ReconcileResult, TenantSpec
+from gpucloud.kube.api import api_client_from_kubeconfig
+from gpucloud.kube.errors import TemporaryDriverError
 
 pytestmark = [
     pytest.mark.cluster,

@@ -14,7 +14,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from billing import collect
 from billing.services.ingest import ingest_scrape
-from scheduling.models import HostCluster, Node
+from fleet.models import HostCluster, Node
 
 
 class Command(BaseCommand):

@@ -5,9 +5,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from core.audit import Actor
 from gitops.apply import apply
 from gitops.manifests import ManifestInvalid, read_path
-from tenants.audit import Actor
 from tenants.declared import source_problem
 
 

@@ -6,10 +6,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from core.audit import Actor
 from gitops.apply import apply
 from gitops.management.commands.apply import console_source
 from gitops.manifests import ManifestInvalid, read_path
-from tenants.audit import Actor
 
 
 class Command(BaseCommand):

@@ -5,7 +5,7 @@ from typing import Any
 import yaml
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from gitops.state import export
+from gitops.specs import export
 from tenants.models import Tenant
 
 

@@ -5,10 +5,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from core.audit import Actor
 from gitops import services
 from gitops.models import GitSource
 from gpucloud.errors import ServiceError
-from tenants.audit import Actor
 
 
 class Command(BaseCommand):

@@ -8,10 +8,10 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from fleet.models import HostCluster
 from gitops.controller import KINDS, Controller
 from gpucloud import liveness
-from scheduling.models import HostCluster
-from workers.drivers.base import DriverError
+from gpucloud.kube.errors import DriverError
 
 
 class Command(BaseCommand):

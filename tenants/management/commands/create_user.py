@@ -4,8 +4,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from core.audit import Actor
 from gpucloud.errors import ServiceError
-from tenants.audit import Actor
 from tenants.users import create_local_user
 
 

@@ -5,8 +5,8 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from core.audit import Actor
 from tenants import services
-from tenants.audit import Actor
 
 
 class Command(BaseCommand):

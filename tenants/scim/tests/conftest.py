@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tenants.audit import Actor
+from core.audit import Actor
 from tenants.tokens import create_scim_token
 
 

@@ -9,9 +9,10 @@ import requests
 from django.contrib.auth.models import User
 from django.contrib.sessions.models import Session
 
+from core.audit import Actor
+from core.models import AuditEvent
 from tenants import tokens
-from tenants.audit import Actor
-from tenants.models import ApiToken, AuditEvent, Identity, Membership, ScimUser
+from tenants.models import ApiToken, Identity, Membership, ScimUser
 from tenants.scim.tests.helpers import GROUP_SCHEMA, PATCH_OP, USER_SCHEMA
 from tests.sso import sign_in
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import User
 
+from core.audit import Actor
+from core.models import AuditEvent
 from tenants import services, sso
-from tenants.audit import Actor
-from tenants.models import AuditEvent, Identity, Membership, Tenant
+from tenants.models import Identity, Membership, Tenant
 from tenants.scim.tests.helpers import GROUP_SCHEMA
 
 

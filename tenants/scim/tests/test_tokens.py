@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from core.audit import Actor
+from core.models import AuditEvent
 from gpucloud.errors import PermissionDenied, ValidationFailed
 from tenants import tokens
-from tenants.audit import Actor
-from tenants.models import AuditEvent
 from tenants.scim.tests.helpers import Scim
 
 

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 
-from tenants.models import AuditEvent, ScimUser
+from core.models import AuditEvent
+from tenants.models import ScimUser
 from tenants.scim.tests.helpers import ERROR_SCHEMA, USER_SCHEMA
 
 ENTERPRISE = "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User"

@@ -1,0 +1,128 @@
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from fleet.models import HostCluster
+from gpucloud.api.serializers import ModelSerializer, model_field
+
+
+class HostClusterSerializer(ModelSerializer):
+    id = serializers.CharField(source="public_id", read_only=True)
+    nodes = serializers.IntegerField(source="node_count", read_only=True)
+    gpus = serializers.IntegerField(source="gpu_count", read_only=True)
+
+    class Meta:
+        model = HostCluster
+        fields = [
+            "id",
+            "name",
+            "region",
+            "driver",
+            "scheduler",
+            "state",
+            "status_message",
+            "endpoint_base",
+            "vcluster_mode",
+            "server_version",
+            "addons",
+            "tenants_namespace",
+            "nodes",
+            "gpus",
+        ]
+
+
+ENDPOINT_BASE_LENGTH = HostCluster._meta.get_field("endpoint_base").max_length
+
+
+class HostClusterRegistrationSerializer(serializers.Serializer):
+    """Registering a Kubernetes host cluster. The kubeconfig is stored encrypted and never returned."""
+
+    name = serializers.CharField(max_length=63, trim_whitespace=False)
+    driver = serializers.ChoiceField(choices=["kubernetes"], default="kubernetes")
+    kubeconfig = serializers.CharField(
+        write_only=True, trim_whitespace=False, help_text="the kubeconfig file's text"
+    )
+    scheduler = serializers.ChoiceField(choices=HostCluster.Scheduler.choices)
+    region = model_field(HostCluster, "region", default="")
+    endpoint_base = serializers.URLField(allow_blank=True, default="", max_length=ENDPOINT_BASE_LENGTH)
+    vcluster_mode = serializers.ChoiceField(choices=["helmrelease", "platform"], default="helmrelease")
+    topology_levels = serializers.ListField(child=serializers.CharField(), required=False, default=list)
+    watch_tenants = serializers.CharField(
+        max_length=63,
+        allow_blank=True,
+        default="",
+        help_text="a namespace: apply the Tenant and RateCard custom resources declared there",
+    )
+
+
+class CapabilitySerializer(serializers.Serializer):
+    name = serializers.CharField()
+    found = serializers.BooleanField()
+    version = serializers.CharField(
+        help_text="what was seen: API versions, configuration; empty when missing"
+    )
+    without = serializers.CharField(help_text="what gpucloud does without it")
+    how = serializers.CharField(help_text="how to add it")
+
+
+class ConformanceSerializer(serializers.Serializer):
+    """What a host cluster has of what gpucloud uses, re-checked on every reconcile pass."""
+
+    host_cluster = serializers.CharField(source="name")
+    driver = serializers.CharField()
+    checked_at = serializers.DateTimeField(allow_null=True)
+    capabilities = CapabilitySerializer(many=True, source="conformance")
+    missing = serializers.SerializerMethodField()
+    partitions = serializers.JSONField(
+        help_text="the last partition pass: nodes waiting (and why), failed, busy; demand no layout holds"
+    )
+
+    def get_missing(self, host_cluster: HostCluster) -> list[str]:
+        return [c["name"] for c in host_cluster.conformance if not c["found"]]
+
+
+class _EventSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    signal = serializers.CharField()
+    value = serializers.CharField()
+    severity = serializers.CharField()
+    message = serializers.CharField()
+    first_seen = serializers.DateTimeField()
+    last_seen = serializers.DateTimeField()
+
+
+class _QuarantineSerializer(serializers.Serializer):
+    reason = serializers.CharField()
+    since = serializers.DateTimeField()
+    event = serializers.CharField(allow_null=True)
+
+
+class _FleetGpuSerializer(serializers.Serializer):
+    index = serializers.IntegerField()
+    uuid = serializers.CharField()
+    model = serializers.CharField()
+    mig_layout = serializers.ListField(child=serializers.CharField(), help_text="MIG profiles in use")
+    state = serializers.CharField(help_text="free, allocated, mig, shared or quarantined")
+    tenants = serializers.ListField(child=serializers.CharField())
+    health = serializers.CharField()
+    quarantine = _QuarantineSerializer(allow_null=True)
+    open_events = _EventSerializer(many=True)
+
+
+class FleetNodeSerializer(serializers.Serializer):
+    """A node of a host cluster as health sees it (docs/health.md)."""
+
+    name = serializers.CharField()
+    state = serializers.CharField(help_text="ready, cordoned or quarantined")
+    zone = serializers.CharField()
+    rack = serializers.CharField()
+    quarantine = _QuarantineSerializer(allow_null=True)
+    open_events = _EventSerializer(many=True)
+    gpus = _FleetGpuSerializer(many=True)
+
+
+class ReleaseSerializer(serializers.Serializer):
+    gpu = serializers.IntegerField(
+        required=False, allow_null=True, min_value=0, help_text="the GPU's index; none: the whole node"
+    )
+    reason = serializers.CharField(required=False, default="", allow_blank=True, max_length=300)

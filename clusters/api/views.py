@@ -1,0 +1,136 @@
+"""Host clusters (read by everyone signed in, registered by platform administrators) and kubeconfigs."""
+
+from __future__ import annotations
+
+from django.db.models import Count, QuerySet
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import mixins, status
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from clusters.access.kubeconfigs import admin_kubeconfig, tenant_kubeconfig
+from clusters.api.serializers import (
+    ConformanceSerializer,
+    FleetNodeSerializer,
+    HostClusterRegistrationSerializer,
+    HostClusterSerializer,
+    ReleaseSerializer,
+)
+from clusters.registration import register_host_cluster
+from core.permissions import is_platform_admin
+from fleet.models import HostCluster, Node
+from gpucloud.errors import PermissionDenied, ValidationFailed
+from health import services as health
+from tenants.api.viewsets import BaseViewSet
+
+
+class HostClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewSet):
+    """Host clusters: the Kubernetes clusters (or the simulated fleet) tenants run on."""
+
+    serializer_class = HostClusterSerializer
+    lookup_field = "name"
+
+    def get_queryset(self) -> QuerySet[HostCluster]:
+        return HostCluster.objects.annotate(
+            node_count=Count("nodes", distinct=True), gpu_count=Count("nodes__gpus", distinct=True)
+        ).order_by("name")
+
+    @extend_schema(request=HostClusterRegistrationSerializer, responses={201: HostClusterSerializer})
+    def create(self, request: Request) -> Response:
+        """Register a Kubernetes host cluster: it is reached, its add-ons and GPU nodes are read first."""
+        serializer = HostClusterRegistrationSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = dict(serializer.validated_data)
+        data.pop("driver")
+        data["topology_levels"] = tuple(data["topology_levels"])
+        host_cluster = register_host_cluster(actor=self.actor(), **data)
+        return Response(HostClusterSerializer(self.get_queryset().get(pk=host_cluster.pk)).data, status=201)
+
+    @extend_schema(responses={200: ConformanceSerializer})
+    @action(detail=True, methods=["get"])
+    def conformance(self, request: Request, name: str) -> Response:
+        """What the host cluster has and lacks of the capabilities gpucloud uses (re-checked every pass).
+
+        A simulated host cluster lists none: it needs no add-ons.
+        """
+        return Response(ConformanceSerializer(self.get_object()).data)
+
+    @extend_schema(responses=FleetNodeSerializer(many=True), filters=False)
+    @action(detail=True, methods=["get"], filter_backends=[])
+    def nodes(self, request: Request, name: str) -> Response:
+        """Each node with its GPUs: index, UUID, model, MIG layout, what holds it, health, why it is out and
+        the open health events. Platform administrators only."""
+        _admin_only(request, "the fleet's nodes and GPUs are shown to platform administrators only")
+        host_cluster = get_object_or_404(HostCluster, name=name)
+        rows = health.nodes_view(host_cluster)
+        page = self.paginate_queryset(rows)
+        return self.get_paginated_response(FleetNodeSerializer(page, many=True).data)
+
+    @extend_schema(request=ReleaseSerializer, responses=FleetNodeSerializer)
+    @action(detail=True, methods=["post"], url_path=r"nodes/(?P<node>[^/]+)/release", filter_backends=[])
+    def release(self, request: Request, name: str, node: str) -> Response:
+        """Put a quarantined node, or one GPU of it (`gpu`: its index), back into service. Audited; a fault
+        still reported takes it out again at the next round."""
+        _admin_only(request, "quarantined hardware is released by platform administrators only")
+        host_cluster = get_object_or_404(HostCluster, name=name)
+        target = get_object_or_404(Node, host_cluster=host_cluster, name=node)
+        serializer = ReleaseSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        index = serializer.validated_data.get("gpu")
+        gpu = None
+        if index is not None:
+            gpu = target.gpus.filter(index=index).first()
+            if gpu is None:
+                indices = ", ".join(str(i) for i in target.gpus.values_list("index", flat=True))
+                raise ValidationFailed.on("gpu", f"node {node} has no GPU {index}; its GPUs: {indices}")
+        health.release(actor=self.actor(), node=target, gpu=gpu, reason=serializer.validated_data["reason"])
+        view = next(n for n in health.nodes_view(host_cluster) if n["name"] == node)
+        return Response(FleetNodeSerializer(view).data)
+
+
+def _admin_only(request: Request, message: str) -> None:
+    if not is_platform_admin(request.user):
+        raise PermissionDenied(message)
+
+
+class KubeconfigView(BaseViewSet):
+    """The caller's own kubeconfig of the tenant cluster: kubelogin with single sign-on, else a short-lived
+    token of their own ServiceAccount. Owners, admins, members and viewers; every download is audited."""
+
+    @extend_schema(
+        responses={
+            (200, "application/yaml"): OpenApiResponse(OpenApiTypes.STR, description="a kubeconfig file")
+        },
+        operation_id="tenants_kubeconfig_retrieve",
+    )
+    def retrieve(self, request: Request, tenant_slug: str) -> HttpResponse:
+        tenant = get_object_or_404(
+            self.visible_tenants().select_related("cluster__host_cluster"), slug=tenant_slug
+        )
+        text = tenant_kubeconfig(actor=self.actor(), tenant=tenant)
+        response = HttpResponse(text, content_type="application/yaml", status=status.HTTP_200_OK)
+        response["Content-Disposition"] = f'attachment; filename="{tenant.slug}-kubeconfig.yaml"'
+        return response
+
+
+class AdminKubeconfigView(BaseViewSet):
+    """Break-glass: the vCluster's own admin kubeconfig, owners only; audited as `kubeconfig.break_glass`."""
+
+    @extend_schema(
+        responses={
+            (200, "application/yaml"): OpenApiResponse(OpenApiTypes.STR, description="a kubeconfig file")
+        },
+        operation_id="tenants_kubeconfig_admin_retrieve",
+    )
+    def retrieve(self, request: Request, tenant_slug: str) -> HttpResponse:
+        tenant = get_object_or_404(
+            self.visible_tenants().select_related("cluster__host_cluster"), slug=tenant_slug
+        )
+        text = admin_kubeconfig(actor=self.actor(), tenant=tenant)
+        response = HttpResponse(text, content_type="application/yaml", status=status.HTTP_200_OK)
+        response["Content-Disposition"] = f'attachment; filename="{tenant.slug}-admin-kubeconfig.yaml"'
+        return response

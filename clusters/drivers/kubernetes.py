@@ -1,0 +1,690 @@
+"""The `kubernetes` driver: makes a real host cluster match the desired state of its tenants.
+
+One pass (`KubernetesDriver.reconcile`) is level-triggered:
+
+1. render every desired object (pure functions in `clusters.render`);
+2. list each managed kind once, by the label `app.kubernetes.io/managed-by=gpucloud`;
+3. server-side apply (field manager `gpucloud`, forced) only the objects that are missing, whose
+   `gpucloud.io/spec-hash` annotation differs from the desired one, or whose live content no longer
+   contains what gpucloud set (an edit by hand: restored and counted as drift);
+4. delete objects that carry both ownership labels and are no longer desired (only among the named
+   tenants unless the pass is complete; shared objects only on a complete pass);
+5. observe each tenant's phase from what it saw, and (on Kueue) the `Workload` objects in its namespace,
+   listed once per pass across all namespaces: they are Kueue's, not gpucloud's, so no label selects them.
+
+An unchanged cluster therefore costs one list per kind and no writes.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from functools import cached_property
+from typing import Any, Literal
+
+import yaml
+from kubernetes import client
+from kubernetes.utils import parse_quantity
+
+from clusters.render import (
+    MANAGED_BY,
+    MANAGER,
+    SHARED,
+    SPEC_HASH,
+    TENANT,
+    ClusterProfile,
+    Manifest,
+    render_shared,
+    render_tenant,
+)
+from clusters.render.kinds import kinds_for
+from clusters.render.kueue import flavor_name
+from clusters.render.vcluster import vcluster_name
+from clusters.spec import QuotaSpec, ReconcileResult, TenantObservation, TenantSpec, WorkloadObservation
+from gpucloud.kube import kinds as k
+from gpucloud.kube.api import ApiStatusError, KubeApi, NotFound, RetryPolicy, api_client_from_kubeconfig
+from gpucloud.kube.errors import DriverError, PermanentDriverError, TemporaryDriverError
+
+__all__ = [
+    "ClusterDiscovery",
+    "ForeignObject",
+    "GpuNode",
+    "KubeconfigNotReady",
+    "KubernetesDriver",
+    "PartialReconcile",
+    "UnsupportedCluster",
+    "api_client_from_kubeconfig",
+    "check_profile",
+    "check_scheduler",
+    "discover",
+    "missing_resources",
+    "read_kubeconfig",
+]
+
+log = logging.getLogger(__name__)
+ObjKey = tuple[tuple[str, str], str | None, str]  # (apiVersion, kind), namespace, name
+# Tenant lists longer than this are not spelled out in a label selector (URL length); all are listed.
+SELECTOR_TENANT_LIMIT = 50
+
+
+def _key(kind: k.Kind, manifest: Manifest) -> ObjKey:
+    meta = manifest["metadata"]
+    return (kind.key, meta.get("namespace") if kind.namespaced else None, meta["name"])
+
+
+def _labels(obj: Manifest) -> dict[str, str]:
+    return obj.get("metadata", {}).get("labels") or {}
+
+
+def contains(desired: Any, live: Any) -> bool:
+    """Whether `live` still holds everything `desired` sets (the server may add defaults around it)."""
+    if live is None and desired in ({}, []):
+        return True  # typed APIs omit empty maps and lists
+    if isinstance(desired, dict):
+        return isinstance(live, dict) and all(contains(v, live.get(key)) for key, v in desired.items())
+    if isinstance(desired, list):
+        return isinstance(live, list) and len(desired) == len(live) and all(map(contains, desired, live))
+    if desired == live:
+        return True
+    # Quantities and numbers come back as strings or numbers depending on the kind's schema.
+    return isinstance(live, str | int | float) and str(desired) == str(live)
+
+
+def in_sync(desired: Manifest, live: Manifest) -> bool:
+    """Same spec-hash, and the live object still contains the desired fields, labels and annotations."""
+    live_meta, meta = live.get("metadata", {}), desired["metadata"]
+    if (live_meta.get("annotations") or {}).get(SPEC_HASH) != meta["annotations"][SPEC_HASH]:
+        return False
+    body = {key: value for key, value in desired.items() if key not in ("apiVersion", "kind", "metadata")}
+    return (
+        contains(body, live)
+        and contains(meta.get("labels", {}), live_meta.get("labels") or {})
+        and contains(meta.get("annotations", {}), live_meta.get("annotations") or {})
+    )
+
+
+@dataclass
+class _Pass:
+    """The state of one reconcile pass."""
+
+    tenants: Sequence[TenantSpec]
+    complete: bool
+    result: ReconcileResult = field(default_factory=ReconcileResult)
+    live: dict[ObjKey, Manifest] = field(default_factory=dict)
+    applied: dict[ObjKey, Manifest] = field(default_factory=dict)
+    unlisted: dict[str, str] = field(default_factory=dict)  # kind -> why it could not be listed
+    deleted_namespaces: set[str] = field(default_factory=set)
+    new_namespaces: set[str] = field(default_factory=set)  # read as absent in this pass
+    temporary: list[str] = field(default_factory=list)
+
+    @cached_property
+    def slugs(self) -> set[str]:
+        return {tenant.slug for tenant in self.tenants}
+
+    def fail(self, slug: str, message: str) -> None:
+        self.result.errors.setdefault(slug, message)
+
+
+class ForeignObject(PermanentDriverError):
+    """An object gpucloud would create exists without gpucloud's ownership labels."""
+
+
+class PartialReconcile(TemporaryDriverError):
+    """Some requests kept failing temporarily; the pass did the rest, and `result` says what it saw.
+
+    Everything a pass does is idempotent, so retrying the whole pass later finishes the job.
+    """
+
+    def __init__(self, result: ReconcileResult, failures: list[str]) -> None:
+        super().__init__(f"{len(failures)} requests kept failing, e.g. {failures[0]}")
+        self.result = result
+        self.failures = failures
+
+
+class KubernetesDriver:
+    """Drives the tenants of one host cluster through the official Kubernetes client.
+
+    Build the client with `api_client_from_kubeconfig(text)`; `profile` says which scheduler, vCluster
+    mode and add-ons the cluster has (see `discover` and `check_profile`).
+    """
+
+    def __init__(
+        self, api_client: client.ApiClient, profile: ClusterProfile, *, retry: RetryPolicy | None = None
+    ) -> None:
+        self.api = KubeApi(api_client, retry)
+        self.profile = profile
+        self.kinds = kinds_for(profile)
+        self._by_key = {kind.key: kind for kind in self.kinds}
+
+    def close(self) -> None:
+        """Release the client's connection pool."""
+        self.api.api_client.close()
+
+    def reconcile(self, tenants: Sequence[TenantSpec], *, complete: bool) -> ReconcileResult:
+        """One level-triggered pass.
+
+        Raises TemporaryDriverError when a retry later should finish it (`PartialReconcile` carries what the
+        pass saw), and PermanentDriverError when the cluster refuses gpucloud's credentials (401).
+        """
+        calls, writes = self.api.calls, self.api.writes
+        run = _Pass(tenants, complete)
+        self._list(run)
+        desired = self._desired(run)
+        self._apply(run, desired)
+        self._prune(run, desired)
+        for tenant in tenants:
+            run.result.observations[tenant.slug] = self._observe(run, tenant)
+        self._observe_workloads(run)
+        run.result.api_calls = self.api.calls - calls
+        run.result.writes = self.api.writes - writes
+        if run.temporary:
+            raise PartialReconcile(run.result, run.temporary)
+        return run.result
+
+    # --- 1. what the cluster has ----------------------------------------------------------------
+
+    def _selector(self, run: _Pass) -> str:
+        selector = f"{MANAGED_BY}={MANAGER}"
+        if not run.complete and len(run.tenants) <= SELECTOR_TENANT_LIMIT:
+            selector += f",{TENANT} in ({','.join(sorted(run.slugs | {SHARED}))})"
+        return selector
+
+    def _list(self, run: _Pass) -> None:
+        selector = self._selector(run)
+        for kind in self.kinds:
+            try:
+                listed = self.api.get(kind.path(), {"labelSelector": selector})
+            except NotFound:
+                run.unlisted[kind.kind] = (
+                    f"the cluster does not serve {kind.kind} ({kind.api_version}): is its CRD installed?"
+                )
+                continue
+            except ApiStatusError as exc:
+                if exc.status == 401:
+                    raise  # the credentials, not any tenant: a host-cluster error
+                run.unlisted[kind.kind] = f"cannot list {kind.kind}: {exc}"
+                continue
+            for item in listed.get("items") or []:
+                run.live[_key(kind, item)] = item
+        if run.unlisted:
+            message = "; ".join(run.unlisted.values())
+            for tenant in run.tenants:
+                run.fail(tenant.slug, message)
+
+    # --- 2. what it should have -----------------------------------------------------------------
+
+    def _desired(self, run: _Pass) -> dict[ObjKey, tuple[str, Manifest]]:
+        """Desired objects by key, with the slug whose failure they would be reported on."""
+        desired: dict[ObjKey, tuple[str, Manifest]] = {}
+        for manifest in render_shared(run.tenants, self.profile):
+            desired[self._key(manifest)] = (SHARED, manifest)
+        for tenant in run.tenants:
+            for manifest in render_tenant(tenant, self.profile):
+                desired[self._key(manifest)] = (tenant.slug, manifest)
+        return desired
+
+    def _key(self, manifest: Manifest) -> ObjKey:
+        return _key(self._by_key[(manifest["apiVersion"], manifest["kind"])], manifest)
+
+    # --- 3. apply the difference ----------------------------------------------------------------
+
+    def _apply(self, run: _Pass, desired: dict[ObjKey, tuple[str, Manifest]]) -> None:
+        if run.unlisted:
+            return  # without a full picture of the cluster, acting could only make a partial state
+        namespaces = {t.slug: t.namespace for t in run.tenants}
+        set_up = {
+            key[2]
+            for key, obj in run.live.items()
+            if key[0] == k.NAMESPACE.key and not obj["metadata"].get("deletionTimestamp")
+        }
+        blocked = {
+            slug
+            for slug, ns in namespaces.items()
+            if (k.NAMESPACE.key, None, ns) in run.live and ns not in set_up
+        }  # terminating
+        for key, (slug, manifest) in desired.items():
+            if slug in run.result.errors or slug in blocked:
+                continue  # no partial progress on top of a failure or into a terminating namespace
+            live = run.live.get(key)
+            if live is not None and in_sync(manifest, live):
+                continue
+            if self._is_drift(manifest, live, slug, namespaces.get(slug), set_up):
+                run.result.drift_repaired += 1
+            kind = self._by_key[key[0]]
+            try:
+                run.applied[key] = self._write(run, kind, manifest, slug, exists=live is not None)
+            except (TemporaryDriverError, NotFound) as exc:
+                # NotFound on apply: the namespace is not there (yet), e.g. its own apply just failed.
+                run.temporary.append(str(exc))
+                blocked.add(slug)
+            except PermanentDriverError as exc:
+                self._fail_object(run, slug, kind, manifest, exc)
+
+    def _write(self, run: _Pass, kind: k.Kind, manifest: Manifest, slug: str, *, exists: bool) -> Manifest:
+        """Server-side apply; an object the lists did not show is read first, never to take over a stranger's.
+
+        (A forced apply would silently adopt an object someone else made with the same name. Creating with
+        POST instead would record gpucloud as an Update manager, whose fields a later apply cannot remove.)
+        Nothing can be in a namespace this pass found absent, so its content is not read.
+        """
+        path = kind.object_path(manifest)
+        namespace = manifest["metadata"].get("namespace")
+        if not exists and not (kind.namespaced and namespace in run.new_namespaces):
+            try:
+                labels = _labels(self.api.get(path))
+            except NotFound:
+                labels = None
+                if kind is k.NAMESPACE:
+                    run.new_namespaces.add(manifest["metadata"]["name"])
+            if labels is not None and (labels.get(MANAGED_BY) != MANAGER or labels.get(TENANT) != slug):
+                raise ForeignObject(
+                    f"already exists and is not managed by gpucloud for {slug}: delete it, or label it "
+                    f"{MANAGED_BY}={MANAGER} and {TENANT}={slug} to hand it over"
+                )
+        return self.api.apply(path, manifest)
+
+    @staticmethod
+    def _is_drift(
+        manifest: Manifest, live: Manifest | None, slug: str, namespace: str | None, set_up: set[str]
+    ) -> bool:
+        """An edit by hand: same spec-hash but changed content, or gone from a tenant that is set up.
+
+        A missing object counts when its tenant's namespace already existed before this pass; this
+        over-counts only when the cluster profile gains a kind (e.g. Cilium is switched on).
+        """
+        if live is not None:
+            annotations = live["metadata"].get("annotations") or {}
+            return bool(annotations.get(SPEC_HASH) == manifest["metadata"]["annotations"][SPEC_HASH])
+        if slug == SHARED or manifest["kind"] == "Namespace":
+            return False
+        return namespace in set_up
+
+    def _fail_object(self, run: _Pass, slug: str, kind: k.Kind, manifest: Manifest, exc: DriverError) -> None:
+        name = manifest["metadata"]["name"]
+        message = f"{kind.kind} {name}: {exc}"
+        if slug == SHARED:  # every tenant that needs it is blocked
+            for tenant in run.tenants:
+                if tenant.desired != "absent":
+                    run.fail(tenant.slug, message)
+        else:
+            run.fail(slug, message)
+
+    # --- 4. prune what is no longer desired -----------------------------------------------------
+
+    def _prunable(self, run: _Pass, key: ObjKey, obj: Manifest, desired: dict[ObjKey, Any]) -> bool:
+        labels = _labels(obj)
+        if key in desired or labels.get(MANAGED_BY) != MANAGER or TENANT not in labels:
+            return False
+        if obj["metadata"].get("deletionTimestamp"):
+            return False
+        owner = labels[TENANT]
+        if owner == SHARED:
+            return run.complete
+        return run.complete or owner in run.slugs
+
+    def _prune(self, run: _Pass, desired: dict[ObjKey, tuple[str, Manifest]]) -> None:
+        if run.unlisted:
+            return  # an object missing from a failed list could be one we would wrongly keep or delete
+        doomed = [(key, obj) for key, obj in run.live.items() if self._prunable(run, key, obj, desired)]
+        # Content of a namespace that is being deleted (now, or already terminating) goes with it.
+        doomed_namespaces = {key[2] for key, _ in doomed if key[0] == k.NAMESPACE.key} | {
+            key[2]
+            for key, obj in run.live.items()
+            if key[0] == k.NAMESPACE.key and obj["metadata"].get("deletionTimestamp")
+        }
+        order = {kind.key: index for index, kind in enumerate(self.kinds)}
+        # Reverse apply order: queues and the vCluster before the namespace that holds them.
+        for key, obj in sorted(doomed, key=lambda item: -order[item[0][0]]):
+            kind = self._by_key[key[0]]
+            # The vCluster is deleted explicitly, before its namespace, so that Flux uninstalls it.
+            if key[1] in doomed_namespaces and kind not in k.VCLUSTER_KINDS:
+                continue
+            slug = _labels(obj)[TENANT]
+            try:
+                self.api.delete(kind.object_path(obj))
+            except TemporaryDriverError as exc:
+                run.temporary.append(str(exc))
+                continue
+            except PermanentDriverError as exc:
+                self._fail_object(run, slug, kind, obj, exc)
+                continue
+            if kind is k.NAMESPACE:
+                run.deleted_namespaces.add(key[2])
+
+    # --- 5. observe -----------------------------------------------------------------------------
+
+    def _observe(self, run: _Pass, tenant: TenantSpec) -> TenantObservation:
+        slug = tenant.slug
+        if slug in run.result.errors:
+            return TenantObservation(slug, "failed", message=run.result.errors[slug])
+        ns_key: ObjKey = (k.NAMESPACE.key, None, tenant.namespace)
+        if tenant.desired == "absent":
+            if ns_key in run.live or tenant.namespace in run.deleted_namespaces:
+                return TenantObservation(slug, "deleting", message="waiting for the namespace to be deleted")
+            return TenantObservation(slug, "absent")
+        endpoint = self.profile.endpoint(slug)
+        if run.live.get(ns_key, {}).get("metadata", {}).get("deletionTimestamp"):
+            return TenantObservation(
+                slug, "provisioning", endpoint, "waiting for the previous namespace to finish terminating"
+            )
+        if tenant.desired == "suspended":
+            return TenantObservation(slug, "suspended", endpoint)
+        ready, message = self._vcluster_ready(run, tenant)
+        if ready:
+            return TenantObservation(slug, "ready", endpoint)
+        return TenantObservation(slug, "provisioning", endpoint, message)
+
+    def _observe_workloads(self, run: _Pass) -> None:
+        """Kueue's `Workload` objects in the pass's tenants' namespaces: one list, however many tenants.
+
+        Not listed under KAI, and when the list fails the tenants' workloads are left unobserved (kept as
+        stored): a workload view must not fail a tenant's reconcile.
+        """
+        if self.profile.scheduler == "kai":
+            return
+        for tenant in run.tenants:
+            if tenant.desired == "absent":  # going away: whatever it ran goes with its namespace
+                run.result.workloads[tenant.slug] = ()
+        tenants = {t.namespace: t for t in run.tenants if t.desired != "absent"}
+        if not tenants:
+            return
+        try:
+            listed = self.api.get(k.WORKLOAD.path())
+        except (NotFound, ApiStatusError, TemporaryDriverError) as exc:
+            if isinstance(exc, ApiStatusError) and exc.status == 401:
+                raise
+            log.warning("cannot list Kueue workloads", extra={"error": str(exc)})
+            return
+        seen: dict[str, list[WorkloadObservation]] = {t.slug: [] for t in tenants.values()}
+        for item in listed.get("items") or []:
+            owner = tenants.get(item.get("metadata", {}).get("namespace", ""))
+            if owner is not None:
+                seen[owner.slug].append(workload_of(item, owner))
+        for slug, workloads in seen.items():
+            run.result.workloads[slug] = tuple(sorted(workloads, key=lambda w: w.name))
+
+    def _vcluster_ready(self, run: _Pass, tenant: TenantSpec) -> tuple[bool, str]:
+        if self.profile.vcluster_mode == "platform":
+            kind, namespace = k.VIRTUAL_CLUSTER_INSTANCE, self.profile.platform_project_namespace
+        else:
+            kind, namespace = k.HELM_RELEASE, tenant.namespace
+        key: ObjKey = (kind.key, namespace, vcluster_name(tenant))
+        obj = run.applied.get(key) or run.live.get(key)
+        status = (obj or {}).get("status") or {}
+        if kind is k.VIRTUAL_CLUSTER_INSTANCE:
+            return status.get("phase") == "Ready", f"vCluster phase: {status.get('phase') or 'pending'}"
+        for condition in status.get("conditions") or []:
+            if condition.get("type") == "Ready":
+                message = condition.get("message") or condition.get("reason") or ""
+                return condition.get("status") == "True", f"vCluster not ready: {message}"
+        return False, "waiting for the vCluster to be installed"
+
+
+# --- Kueue workloads ------------------------------------------------------------------------------
+
+GPU_RESOURCE_PREFIX = "nvidia.com/"
+
+
+def _condition(obj: Manifest, kind: str) -> bool:
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == kind and c.get("status") == "True" for c in conditions)
+
+
+def _workload_state(obj: Manifest) -> Literal["admitted", "pending", "finished"]:
+    """Finished once `Finished=True`; admitted while `Admitted=True` (quota reserved and checks passed)."""
+    if _condition(obj, "Finished"):
+        return "finished"
+    return "admitted" if _condition(obj, "Admitted") else "pending"
+
+
+def _pod_set_gpus(pod_set: Manifest) -> dict[str, int]:
+    """GPU units per resource name one pod set asks for: its count × each pod's requests (or limits)."""
+    asked: dict[str, int] = {}
+    spec = ((pod_set.get("template") or {}).get("spec")) or {}
+    for container in spec.get("containers") or []:
+        resources = container.get("resources") or {}
+        wanted = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+        for name, value in wanted.items():
+            if name.startswith(GPU_RESOURCE_PREFIX):
+                asked[name] = asked.get(name, 0) + _quantity(value, Decimal(1))
+    count = _int(str(pod_set.get("count", 1)))
+    return {name: units * count for name, units in asked.items()}
+
+
+def _created(obj: Manifest) -> datetime | None:
+    text = obj.get("metadata", {}).get("creationTimestamp")
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
+    except ValueError:
+        return None
+
+
+def workload_of(obj: Manifest, tenant: TenantSpec) -> WorkloadObservation:
+    """A Kueue `Workload` (v1beta2) as the tenant's workloads page shows it.
+
+    The class is that of the flavor Kueue admitted it to; before admission, the tenant's class with the
+    workload's GPU resource when exactly one has it, else the resource name itself.
+    """
+    spec = obj.get("spec") or {}
+    gpus: dict[str, int] = {}
+    for pod_set in spec.get("podSets") or []:
+        for name, units in _pod_set_gpus(pod_set).items():
+            gpus[name] = gpus.get(name, 0) + units
+    classes_by_flavor = {flavor_name(q.gpu_class): q.gpu_class for q in tenant.quotas}
+    gpu_class = ""
+    admission = (obj.get("status") or {}).get("admission") or {}
+    for assignment in admission.get("podSetAssignments") or []:
+        for resource, flavor in (assignment.get("flavors") or {}).items():
+            if resource in gpus:
+                gpu_class = classes_by_flavor.get(flavor, flavor)
+    if not gpu_class and gpus:
+        resource = sorted(gpus)[0]
+        by_resource = [q.gpu_class for q in tenant.quotas if q.resource_name == resource]
+        gpu_class = by_resource[0] if len(by_resource) == 1 else resource
+    return WorkloadObservation(
+        name=obj["metadata"]["name"],
+        queue=str(spec.get("queueName") or ""),
+        state=_workload_state(obj),
+        gpus=min(sum(gpus.values()), MAX_QUANTITY),
+        gpu_class=gpu_class,
+        created_at=_created(obj),
+    )
+
+
+# --- discovery -----------------------------------------------------------------------------------
+
+# Group/version each add-on serves once its CRDs are installed.
+ADDONS: dict[str, tuple[str, str]] = {
+    "kueue": ("kueue.x-k8s.io", "v1beta2"),
+    "kai": ("scheduling.run.ai", "v2"),
+    "flux": ("helm.toolkit.fluxcd.io", "v2"),
+    "flux_source": ("source.toolkit.fluxcd.io", "v1"),
+    "vcluster_platform": ("management.loft.sh", "v1"),
+    "cilium": ("cilium.io", "v2"),
+    "gpu_operator": ("nvidia.com", "v1"),
+    "dra": ("resource.k8s.io", "v1"),
+}
+DRA_DRIVER = "gpu.nvidia.com"  # NVIDIA's DRA driver installs a DeviceClass of its driver's name
+GPU_PRODUCT = "nvidia.com/gpu.product"
+HAMI_REGISTER = "hami.io/node-nvidia-register"  # HAMi's device plugin annotates the GPU nodes it serves
+MAX_QUANTITY = 2**31 - 1  # the largest CPU (millicores) or memory (MiB) figure a node row holds
+TOPOLOGY_HINTS = ("topology", "kubernetes.io/hostname")
+
+
+class UnsupportedCluster(PermanentDriverError):
+    """The host cluster cannot serve what was asked of it (a scheduler, a vCluster mode)."""
+
+
+@dataclass(frozen=True)
+class GpuNode:
+    """A node with NVIDIA GPUs, as GPU feature discovery labels it."""
+
+    name: str
+    product: str
+    count: int
+    memory_mib: int
+    mig_capable: bool
+    labels: dict[str, str]
+    topology: dict[str, str]  # topology-ish labels: zone, block, rack, hostname…
+    allocatable: dict[str, str]  # nvidia.com/* extended resources the node offers
+    allocatable_cpu_milli: int = 0  # CPU the node offers to pods (status.allocatable.cpu), in millicores
+    allocatable_memory_mib: int = 0  # memory it offers to pods (status.allocatable.memory), in MiB
+
+
+@dataclass(frozen=True)
+class ClusterDiscovery:
+    """What a host cluster runs, read once when it is registered."""
+
+    server_version: str
+    groups: dict[str, tuple[str, ...]]
+    addons: dict[str, bool]
+    gpu_nodes: tuple[GpuNode, ...]
+
+    def resource_names(self) -> set[str]:
+        """Every GPU resource name some node offers (`nvidia.com/gpu`, `nvidia.com/mig-1g.18gb`…)."""
+        return {name for node in self.gpu_nodes for name in node.allocatable}
+
+
+def _int(value: str | None) -> int:
+    try:
+        return int(value or 0)
+    except ValueError:
+        return 0
+
+
+def _quantity(value: Any, unit: Decimal) -> int:
+    """A Kubernetes quantity ("96", "95500m", "1056Gi", "1000000Ki") in whole `unit`s, rounded down.
+
+    A missing or malformed quantity counts as 0: the node then takes no pods in the placement model rather
+    than stopping the import of the cluster's other nodes.
+    """
+    try:
+        amount = parse_quantity(value) if value is not None else Decimal(0)
+    except (ValueError, TypeError, ArithmeticError):
+        return 0
+    return min(max(0, int(amount / unit)), MAX_QUANTITY)
+
+
+def _gpu_node(node: Manifest) -> GpuNode:
+    labels = _labels(node)
+    allocatable = (node.get("status") or {}).get("allocatable") or {}
+    return GpuNode(
+        name=node["metadata"]["name"],
+        product=labels.get(GPU_PRODUCT, ""),
+        count=_int(labels.get("nvidia.com/gpu.count")),
+        memory_mib=_int(labels.get("nvidia.com/gpu.memory")),
+        mig_capable=labels.get("nvidia.com/mig.capable") == "true",
+        labels=dict(labels),
+        topology={key: value for key, value in labels.items() if any(h in key for h in TOPOLOGY_HINTS)},
+        allocatable={key: str(value) for key, value in allocatable.items() if key.startswith("nvidia.com/")},
+        allocatable_cpu_milli=_quantity(allocatable.get("cpu"), Decimal("0.001")),
+        allocatable_memory_mib=_quantity(allocatable.get("memory"), Decimal(2**20)),
+    )
+
+
+def _has(api: KubeApi, path: str) -> bool:
+    try:
+        api.get(path)
+    except NotFound:
+        return False
+    return True
+
+
+def discover(api_client: client.ApiClient, *, retry: RetryPolicy | None = None) -> ClusterDiscovery:
+    """Server version, served API groups (which add-ons are installed) and GPU nodes."""
+    api = KubeApi(api_client, retry)
+    version = api.get("/version")
+    groups = {
+        group["name"]: tuple(v["version"] for v in group.get("versions") or [])
+        for group in (api.get("/apis").get("groups") or [])
+    }
+    addons = {name: version_ in groups.get(group, ()) for name, (group, version_) in ADDONS.items()}
+    nodes = api.get(k.NODE.path(), {"labelSelector": GPU_PRODUCT}).get("items") or []
+    addons["hami"] = any(HAMI_REGISTER in (n["metadata"].get("annotations") or {}) for n in nodes)
+    addons["nvidia_dra_driver"] = addons["dra"] and _has(api, k.DEVICE_CLASS.path(name=DRA_DRIVER))
+    return ClusterDiscovery(
+        server_version=version.get("gitVersion", ""),
+        groups=groups,
+        addons=addons,
+        gpu_nodes=tuple(_gpu_node(node) for node in nodes),
+    )
+
+
+def missing_resources(discovery: ClusterDiscovery, quotas: Iterable[QuotaSpec]) -> set[str]:
+    """Resource names quotas ask for that no GPU node of the cluster offers (nothing could ever use them)."""
+    return {quota.resource_name for quota in quotas} - discovery.resource_names()
+
+
+def check_scheduler(discovery: ClusterDiscovery, scheduler: str) -> None:
+    """Refuse a scheduler the cluster does not run, saying what is missing."""
+    if scheduler == "kueue":
+        if not discovery.addons["kueue"]:
+            served = discovery.groups.get("kueue.x-k8s.io")
+            detail = (
+                f"it serves kueue.x-k8s.io {', '.join(served)} only" if served else "Kueue is not installed"
+            )
+            raise UnsupportedCluster(f"scheduler kueue needs kueue.x-k8s.io/v1beta2 (Kueue 0.15+): {detail}")
+    elif scheduler == "kai":
+        if not discovery.addons["kai"]:
+            raise UnsupportedCluster(
+                "scheduler kai needs scheduling.run.ai/v2 Queues: KAI Scheduler is not installed"
+            )
+    else:
+        raise UnsupportedCluster(f"unknown scheduler {scheduler!r}: choose kueue or kai")
+
+
+def check_profile(discovery: ClusterDiscovery, profile: ClusterProfile) -> None:
+    """Refuse a profile the cluster cannot serve: its scheduler and its way of installing vClusters."""
+    check_scheduler(discovery, profile.scheduler)
+    if profile.vcluster_mode == "helmrelease" and not (
+        discovery.addons["flux"] and discovery.addons["flux_source"]
+    ):
+        raise UnsupportedCluster(
+            "vCluster mode helmrelease needs Flux (helm.toolkit.fluxcd.io/v2, "
+            "source.toolkit.fluxcd.io/v1): Flux is not installed"
+        )
+    if profile.vcluster_mode == "platform" and not discovery.addons["vcluster_platform"]:
+        raise UnsupportedCluster(
+            "vCluster mode platform needs management.loft.sh/v1: vCluster Platform is not connected"
+        )
+    if profile.cilium and not discovery.addons["cilium"]:
+        raise UnsupportedCluster("cilium is set but the cluster does not serve cilium.io/v2")
+
+
+# --- kubeconfig ----------------------------------------------------------------------------------
+
+
+class KubeconfigNotReady(TemporaryDriverError):
+    """The vCluster has not written its kubeconfig secret yet."""
+
+
+def rewrite_server(kubeconfig: str, endpoint: str) -> str:
+    """The same kubeconfig with every cluster's server set to the tenant's external endpoint."""
+    parsed = yaml.safe_load(kubeconfig) or {}
+    for entry in parsed.get("clusters") or []:
+        entry.setdefault("cluster", {})["server"] = endpoint
+    return yaml.safe_dump(parsed, sort_keys=False)
+
+
+def read_kubeconfig(
+    api_client: client.ApiClient,
+    namespace: str,
+    vcluster: str,
+    endpoint: str,
+    *,
+    retry: RetryPolicy | None = None,
+) -> str:
+    """The tenant's kubeconfig from the vCluster secret `vc-<name>` (key `config`), server rewritten."""
+    api = KubeApi(api_client, retry)
+    try:
+        secret = api.get(k.SECRET.path(namespace, f"vc-{vcluster}"))
+    except NotFound:
+        raise KubeconfigNotReady(f"secret vc-{vcluster} does not exist yet in {namespace}") from None
+    encoded = (secret.get("data") or {}).get("config")
+    if not encoded:
+        raise KubeconfigNotReady(f"secret vc-{vcluster} has no `config` key yet")
+    return rewrite_server(base64.b64decode(encoded).decode(), endpoint)

@@ -1,0 +1,287 @@
+"""The tenant reconciler: desired state from the database, applied through the host cluster's driver.
+
+Level-triggered: `reconcile_host_cluster` compares every tenant of a host cluster with what the driver sees
+and acts on the difference; the on-change task is the same function limited to one tenant. What the driver
+observed is written back only where it differs from what is stored, so an unchanged tenant costs no writes.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from clusters.drivers.kubernetes import KubernetesDriver, PartialReconcile
+from clusters.drivers.simulated import SimulatedDriver
+from clusters.models import ObservedWorkload
+from clusters.partitions import gpu_pass as partitions
+from clusters.registration import profile_of
+from clusters.spec import Driver, QuotaSpec, ReconcileResult, TenantObservation, TenantSpec
+from core import audit
+from core.audit import Actor
+from fleet import catalog
+from fleet.clients import api_client_of
+from fleet.models import GpuClass, HostCluster
+from gpucloud.kube.errors import PermanentDriverError, TemporaryDriverError
+from gpucloud.locks import exclusive
+from gpucloud.observability import (
+    RECONCILE_DURATION,
+    RECONCILE_LAST_SUCCESS,
+    RECONCILE_RUNS,
+    RECONCILE_WRITES,
+)
+from tenants.models import Quota, Tenant, TenantCluster
+
+log = logging.getLogger(__name__)
+RECONCILER = Actor.system("reconciler")
+TRANSITIONAL = {Tenant.State.PENDING, Tenant.State.PROVISIONING, Tenant.State.DELETING}
+
+
+def driver_for(host_cluster: HostCluster) -> Driver:
+    if host_cluster.driver == HostCluster.Driver.SIMULATED:
+        return SimulatedDriver(host_cluster)
+    if host_cluster.driver == HostCluster.Driver.KUBERNETES:
+        return KubernetesDriver(api_client_of(host_cluster), profile_of(host_cluster))
+    raise PermanentDriverError(f"host cluster {host_cluster.name}: no driver called {host_cluster.driver}")
+
+
+def tenant_spec(tenant: Tenant, ready: dict[tuple[int, str], int] | None = None) -> TenantSpec:
+    """The plain desired state of a tenant that a driver works from.
+
+    With `ready` (a host cluster whose partitions gpucloud manages, see `clusters.partitions.gpu_pass.ready_units`),
+    a MIG or shared class is guaranteed only as many units as its nodes advertise now.
+    """
+
+    def guaranteed(q: Quota) -> int:
+        if ready is None or q.gpu_class.kind not in partitions.PARTITIONED:
+            return q.guaranteed
+        return min(q.guaranteed, ready.get((tenant.pk, q.gpu_class.name), 0))
+
+    quotas = tuple(
+        QuotaSpec(
+            gpu_class=q.gpu_class.name,
+            resource_name=q.gpu_class.resource_name,
+            node_labels=(("nvidia.com/gpu.product", q.gpu_class.gpu_model.product_label),),
+            guaranteed=guaranteed(q),
+            per_unit=_per_unit(q.gpu_class),
+            burst=q.burst,
+            # Asleep, its pods are gone and its whole guarantee is lent to the cohort until it wakes.
+            lendable=None if tenant.asleep_since else q.lendable,
+            weight=q.weight,
+        )
+        for q in sorted(tenant.quotas.all(), key=lambda q: q.gpu_class.name)
+    )
+    return TenantSpec(
+        slug=tenant.slug,
+        public_id=tenant.public_id,
+        trust_tier=tenant.trust_tier,  # type: ignore[arg-type]
+        desired=tenant.desired,  # type: ignore[arg-type]
+        namespace=tenant.cluster.namespace,
+        quotas=quotas,
+        sleep_after_inactivity=tenant.sleep_after_inactivity,
+        asleep=tenant.asleep_since is not None,
+    )
+
+
+@dataclass
+class PassOutcome:
+    """What one pass did: the driver's result, database writes, and tenants still on their way."""
+
+    host_cluster_id: int
+    result: ReconcileResult
+    db_writes: int
+    transitional: list[int]
+
+
+def reconcile_host_cluster(host_cluster: HostCluster, tenant_ids: Sequence[int] | None = None) -> PassOutcome:
+    """One pass over a host cluster's tenants (all of them, or just `tenant_ids`). Raises LockBusy."""
+    started = time.perf_counter()
+    with exclusive(f"reconcile:host-cluster:{host_cluster.pk}"):
+        tenants = _tenants(host_cluster, tenant_ids)
+        result, failure = _drive(host_cluster, tenants, complete=tenant_ids is None)
+        db_writes = sum(_write_back(t, result) + _write_workloads(t, result) for t in tenants)
+    if failure is not None:
+        RECONCILE_RUNS.labels(host_cluster.driver, "error").inc()
+        raise failure
+    RECONCILE_RUNS.labels(host_cluster.driver, "ok").inc()
+    RECONCILE_LAST_SUCCESS.labels(host_cluster.name).set_to_current_time()
+    RECONCILE_DURATION.labels(host_cluster.driver).observe(time.perf_counter() - started)
+    RECONCILE_WRITES.labels("cluster").inc(result.writes)
+    RECONCILE_WRITES.labels("database").inc(db_writes)
+    transitional = [t.pk for t in tenants if t.state in TRANSITIONAL]
+    return PassOutcome(host_cluster.pk, result, db_writes, transitional)
+
+
+def _drive(
+    host_cluster: HostCluster, tenants: list[Tenant], *, complete: bool
+) -> tuple[ReconcileResult, TemporaryDriverError | None]:
+    """Run the driver; a cluster-wide failure is recorded on the host cluster, never on its tenants.
+
+    A temporary failure is returned so the caller can write back what the pass saw and then retry.
+    """
+    try:
+        driver = driver_for(host_cluster)
+    except (
+        PermanentDriverError
+    ) as exc:  # a stored kubeconfig refused (gpucloud.kubeconfig), an unknown driver
+        return _refused(host_cluster, exc)
+    try:
+        ready = _partition(host_cluster, driver)
+        result = driver.reconcile([tenant_spec(t, ready) for t in tenants], complete=complete)
+    except PartialReconcile as exc:  # most of the pass worked; keep what it saw, retry the rest
+        return exc.result, exc
+    except TemporaryDriverError as exc:
+        host_cluster.mark(HostCluster.State.UNREACHABLE, str(exc))
+        return ReconcileResult(), exc
+    except PermanentDriverError as exc:
+        return _refused(host_cluster, exc)
+    finally:
+        getattr(driver, "close", lambda: None)()
+    if host_cluster.state != HostCluster.State.READY:
+        host_cluster.mark(HostCluster.State.READY, "")
+    return result, None
+
+
+def _refused(host_cluster: HostCluster, exc: PermanentDriverError) -> tuple[ReconcileResult, None]:
+    """A permanent failure of the whole cluster: recorded on it, not retried."""
+    host_cluster.mark(HostCluster.State.ERROR, str(exc))
+    log.error("host cluster refused gpucloud", extra={"host_cluster": host_cluster.name, "error": str(exc)})
+    return ReconcileResult(), None
+
+
+def _per_unit(gpu_class: GpuClass) -> tuple[tuple[str, int], ...]:
+    """HAMi classes are quota'd in HAMi's memory and cores too, per unit (one vGPU)."""
+    model = catalog.model_by_slug(gpu_class.gpu_model.slug)
+    if gpu_class.kind != GpuClass.Kind.FRACTION or model is None:
+        return ()
+    asks = catalog.hami_resources(model, catalog.hami_percent(gpu_class.name))
+    return tuple((name, amount) for name, amount in asks.items() if name != gpu_class.resource_name)
+
+
+def _partition(host_cluster: HostCluster, driver: Driver) -> dict[tuple[int, str], int] | None:
+    """On a Kubernetes host cluster: the conformance check, then the partition pass (MIG layouts,
+    time-slicing) where it runs the GPU Operator. Returns the units of partitioned classes each tenant may
+    count on (None: quotas are not capped)."""
+    if not isinstance(driver, KubernetesDriver):
+        return None
+    partitions.check_conformance(host_cluster, driver.api)
+    if not partitions.manages_partitions(host_cluster):
+        return None
+    partitions.run_partition_pass(host_cluster, driver.api)
+    return partitions.ready_units(host_cluster)
+
+
+def _tenants(host_cluster: HostCluster, tenant_ids: Sequence[int] | None) -> list[Tenant]:
+    tenants = (
+        Tenant.objects.filter(cluster__host_cluster=host_cluster)
+        .exclude(state=Tenant.State.DELETED)
+        .select_related("cluster")
+        .prefetch_related("quotas__gpu_class__gpu_model")
+    )
+    if tenant_ids is not None:
+        tenants = tenants.filter(pk__in=tenant_ids)
+    return list(tenants)
+
+
+CLUSTER_STATE = {
+    "provisioning": TenantCluster.State.PROVISIONING,
+    "ready": TenantCluster.State.READY,
+    "suspended": TenantCluster.State.SUSPENDED,
+    "deleting": TenantCluster.State.DELETING,
+    "failed": TenantCluster.State.FAILED,
+}
+
+
+def _next_tenant_state(tenant: Tenant, phase: str, error: str) -> str | None:
+    """The lifecycle step an observation implies, if any."""
+    if error and tenant.state in (Tenant.State.PENDING, Tenant.State.PROVISIONING):
+        return Tenant.State.FAILED
+    if tenant.state == Tenant.State.PENDING and phase in ("provisioning", "ready"):
+        return Tenant.State.PROVISIONING
+    if tenant.state == Tenant.State.PROVISIONING and phase == "ready":
+        return Tenant.State.READY
+    if tenant.state == Tenant.State.DELETING and phase == "absent":
+        return Tenant.State.DELETED
+    return None
+
+
+def _write_back(tenant: Tenant, result: ReconcileResult) -> int:
+    """Store what was observed of one tenant, writing only what changed. Returns rows written."""
+    error = result.errors.get(tenant.slug, "")
+    observation = result.observations.get(tenant.slug)
+    if observation is None and not error:
+        return 0
+    phase = observation.phase if observation else "failed"
+    writes = 0
+    with transaction.atomic():
+        writes += _write_cluster(tenant, observation, phase, error)
+        step = _next_tenant_state(tenant, phase, error)
+        # pending → ready happens in two steps when the driver is fast; both are recorded.
+        while step is not None:
+            before = {"state": tenant.state, "reason": tenant.state_reason}
+            tenant.transition(step, reason=error if step == Tenant.State.FAILED else "")
+            tenant.save(update_fields=["state", "state_reason", "deleted_at", "updated_at"])
+            audit.record(
+                RECONCILER,
+                f"tenant.{step}",
+                object_type="tenant",
+                object_id=tenant.public_id,
+                tenant=tenant,
+                before=before,
+                after={"state": step, "reason": tenant.state_reason},
+            )
+            writes += 2
+            step = _next_tenant_state(tenant, phase, error)
+    return writes
+
+
+def _write_workloads(tenant: Tenant, result: ReconcileResult) -> int:
+    """Replace the tenant's observed Kueue workloads when they differ from what is stored; rows written."""
+    seen = result.workloads.get(tenant.slug)
+    if seen is None:  # not looked at in this pass (simulated driver, KAI, a failed list): keep what is stored
+        return 0
+    fields = ("name", "queue", "state", "gpus", "gpu_class", "created_at")
+    stored = set(ObservedWorkload.objects.filter(tenant=tenant).values_list(*fields))
+    wanted = {tuple(getattr(w, f) for f in fields) for w in seen}
+    if stored == wanted:
+        return 0
+    with transaction.atomic():
+        deleted, _ = ObservedWorkload.objects.filter(tenant=tenant).delete()
+        ObservedWorkload.objects.bulk_create(
+            ObservedWorkload(tenant=tenant, **dict(zip(fields, row, strict=True))) for row in wanted
+        )
+    return deleted + len(wanted)
+
+
+def _cluster_state(tenant: Tenant, phase: str, current: str) -> str:
+    if phase == "absent":
+        return TenantCluster.State.DELETED if tenant.desired == "absent" else TenantCluster.State.PENDING
+    return CLUSTER_STATE.get(phase, current)
+
+
+def _write_cluster(tenant: Tenant, observation: TenantObservation | None, phase: str, error: str) -> int:
+    cluster = tenant.cluster
+    wanted = {
+        "state": _cluster_state(tenant, phase, cluster.state),
+        "endpoint": observation.endpoint if observation else cluster.endpoint,
+        "message": error or (observation.message if observation else ""),
+    }
+    changed = [field for field, value in wanted.items() if getattr(cluster, field) != value]
+    if not changed:
+        return 0
+    for field in changed:
+        setattr(cluster, field, wanted[field])
+    cluster.observed_at = timezone.now()
+    cluster.save(update_fields=[*changed, "observed_at"])
+    return 1
+
+
+def stuck_tenants(older_than_seconds: float) -> list[Tenant]:
+    """Tenants in a transitional state for longer than they should be."""
+    cutoff = timezone.now() - timedelta(seconds=older_than_seconds)
+    return list(Tenant.objects.filter(state__in=TRANSITIONAL, updated_at__lt=cutoff))

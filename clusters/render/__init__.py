@@ -1,0 +1,59 @@
+"""Pure functions from tenants' desired state to the Kubernetes objects that realise it.
+
+Nothing here talks to a cluster or imports Django: each module renders one kind of object from plain
+values (`TenantSpec`, `ClusterProfile`) to dict manifests, ready for server-side apply. Every manifest
+carries the ownership labels and a hash of itself (see `meta`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from clusters.spec import TenantSpec
+
+from . import dra, kai, kueue
+from .limitrange import render_limit_range
+from .meta import MANAGED_BY, MANAGER, SHARED, SPEC_HASH, TENANT, Manifest, spec_hash
+from .namespace import render_namespace
+from .networkpolicy import render_network_policies
+from .profile import ClusterProfile
+from .resourcequota import render_resource_quota
+from .vcluster import render_vcluster
+
+__all__ = [
+    "MANAGED_BY",
+    "MANAGER",
+    "SHARED",
+    "SPEC_HASH",
+    "TENANT",
+    "ClusterProfile",
+    "Manifest",
+    "render_shared",
+    "render_tenant",
+    "spec_hash",
+]
+
+
+def render_tenant(tenant: TenantSpec, profile: ClusterProfile) -> list[Manifest]:
+    """Every object owned by one tenant, namespace first; nothing for a tenant that should be absent."""
+    if tenant.desired == "absent":
+        return []
+    objects = [render_namespace(tenant), render_resource_quota(tenant, profile), render_limit_range(tenant)]
+    objects += render_network_policies(tenant, profile)
+    objects += render_vcluster(tenant, profile)
+    if profile.scheduler == "kai":
+        objects.append(kai.render_leaf_queue(tenant))
+    else:
+        objects += kueue.render_tenant_queues(tenant)
+    if profile.dra:
+        objects += dra.render_claim_templates(tenant)
+    return objects
+
+
+def render_shared(tenants: Sequence[TenantSpec], profile: ClusterProfile) -> list[Manifest]:
+    """The objects the present tenants need between them (labelled with the `SHARED` tenant)."""
+    present = [tenant for tenant in tenants if tenant.desired != "absent"]
+    device_classes = dra.render_device_classes(present) if profile.dra else []
+    if profile.scheduler == "kai":
+        return kai.render_shared(present) + device_classes
+    return kueue.render_shared(present, profile) + device_classes

@@ -1,0 +1,48 @@
+"""Which kinds of object a host cluster gets, from its profile: the apply order of the Kubernetes driver."""
+
+from __future__ import annotations
+
+from clusters.render import ClusterProfile
+from gpucloud.kube.kinds import (
+    CILIUM_NETWORK_POLICY,
+    CLUSTER_QUEUE,
+    COHORT,
+    DEVICE_CLASS,
+    HELM_RELEASE,
+    HELM_REPOSITORY,
+    KAI_QUEUE,
+    KUEUE_TOPOLOGY,
+    LIMIT_RANGE,
+    LOCAL_QUEUE,
+    NAMESPACE,
+    NETWORK_POLICY,
+    RESOURCE_CLAIM_TEMPLATE,
+    RESOURCE_FLAVOR,
+    RESOURCE_QUOTA,
+    VIRTUAL_CLUSTER_INSTANCE,
+    WORKLOAD_PRIORITY_CLASS,
+    Kind,
+)
+
+
+def kinds_for(profile: ClusterProfile) -> list[Kind]:
+    """The kinds a host cluster with this profile gets, in apply order (a namespace before its content).
+
+    Pruning deletes in the reverse order.
+    """
+    kinds = [NAMESPACE, RESOURCE_QUOTA, LIMIT_RANGE, NETWORK_POLICY]
+    if profile.cilium:
+        kinds.append(CILIUM_NETWORK_POLICY)
+    if profile.vcluster_mode == "platform":
+        kinds.append(VIRTUAL_CLUSTER_INSTANCE)
+    else:
+        kinds += [HELM_REPOSITORY, HELM_RELEASE]
+    if profile.scheduler == "kai":
+        kinds.append(KAI_QUEUE)
+    else:
+        kinds += [RESOURCE_FLAVOR, COHORT, WORKLOAD_PRIORITY_CLASS, CLUSTER_QUEUE, LOCAL_QUEUE]
+        if profile.topology_levels:
+            kinds.insert(kinds.index(RESOURCE_FLAVOR), KUEUE_TOPOLOGY)
+    if profile.dra:
+        kinds += [DEVICE_CLASS, RESOURCE_CLAIM_TEMPLATE]
+    return kinds

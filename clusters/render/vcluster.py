@@ -1,0 +1,126 @@
+"""The tenant's vCluster: a Flux HelmRelease of the `vcluster` chart, or a vCluster Platform instance."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from clusters.spec import TenantSpec
+
+from .meta import Manifest, obj, owned
+from .profile import ClusterProfile
+
+REPOSITORY = "loft"
+# How long a suspended vCluster stays awake after its last request: its workloads are put to sleep,
+# which deletes the synced pods on the host and releases their GPUs.
+SUSPENDED_SLEEP_AFTER = "1m"
+
+
+def vcluster_name(tenant: TenantSpec) -> str:
+    """The vCluster (and Helm release) name; its kubeconfig secret is `vc-<name>`."""
+    return tenant.slug
+
+
+def render_values(tenant: TenantSpec, profile: ClusterProfile) -> dict[str, Any]:
+    """vcluster.yaml for a GPU tenant whose pods the host scheduler (Kueue or KAI) places."""
+    values: dict[str, Any] = {
+        "sync": {
+            "toHost": {"pods": {"enabled": True}},
+            "fromHost": {
+                "nodes": {"enabled": True, "selector": {"labels": dict(profile.gpu_node_selector)}},
+                "runtimeClasses": {"enabled": True},
+            },
+        },
+        # gpucloud renders the host ResourceQuota and LimitRange itself.
+        "policies": {"resourceQuota": {"enabled": False}, "limitRange": {"enabled": False}},
+        "controlPlane": {"advanced": {"virtualScheduler": {"enabled": False}}},
+        "exportKubeConfig": {"server": profile.endpoint(tenant.slug)},
+    }
+    if profile.scheduler == "kai":
+        # KAI's pod-grouper walks owner references, which vCluster would point at its own Service.
+        values["experimental"] = {"syncSettings": {"setOwner": False}}
+    if profile.oidc is not None:
+        # The API server trusts gpucloud's provider: people reach it with their own tokens (kubelogin).
+        values["controlPlane"]["distro"] = {
+            "k8s": {"enabled": True, "apiServer": {"extraArgs": profile.oidc.api_server_args()}}
+        }
+    values.update(render_sleep(tenant, profile))
+    return values
+
+
+def render_sleep(tenant: TenantSpec, profile: ClusterProfile) -> dict[str, Any]:
+    """vCluster sleep mode: after how long without requests its workloads sleep (releasing their GPUs).
+
+    A suspended tenant, or one gpucloud put to sleep after an idle window, sleeps after a minute; any
+    kubectl call wakes it (vCluster's own sleep mode). Otherwise the tenant's setting, else the host
+    cluster's, applies; empty means never.
+    """
+    if tenant.desired == "suspended" or tenant.asleep:
+        sleep_after = SUSPENDED_SLEEP_AFTER
+    else:
+        sleep_after = tenant.sleep_after_inactivity or profile.sleep_after_inactivity
+    return {"sleep": {"auto": {"afterInactivity": sleep_after}}} if sleep_after else {}
+
+
+def render_helm_repository(tenant: TenantSpec, profile: ClusterProfile) -> Manifest:
+    """The chart source, in the tenant namespace so that no cross-namespace reference is needed."""
+    spec = {"url": profile.vcluster_chart_repo, "interval": "1h"}
+    repo = obj("source.toolkit.fluxcd.io/v1", "HelmRepository", REPOSITORY, tenant.namespace, spec=spec)
+    return owned(repo, tenant.slug)
+
+
+def render_helm_release(tenant: TenantSpec, profile: ClusterProfile) -> Manifest:
+    """The Flux HelmRelease installing the vcluster chart into the tenant's host namespace."""
+    name = vcluster_name(tenant)
+    spec = {
+        "interval": "10m",
+        "releaseName": name,
+        "chart": {
+            "spec": {
+                "chart": "vcluster",
+                "version": profile.vcluster_chart_version,
+                "sourceRef": {"kind": "HelmRepository", "name": REPOSITORY},
+            }
+        },
+        "install": {"remediation": {"retries": 3}},
+        "upgrade": {"remediation": {"retries": 3}},
+        "values": render_values(tenant, profile),
+    }
+    release = obj("helm.toolkit.fluxcd.io/v2", "HelmRelease", name, tenant.namespace, spec=spec)
+    return owned(release, tenant.slug)
+
+
+def render_virtual_cluster_instance(tenant: TenantSpec, profile: ClusterProfile) -> Manifest:
+    """A vCluster Platform VirtualClusterInstance with the same values as an inline template."""
+    name = vcluster_name(tenant)
+    values = yaml.safe_dump(render_values(tenant, profile), sort_keys=True)
+    spec = {
+        "displayName": tenant.slug,
+        "clusterRef": {
+            "cluster": profile.platform_cluster,
+            "namespace": tenant.namespace,
+            "virtualCluster": name,
+        },
+        "template": {
+            "helmRelease": {
+                "chart": {
+                    "name": "vcluster",
+                    "repo": profile.vcluster_chart_repo,
+                    "version": profile.vcluster_chart_version,
+                },
+                "values": values,
+            }
+        },
+    }
+    instance = obj(
+        "management.loft.sh/v1", "VirtualClusterInstance", name, profile.platform_project_namespace, spec=spec
+    )
+    return owned(instance, tenant.slug)
+
+
+def render_vcluster(tenant: TenantSpec, profile: ClusterProfile) -> list[Manifest]:
+    """The objects that install the tenant's vCluster in the host cluster's chosen mode."""
+    if profile.vcluster_mode == "platform":
+        return [render_virtual_cluster_instance(tenant, profile)]
+    return [render_helm_repository(tenant, profile), render_helm_release(tenant, profile)]

@@ -1,0 +1,92 @@
+"""The contract between the reconciler and a host cluster.
+
+A driver is told the desired state of tenants on one host cluster and makes the cluster match it. It knows
+nothing of Django: the reconciler turns database rows into the plain values below, and turns the
+observations a driver returns back into rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal, Protocol
+
+Desired = Literal["running", "suspended", "absent"]
+Phase = Literal["provisioning", "ready", "suspended", "deleting", "absent", "failed"]
+TrustTier = Literal["isolated", "standard", "trusted"]
+
+
+@dataclass(frozen=True)
+class QuotaSpec:
+    """One quota of a tenant, in the units of its GPU class (whole GPUs, MIG slices or shares)."""
+
+    gpu_class: str  # e.g. "h200-141gb", "h200-141gb.mig-1g.18gb", "h200-141gb.shared"
+    resource_name: str  # Kubernetes extended resource, e.g. "nvidia.com/gpu", "nvidia.com/mig-1g.18gb"
+    node_labels: tuple[tuple[str, str], ...]  # labels selecting the nodes of this class (ResourceFlavor)
+    guaranteed: int
+    burst: int  # how much more than guaranteed the tenant may borrow (Kueue borrowingLimit)
+    lendable: int | None  # how much of the guarantee others may borrow (Kueue lendingLimit); None = all
+    weight: int  # fair-share weight
+    # Other resources one unit is quota'd in (HAMi: `nvidia.com/gpumem` in MiB, `nvidia.com/gpucores` in %).
+    per_unit: tuple[tuple[str, int], ...] = ()
+
+
+@dataclass(frozen=True)
+class TenantSpec:
+    """What one tenant should look like on its host cluster."""
+
+    slug: str
+    public_id: str
+    trust_tier: TrustTier
+    desired: Desired
+    namespace: str  # host namespace, "tenant-<slug>"
+    quotas: tuple[QuotaSpec, ...] = ()
+    sleep_after_inactivity: str = ""  # the tenant's own setting; empty = the host cluster's
+    asleep: bool = False  # put to sleep by gpucloud after an idle window (see workers/idle.py)
+
+
+@dataclass(frozen=True)
+class TenantObservation:
+    """What a driver saw of one tenant after acting on it."""
+
+    slug: str
+    phase: Phase
+    endpoint: str = ""
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class WorkloadObservation:
+    """A unit of work in a tenant's queue as the host cluster's scheduler holds it (a Kueue `Workload`)."""
+
+    name: str
+    queue: str
+    state: Literal["admitted", "pending", "finished"]
+    gpus: int  # GPU units it asks for: pods × GPUs (or MIG slices) per pod, over its pod sets
+    gpu_class: str  # the class of its admitted flavor, else of its GPU resource; "" when it asks for none
+    created_at: datetime | None
+
+
+@dataclass
+class ReconcileResult:
+    """The outcome of one pass over some tenants of a host cluster."""
+
+    observations: dict[str, TenantObservation] = field(default_factory=dict)
+    # slug -> every workload seen in the tenant's namespace; a tenant missing here was not looked at.
+    workloads: dict[str, tuple[WorkloadObservation, ...]] = field(default_factory=dict)
+    api_calls: int = 0
+    writes: int = 0
+    drift_repaired: int = 0
+    errors: dict[str, str] = field(default_factory=dict)  # slug -> permanent error message
+
+
+class Driver(Protocol):
+    """Drives tenants on one host cluster towards their desired state.
+
+    `reconcile` must be idempotent: a second call with the same specs against an unchanged cluster makes
+    no writes. With `complete=True` the specs are every tenant of the cluster, so objects owned by gpucloud
+    for tenants not in the list are pruned; with `complete=False` only the named tenants are touched.
+    """
+
+    def reconcile(self, tenants: Sequence[TenantSpec], *, complete: bool) -> ReconcileResult: ...

@@ -1,0 +1,58 @@
+import yaml
+
+from clusters.render import ClusterProfile
+from clusters.render.vcluster import render_vcluster
+
+
+def test_a_helm_release_installs_the_vcluster_chart_from_loft(make_tenant):
+    repo, release = render_vcluster(make_tenant(), ClusterProfile(vcluster_chart_version="0.37.0"))
+    assert repo["apiVersion"] == "source.toolkit.fluxcd.io/v1" and repo["kind"] == "HelmRepository"
+    assert repo["spec"]["url"] == "https://charts.loft.sh"
+    assert release["apiVersion"] == "helm.toolkit.fluxcd.io/v2"
+    assert release["metadata"] == release["metadata"] | {"name": "acme", "namespace": "tenant-acme"}
+    chart = release["spec"]["chart"]["spec"]
+    assert chart == {
+        "chart": "vcluster",
+        "version": "0.37.0",
+        "sourceRef": {"kind": "HelmRepository", "name": repo["metadata"]["name"]},
+    }
+    assert release["spec"]["interval"]
+
+
+def test_values_sync_pods_show_gpu_nodes_and_leave_scheduling_to_the_host(make_tenant):
+    profile = ClusterProfile(endpoint_base="https://vc.gpu.example")
+    values = render_vcluster(make_tenant(), profile)[1]["spec"]["values"]
+    assert values["sync"]["toHost"]["pods"]["enabled"] is True
+    assert values["sync"]["fromHost"]["nodes"] == {
+        "enabled": True,
+        "selector": {"labels": {"nvidia.com/gpu.present": "true"}},
+    }
+    assert values["controlPlane"]["advanced"]["virtualScheduler"]["enabled"] is False
+    assert values["exportKubeConfig"]["server"] == "https://acme.vc.gpu.example"
+    assert "experimental" not in values and "sleep" not in values
+
+
+def test_kai_clusters_do_not_set_owner_references(make_tenant):
+    values = render_vcluster(make_tenant(), ClusterProfile(scheduler="kai"))[1]["spec"]["values"]
+    assert values["experimental"] == {"syncSettings": {"setOwner": False}}
+
+
+def test_sleep_settings_follow_the_profile_and_suspension(make_tenant):
+    running = render_vcluster(make_tenant(), ClusterProfile(sleep_after_inactivity="2h"))[1]
+    suspended = render_vcluster(make_tenant(desired="suspended"), ClusterProfile())[1]
+    assert running["spec"]["values"]["sleep"] == {"auto": {"afterInactivity": "2h"}}
+    assert suspended["spec"]["values"]["sleep"] == {"auto": {"afterInactivity": "1m"}}
+
+
+def test_platform_mode_renders_a_virtual_cluster_instance(make_tenant):
+    profile = ClusterProfile(
+        vcluster_mode="platform", platform_project_namespace="p-gpu", platform_cluster="h1"
+    )
+    (instance,) = render_vcluster(make_tenant(), profile)
+    assert instance["apiVersion"] == "management.loft.sh/v1" and instance["kind"] == "VirtualClusterInstance"
+    assert instance["metadata"]["namespace"] == "p-gpu"
+    spec = instance["spec"]
+    assert spec["clusterRef"] == {"cluster": "h1", "namespace": "tenant-acme", "virtualCluster": "acme"}
+    helm = spec["template"]["helmRelease"]
+    assert helm["chart"]["name"] == "vcluster"
+    assert yaml.safe_load(helm["values"])["sync"]["toHost"]["pods"]["enabled"] is True

@@ -1,0 +1,52 @@
+"""The `cluster` suite's flow, run against the emulator with a thread playing the cluster's controllers.
+
+This keeps tests/cluster/test_cluster_e2e.py exercised where no real cluster is available; it checks the
+suite's own logic, not real-cluster semantics.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from gpucloud.kube.api import api_client_for_url
+from tests.cluster import test_cluster_e2e as suite
+from tests.kube_emulator import KubeEmulator, RunningEmulator, start_emulator
+
+RELEASES = ("helm.toolkit.fluxcd.io", "v2", "helmreleases")
+
+
+def play_controllers(emulator: KubeEmulator) -> None:
+    """What Flux, vCluster and the namespace controller would do by now."""
+    for namespace, name in list(emulator.store[RELEASES]):
+        emulator.make_vcluster_ready(namespace or "", name)
+    emulator.finish_namespace_deletions()
+
+
+@pytest.fixture
+def controlled_emulator() -> Iterator[RunningEmulator]:
+    em = start_emulator(crds=("kueue", "flux"))
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.wait(0.05):
+            em.call(play_controllers, em.emulator)
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    yield em
+    stop.set()
+    thread.join()
+    em.stop()
+
+
+def test_the_cluster_suite_flow_passes_against_the_emulator(controlled_emulator, monkeypatch):
+    monkeypatch.setenv("GPUCLOUD_E2E_READY_TIMEOUT", "30")
+    monkeypatch.setenv("GPUCLOUD_E2E_POLL_SECONDS", "0.1")
+    api = api_client_for_url(controlled_emulator.url)
+
+    suite.test_a_tenant_is_provisioned_kept_in_sync_and_deleted(api, suite.profile_for(api))
+
+    assert controlled_emulator.objects_of("v1", "Namespace") == []

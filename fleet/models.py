@@ -1,0 +1,292 @@
+"""The GPU catalog and the fleet: host clusters, their nodes and GPUs, with topology and health."""
+
+from __future__ import annotations
+
+import uuid
+from fractions import Fraction
+
+from django.conf import settings
+from django.db import models
+
+from fleet import catalog
+from gpucloud.errors import ValidationFailed
+from gpucloud.ids import PublicIdField
+
+
+class GpuModel(models.Model):
+    """A GPU product (H200 141GB, A100 80GB …), synced from `fleet.catalog`."""
+
+    slug = models.SlugField(max_length=40, unique=True)
+    display_name = models.CharField(max_length=80)
+    memory_gb = models.PositiveIntegerField()
+    product_label = models.CharField(max_length=80, help_text="nvidia.com/gpu.product value")
+    dcgm_model_names = models.JSONField(default=list, help_text="dcgm-exporter modelName values")
+    mig_profiles = models.JSONField(
+        default=list, help_text="[{name, compute_slices, memory_slices, memory_gb, max_count}]"
+    )
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+    @property
+    def mig_capable(self) -> bool:
+        return bool(self.mig_profiles)
+
+
+class GpuClass(models.Model):
+    """The unit quotas and prices are written in: a whole GPU, a MIG profile, or a shared fraction."""
+
+    class Kind(models.TextChoices):
+        WHOLE = catalog.WHOLE
+        MIG = catalog.MIG
+        SHARED = catalog.SHARED
+        FRACTION = catalog.FRACTION
+
+    name = models.CharField(max_length=60, unique=True)
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    gpu_model = models.ForeignKey(GpuModel, on_delete=models.PROTECT, related_name="classes")
+    mig_profile = models.CharField(max_length=20, blank=True)
+    resource_name = models.CharField(max_length=80)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name_plural = "GPU classes"
+
+    def __str__(self) -> str:
+        return self.name
+
+    def _profile(self) -> dict[str, int]:
+        return next(p for p in self.gpu_model.mig_profiles if p["name"] == self.mig_profile)
+
+    @property
+    def gpu_fraction(self) -> Fraction:
+        """How much of one physical GPU one unit of this class takes (MIG: compute slices of 7)."""
+        if self.kind == self.Kind.MIG:
+            return Fraction(self._profile()["compute_slices"], catalog.COMPUTE_SLICES)
+        if self.kind == self.Kind.SHARED:
+            return Fraction(1, settings.SHARED_GPU_REPLICAS)
+        if self.kind == self.Kind.FRACTION:
+            return Fraction(catalog.hami_percent(self.name), 100)
+        return Fraction(1)
+
+    def units_per_gpu(self) -> int:
+        """The most units of this class one GPU can give."""
+        if self.kind == self.Kind.MIG:
+            return self._profile()["max_count"]
+        if self.kind == self.Kind.SHARED:
+            return int(settings.SHARED_GPU_REPLICAS)
+        if self.kind == self.Kind.FRACTION:
+            return 100 // catalog.hami_percent(self.name)
+        return 1
+
+
+class HostCluster(models.Model):
+    """A Kubernetes cluster with GPU nodes (driver `kubernetes`), or the built-in simulated fleet."""
+
+    class Driver(models.TextChoices):
+        SIMULATED = "simulated"
+        KUBERNETES = "kubernetes"
+
+    class Scheduler(models.TextChoices):
+        KUEUE = "kueue"
+        KAI = "kai"
+
+    class State(models.TextChoices):
+        READY = "ready"
+        UNREACHABLE = "unreachable"
+        ERROR = "error"
+
+    public_id = PublicIdField(prefix="hc")
+    name = models.SlugField(max_length=63, unique=True)
+    region = models.CharField(max_length=63, blank=True)
+    driver = models.CharField(max_length=20, choices=Driver.choices)
+    scheduler = models.CharField(max_length=10, choices=Scheduler.choices, default=Scheduler.KUEUE)
+    state = models.CharField(max_length=20, choices=State.choices, default=State.READY)
+    status_message = models.TextField(blank=True)
+    source = models.CharField(max_length=500, blank=True, help_text="fleet file of a simulated cluster")
+    created_at = models.DateTimeField(auto_now_add=True)
+    # Kubernetes host clusters only: how to reach it and what it runs.
+    kubeconfig_ciphertext = models.TextField(blank=True, help_text="Fernet-encrypted kubeconfig; never shown")
+    endpoint_base = models.CharField(
+        max_length=300, blank=True, help_text="tenant API servers are served at https://<slug>.<this host>"
+    )
+    vcluster_mode = models.CharField(
+        max_length=20, default="helmrelease", help_text="helmrelease (Flux) or platform (vCluster Platform)"
+    )
+    server_version = models.CharField(max_length=40, blank=True)
+    addons = models.JSONField(default=dict, blank=True, help_text="add-ons discovered: kueue, kai, flux, …")
+    topology_levels = models.JSONField(default=list, blank=True, help_text="node-label keys, outermost first")
+    discovered_at = models.DateTimeField(null=True, blank=True)
+    tenants_namespace = models.CharField(
+        max_length=63,
+        blank=True,
+        help_text="namespace whose Tenant and RateCard custom resources gpucloud applies (--watch-tenants)",
+    )
+    # Re-checked every pass over a Kubernetes host cluster (clusters/partitions/gpu_pass.py, workers/conformance.py).
+    conformance = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="capabilities gpucloud uses: found/missing, version, fallback, fix",
+    )
+    partitions = models.JSONField(
+        default=dict, blank=True, help_text="the last partition pass: nodes waiting or failed, demand not met"
+    )
+    checked_at = models.DateTimeField(null=True, blank=True, help_text="when conformance was last checked")
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def mark(self, state: str, message: str = "") -> bool:
+        """Record the cluster's reachability, writing only on change. Returns whether it changed."""
+        if (self.state, self.status_message) == (state, message):
+            return False
+        self.state, self.status_message = state, message
+        self.save(update_fields=["state", "status_message"])
+        return True
+
+
+def host_cluster_named(name: str | None, field: str = "host_cluster") -> HostCluster | None:
+    """The host cluster of that name (None for no name); an unknown name is a 400 listing the known ones."""
+    if not name:
+        return None
+    host_cluster = HostCluster.objects.filter(name=name).first()
+    if host_cluster is None:
+        known = ", ".join(HostCluster.objects.values_list("name", flat=True)) or "none"
+        raise ValidationFailed.on(field, f"there is no host cluster {name!r}; known: {known}")
+    return host_cluster
+
+
+class Node(models.Model):
+    """A GPU server in a host cluster, with its place in the topology."""
+
+    class State(models.TextChoices):
+        READY = "ready"
+        CORDONED = "cordoned"
+        QUARANTINED = "quarantined"
+
+    host_cluster = models.ForeignKey(HostCluster, on_delete=models.CASCADE, related_name="nodes")
+    name = models.CharField(max_length=253)
+    zone = models.CharField(max_length=63, blank=True)
+    block = models.CharField(max_length=63, blank=True)
+    rack = models.CharField(max_length=63, blank=True)
+    nvlink_domain = models.CharField(max_length=63, blank=True)
+    cpu_milli = models.PositiveIntegerField(default=0)
+    memory_mib = models.PositiveBigIntegerField(default=0)
+    labels = models.JSONField(default=dict, blank=True)
+    state = models.CharField(max_length=20, choices=State.choices, default=State.READY)
+
+    class Meta:
+        ordering = ["host_cluster", "name"]
+        constraints = [models.UniqueConstraint(fields=["host_cluster", "name"], name="node_unique_name")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def placeholder_uuid(host_cluster_id: int, node: str, index: int) -> str:
+    """The UUID a GPU imported from a host cluster has until DCGM shows its real one (`health.services`)."""
+    return f"GPU-{uuid.uuid5(uuid.NAMESPACE_URL, f'gpucloud/{host_cluster_id}/{node}/{index}')}"
+
+
+class Gpu(models.Model):
+    """One physical GPU, known by the UUID NVML and DCGM report."""
+
+    class Health(models.TextChoices):
+        HEALTHY = "healthy"
+        QUARANTINED = "quarantined"
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="gpus")
+    uuid = models.CharField(max_length=80, unique=True)
+    index = models.PositiveSmallIntegerField()
+    gpu_model = models.ForeignKey(GpuModel, on_delete=models.PROTECT, related_name="gpus")
+    numa_node = models.PositiveSmallIntegerField(default=0)
+    health = models.CharField(max_length=20, choices=Health.choices, default=Health.HEALTHY)
+
+    class Meta:
+        ordering = ["node", "index"]
+        constraints = [models.UniqueConstraint(fields=["node", "index"], name="gpu_unique_index")]
+
+    def __str__(self) -> str:
+        return self.uuid
+
+
+class SimulatedPod(models.Model):
+    """A pod the simulated fleet ran: which GPUs (or which MIG instance, or what share) it held, and when.
+
+    The simulator writes these as it places workloads with the placement engine; the simulated dcgm-exporters
+    report them as DCGM samples, and metering is checked against them as ground truth.
+    """
+
+    host_cluster = models.ForeignKey(HostCluster, on_delete=models.CASCADE, related_name="+")
+    tenant = models.ForeignKey(
+        "tenants.Tenant", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    namespace = models.CharField(max_length=63)
+    name = models.CharField(max_length=253)
+    gpu_class = models.ForeignKey(GpuClass, on_delete=models.PROTECT, related_name="+")
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="+")
+    gpu_uuids = models.JSONField(
+        default=list, help_text="physical GPUs held (the parent GPU for a MIG slice)"
+    )
+    gpu_instance_id = models.PositiveSmallIntegerField(null=True, blank=True, help_text="MIG GPU_I_ID")
+    gpu_milli = models.PositiveIntegerField(default=1000, help_text="share of each GPU held, of 1000")
+    started_at = models.DateTimeField(db_index=True)
+    finished_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    # Simulator bookkeeping (simulator/workloads.py); metering needs none of it.
+    ends_at = models.DateTimeField(
+        null=True, blank=True, help_text="when the simulator will end it; finished_at is set then"
+    )
+    mig_layout = models.JSONField(
+        default=list, blank=True, help_text="MIG layout of its GPU; gpu_instance_id indexes it"
+    )
+
+    class Meta:
+        # Moved from `workers` (so placement, the simulator and the simulated exporters share it without a
+        # cycle); the table kept its name, so the move changed no data.
+        db_table = "workers_simulatedpod"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["host_cluster", "namespace", "name"], name="simulated_pod_unique_name"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+class NodePartition(models.Model):
+    """How a node of a Kubernetes host cluster is partitioned, as gpucloud asked and as the node reports it.
+
+    Written by the partition pass (clusters/partitions/gpu_pass.py) only when something changed. `advertised` holds the
+    units per GPU class the node offers now; MIG slices count only once the MIG manager reported `success`.
+    """
+
+    class MigState(models.TextChoices):
+        NONE = "", "not changed by gpucloud"
+        PENDING = "pending"
+        REBOOTING = "rebooting"
+        SUCCESS = "success"
+        FAILED = "failed"
+
+    node = models.OneToOneField(Node, on_delete=models.CASCADE, related_name="partition")
+    mig_config = models.CharField(max_length=80, blank=True, help_text="nvidia.com/mig.config on the node")
+    mig_state = models.CharField(max_length=20, choices=MigState.choices, blank=True)
+    layouts = models.JSONField(
+        default=list, blank=True, help_text="MIG layout per GPU index ([] = whole GPU)"
+    )
+    sharing = models.BooleanField(default=False, help_text="time-sliced by gpucloud")
+    advertised = models.JSONField(default=dict, blank=True, help_text="units per GPU class it offers now")
+    busy = models.BooleanField(default=False, help_text="pods held its GPUs at the last pass")
+    waiting = models.TextField(blank=True, help_text="why a change it needs is not made now")
+    failures = models.PositiveIntegerField(default=0, help_text="MIG changes failed in a row")
+    retry_at = models.DateTimeField(null=True, blank=True, help_text="when a failed change is tried again")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.node} {self.mig_config or 'whole'} {self.mig_state}"

@@ -1,0 +1,79 @@
+"""Reads of what runs on the fleet, for pages and reports."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from fleet.models import Gpu, GpuClass, HostCluster, Node, SimulatedPod
+
+
+def units_in_use(tenant_ids: Iterable[int]) -> dict[tuple[int, str], int]:
+    """Units of each GPU class the tenants' running pods hold now: (tenant id, class name) → units.
+
+    A whole-GPU pod holds one unit per GPU; a MIG instance or a share is one unit of its class.
+    """
+    pods = SimulatedPod.objects.filter(tenant_id__in=list(tenant_ids), finished_at__isnull=True).values_list(
+        "tenant_id", "gpu_class__name", "gpu_class__kind", "gpu_uuids"
+    )
+    used: dict[tuple[int, str], int] = defaultdict(int)
+    for tenant_id, name, kind, uuids in pods:
+        used[(tenant_id, name)] += len(uuids) if kind == GpuClass.Kind.WHOLE else 1
+    return used
+
+
+@dataclass(frozen=True)
+class GpuUse:
+    """What holds one physical GPU now: `free`, `allocated` (whole, to one tenant), `mig` (instances of its
+    layout) or `shared` (fractions), or `quarantined`; with the tenants holding it."""
+
+    state: str
+    tenants: tuple[str, ...] = ()
+    detail: str = ""
+
+
+def gpu_uses(host_cluster: HostCluster) -> dict[str, GpuUse]:
+    """Every GPU of the host cluster by UUID, from its health and the running pods (one query each)."""
+    held: dict[str, list[tuple[str, int | None, int, list[Any]]]] = defaultdict(list)
+    pods = SimulatedPod.objects.filter(host_cluster=host_cluster, finished_at__isnull=True).values_list(
+        "gpu_uuids", "tenant__slug", "gpu_instance_id", "gpu_milli", "mig_layout"
+    )
+    for uuids, slug, instance, milli, layout in pods:
+        for uuid in uuids:
+            held[uuid].append((slug or "platform", instance, milli, layout))
+    uses = {}
+    gpus = Gpu.objects.filter(node__host_cluster=host_cluster).values_list("uuid", "health", "node__state")
+    for uuid, health, node_state in gpus:
+        uses[uuid] = _use(health, node_state, held.get(uuid, []))
+    return uses
+
+
+def _use(health: str, node_state: str, pods: list[tuple[str, int | None, int, list[Any]]]) -> GpuUse:
+    if health == Gpu.Health.QUARANTINED or node_state == Node.State.QUARANTINED:
+        return GpuUse("quarantined")
+    if not pods:
+        return GpuUse("free")
+    tenants = tuple(sorted({slug for slug, *_ in pods}))
+    if any(instance is not None for _, instance, _, _ in pods):
+        layout = next(layout for _, instance, _, layout in pods if instance is not None)
+        names = ", ".join(str(profile) for profile in layout)
+        return GpuUse("mig", tenants, f"{len(pods)} MIG instances in use; layout: {names}")
+    if any(milli < 1000 for _, _, milli, _ in pods):
+        share = sum(milli for _, _, milli, _ in pods) / 10
+        return GpuUse("shared", tenants, f"{len(pods)} pods share it ({share:g} % given out)")
+    return GpuUse("allocated", tenants)
+
+
+def pods_of(tenant_id: int, *, running: bool | None = None) -> Any:
+    """The tenant's pods on the simulated fleet, newest first; `running` True/False filters by state."""
+    pods = SimulatedPod.objects.filter(tenant_id=tenant_id).select_related("gpu_class", "node")
+    if running is not None:
+        pods = pods.filter(finished_at__isnull=running)
+    return pods.order_by("-started_at", "name")
+
+
+def units_of(pod: SimulatedPod) -> int:
+    """Units of its class the pod holds: GPUs for a whole class, one for a MIG instance or a share."""
+    return len(pod.gpu_uuids) if pod.gpu_class.kind == GpuClass.Kind.WHOLE else 1

@@ -1,6 +1,0 @@
-from django.apps import AppConfig
-
-
-class SchedulingConfig(AppConfig):
-    name = "scheduling"
-    verbose_name = "Fleet and scheduling"

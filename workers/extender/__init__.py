@@ -1,5 +1,0 @@
-"""The kube-scheduler extender gpucloud serves: HTTP server, host-cluster feed, process.
-
-See docs/placement.md ("The scheduler extender"). The protocol and the scoring are the engine's
-(`scheduling.engine.extender`); this package adds transport, authentication and fleet state from the cluster.
-"""
