@@ -46,7 +46,8 @@ class PassRequest(models.Model):
 
 
 class TenantChange(models.Model):
-    """A tenant changed and the next pass over its host cluster must look at it (clusters/reconcile/coalesce.py).
+    """A tenant changed and the next pass over its host cluster must look at it
+    (clusters/reconcile/coalesce.py).
 
     One row per tenant however often it changed: the pass takes the rows of its host cluster, so it costs what
     changed, not every tenant of the host cluster (the periodic pass looks at them all).

@@ -15,7 +15,7 @@ from django.utils import timezone
 from kubernetes import client
 
 from clusters.drivers.kubernetes import ClusterDiscovery, GpuNode, UnsupportedCluster, check_profile, discover
-from clusters.render.profile import ClusterProfile, OidcSettings
+from clusters.profiles import profile_of
 from core import audit
 from core.audit import Actor
 from fleet import catalog
@@ -31,34 +31,6 @@ NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 VCLUSTER_MODES = ("helmrelease", "platform")
 # Registration answers the caller directly: try briefly rather than back off for a minute.
 REGISTRATION_RETRY = RetryPolicy(attempts=2, base_seconds=0.2, cap_seconds=1.0, timeout_seconds=5.0)
-
-
-def profile_of(host_cluster: HostCluster) -> ClusterProfile:
-    """What the renderers need to know about a registered host cluster."""
-    return ClusterProfile(
-        scheduler=host_cluster.scheduler,  # type: ignore[arg-type]
-        endpoint_base=host_cluster.endpoint_base,
-        cilium=bool(host_cluster.addons.get("cilium")),
-        vcluster_mode=host_cluster.vcluster_mode,  # type: ignore[arg-type]
-        topology_levels=tuple(host_cluster.topology_levels),
-        platform_cluster=host_cluster.name,
-        sleep_after_inactivity=settings.VCLUSTER_SLEEP_AFTER_INACTIVITY,
-        oidc=oidc_settings(),
-        dra=bool(host_cluster.addons.get("dra") and host_cluster.addons.get("nvidia_dra_driver")),
-    )
-
-
-def oidc_settings() -> OidcSettings | None:
-    """The provider tenant API servers trust: gpucloud's own, for the CLI's client id; None without SSO."""
-    if not settings.OIDC_ISSUER:
-        return None
-    return OidcSettings(
-        issuer=settings.OIDC_ISSUER,
-        client_id=settings.OIDC_KUBERNETES_CLIENT_ID,
-        username_claim=settings.OIDC_KUBERNETES_USERNAME_CLAIM,
-        groups_claim=settings.OIDC_GROUPS_CLAIM,
-        prefix=settings.OIDC_KUBERNETES_PREFIX,
-    )
 
 
 def _parse_kubeconfig(text: str) -> client.ApiClient:

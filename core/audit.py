@@ -6,11 +6,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, User
+from django.db.models import Model
 
 from core.models import AuditEvent
 from core.permissions import is_platform_admin
 from gpucloud.observability import current_context
-from tenants.models import Tenant
 
 
 @dataclass(frozen=True)
@@ -20,7 +20,7 @@ class Actor:
     `scope` is the scope of the bearer token it acts through ("" without one: a portal session, the console,
     a process), which caps its permissions in every service (`core.permissions.scope_allows`). `source` is
     the manifest source a write comes from (`gitops.apply` sets it: `gitops:<name>`, `api:<username>` …; ""
-    for a direct edit), which is what may change the fields that source declares (`tenants.declared`).
+    for a direct edit), which is what may change the fields that source declares (`core.declared`).
     """
 
     user: User | None
@@ -69,7 +69,7 @@ def record(
     *,
     object_type: str,
     object_id: str,
-    tenant: Tenant | None = None,
+    tenant: Model | None = None,
     before: dict[str, Any] | None = None,
     after: dict[str, Any] | None = None,
 ) -> AuditEvent:
@@ -78,7 +78,7 @@ def record(
     return AuditEvent.objects.create(
         actor=actor.user,
         actor_label=actor.label[:150],
-        tenant=tenant,
+        tenant_id=None if tenant is None else tenant.pk,
         action=action,
         object_type=object_type,
         object_id=object_id,
@@ -90,7 +90,7 @@ def record(
     )
 
 
-def record_download(actor: Actor, what: str, *, object_id: str, tenant: Tenant | None = None) -> AuditEvent:
+def record_download(actor: Actor, what: str, *, object_id: str, tenant: Model | None = None) -> AuditEvent:
     """Record that `actor` downloaded a sensitive document (`kubeconfig`, `invoice`): who, from where, with
     which client. Views serving such a download call this before sending the body."""
     return record(actor, f"{what}.download", object_type=what, object_id=object_id, tenant=tenant)

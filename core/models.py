@@ -1,4 +1,5 @@
-"""The base layer's records: the append-only audit log of every write, and the responses kept for idempotent POSTs.
+"""The base layer's records: the append-only audit log of every write, and the responses kept for idempotent
+POSTs.
 
 Both tables keep the names they had in the `tenants` app (`tenants_auditevent`, `tenants_idempotencyrecord`):
 core took them over in Django's state only (migrations core 0001 and tenants 0010), so no data moved.

@@ -125,7 +125,7 @@ class HostCluster(models.Model):
         blank=True,
         help_text="namespace whose Tenant and RateCard custom resources gpucloud applies (--watch-tenants)",
     )
-    # Re-checked every pass over a Kubernetes host cluster (clusters/partitions/gpu_pass.py, workers/conformance.py).
+    # Re-checked every pass over a Kubernetes host cluster (clusters/drivers/conformance.py).
     conformance = models.JSONField(
         default=list,
         blank=True,
@@ -263,8 +263,9 @@ class SimulatedPod(models.Model):
 class NodePartition(models.Model):
     """How a node of a Kubernetes host cluster is partitioned, as gpucloud asked and as the node reports it.
 
-    Written by the partition pass (clusters/partitions/gpu_pass.py) only when something changed. `advertised` holds the
-    units per GPU class the node offers now; MIG slices count only once the MIG manager reported `success`.
+    Written by the partition pass (clusters/partitions/gpu_pass.py) only when something changed. `advertised`
+    holds the units per GPU class the node offers now; MIG slices count only once the MIG manager reported
+    `success`.
     """
 
     class MigState(models.TextChoices):

@@ -9,11 +9,11 @@ from django.db import transaction
 
 from core import audit
 from core.audit import Actor
+from core.declared import refuse_undone_edit
 from fleet import catalog
 from fleet.fleet_file import Fleet
 from fleet.models import Gpu, GpuClass, GpuModel, HostCluster, Node
 from gpucloud.errors import PermissionDenied, ValidationFailed
-from tenants.declared import refuse_undone_edit
 
 
 def _upsert(manager: Any, key: str, value: str, fields: dict[str, Any], existing: dict[str, Any]) -> Any:

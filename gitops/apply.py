@@ -602,7 +602,7 @@ def apply(
 
     `take_ownership` (platform administrators only) takes declared objects another source owns over for this
     one, instead of refusing them. The services see the source (`Actor.source`), so they let it change the
-    fields it declares (`tenants.declared`).
+    fields it declares (`core.declared`).
     """
     if take_ownership and not ownership.may_change_ownership(actor):
         raise PermissionDenied("taking objects over from another source is for platform administrators")

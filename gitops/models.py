@@ -14,7 +14,7 @@ class ManagedObject(models.Model):
     `source` is `gitops:<name>` for a GitOps source, `kubernetes:…` for a custom resource, `api:<username>`
     (or a source a platform administrator named) for the API, `file:<path>` (or `--source`) for the console;
     `gitops.ownership` says who may change it. Pruning removes only a source's own objects; `applied` is what
-    drift is measured against, and its keys are the fields the source declares (`tenants.declared`).
+    drift is measured against, and its keys are the fields the source declares (`core.declared`).
     """
 
     kind = models.CharField(max_length=20)

@@ -4,7 +4,7 @@ The source of a change is a fact of the door it came through, never something a 
 
 - `POST /api/v1/apply/` applies as `api:<username>` of the caller (`request_source`). A platform administrator
   may name another source, and a token bound to a source (`ApiToken.source`) applies as that source only.
-  `gitops:…`, `kubernetes:…` and `api:…` cannot be named (`tenants.declared.source_problem`).
+  `gitops:…`, `kubernetes:…` and `api:…` cannot be named (`core.declared.source_problem`).
 - A GitOps sync applies as `gitops:<name>`, a Tenant or RateCard custom resource as
   `kubernetes:<host cluster>/<namespace>/<Kind>/<name>`, both set by their own code.
 - `manage.py apply` applies as `file:<absolute path>` or the `--source` given at the console.
@@ -24,9 +24,9 @@ from typing import Any
 
 from core import audit
 from core.audit import Actor
+from core.declared import DERIVED, Declaration, source_problem
 from gitops.models import GitSource, ManagedObject
 from gpucloud.errors import PermissionDenied, ValidationFailed
-from tenants.declared import DERIVED, Declaration, source_problem
 from tenants.models import Tenant
 
 

@@ -122,7 +122,7 @@ WSGI_APPLICATION = "gpucloud.wsgi.application"
 # Called once when a web process starts (gpucloud/wsgi.py): read the OpenID provider's discovery document in
 # the background, so a misconfigured provider shows in the log at start-up rather than at the first sign-in.
 WSGI_STARTUP = ["tenants.sso.warm_up"]
-# Which manifest source declares an object (tenants/declared.py): the record is the gitops layer's, above the
+# Which manifest source declares an object (core/declared.py): the record is the gitops layer's, above the
 # services that ask, so they reach it by this name, resolved at run time.
 DECLARATION_LOOKUP = "gitops.ownership.declaration"
 
@@ -378,7 +378,8 @@ SIMULATED_PROVISION_DELAY = env_float("GPUCLOUD_SIM_PROVISION_DELAY", 2.0, minim
 SIMULATED_DELETE_DELAY = env_float("GPUCLOUD_SIM_DELETE_DELAY", 1.0, minimum=0.0)
 GPUCLOUD_FLEET = env_str("GPUCLOUD_FLEET", str(BASE_DIR / "deploy" / "fleets" / "demo.yaml"))
 SHARED_GPU_REPLICAS = env_int("GPUCLOUD_SHARED_REPLICAS", 4, minimum=1)
-# GPU partitions on Kubernetes host clusters (clusters/partitions/gpu_pass.py, docs/kubernetes.md "Partitions").
+# GPU partitions on Kubernetes host clusters (clusters/partitions/gpu_pass.py, docs/kubernetes.md,
+# "Partitions").
 GPU_OPERATOR_NAMESPACE = env_str("GPUCLOUD_GPU_OPERATOR_NAMESPACE", "gpu-operator")
 MIG_CONFIGMAP = env_str("GPUCLOUD_MIG_CONFIGMAP", "gpucloud-mig-config")
 DEVICE_PLUGIN_CONFIGMAP = env_str("GPUCLOUD_DEVICE_PLUGIN_CONFIGMAP", "gpucloud-device-plugin-config")
@@ -404,7 +405,8 @@ EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
 EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)
 BUDGET_CHECK_INTERVAL = env_float("BUDGET_CHECK_INTERVAL", 300.0, minimum=1.0)
 # The per-round usage ledger on PostgreSQL: monthly partitions created ahead, months older than this dropped
-# once wholly invoiced (billing/ledger_partitions.py); 0 keeps every month. The hourly sums are kept regardless.
+# once wholly invoiced (billing/ledger_partitions.py); 0 keeps every month. The hourly sums are kept
+# regardless.
 LEDGER_RETENTION_DAYS = env_int("GPUCLOUD_LEDGER_RETENTION_DAYS", 400, minimum=0)
 
 

@@ -1,7 +1,7 @@
 """GPU and node health: the events DCGM rounds and node conditions raise, and the quarantines they lead to.
 
-The tables keep the names they had in the fleet app (`scheduling_healthevent`, `scheduling_quarantine`): health
-took them over in Django's state only (migrations health 0001 and scheduling 0008), so no data moved.
+The tables keep the names they had in the fleet app (`scheduling_healthevent`, `scheduling_quarantine`):
+health took them over in Django's state only (migrations health 0001 and scheduling 0008), so no data moved.
 """
 
 from __future__ import annotations

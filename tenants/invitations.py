@@ -21,9 +21,9 @@ from django.utils import timezone
 
 from core import audit
 from core.audit import Actor
+from core.declared import refuse_undone_edit
 from gpucloud.errors import ValidationFailed
 from tenants import services
-from tenants.declared import refuse_undone_edit
 from tenants.models import Invitation, Membership, Tenant
 
 User = get_user_model()

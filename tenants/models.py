@@ -158,9 +158,8 @@ class TenantCluster(models.Model):
     endpoint = models.CharField(max_length=300, blank=True)
     message = models.TextField(blank=True)
     observed_at = models.DateTimeField(null=True, blank=True)
-    # Access inside the vCluster (clusters/access/rbac.py): the hash of the memberships the cluster reflects, when
-    # it
-    # was last confirmed, and why the last attempt failed, if it did.
+    # Access inside the vCluster (clusters/access/rbac.py): the hash of the memberships the cluster reflects,
+    # when it was last confirmed, and why the last attempt failed, if it did.
     access_synced_generation = models.PositiveIntegerField(default=0)
     access_hash = models.CharField(max_length=16, blank=True)
     access_synced_at = models.DateTimeField(null=True, blank=True)

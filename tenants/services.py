@@ -29,6 +29,7 @@ from django.utils import timezone
 
 from core import audit
 from core.audit import Actor
+from core.declared import refuse_undone_edit
 from core.permissions import SCOPE_NEEDED, roles_with, scope_allows
 from fleet.models import GpuClass, HostCluster
 from gpucloud.celery import enqueue_tenant_reconcile
@@ -37,7 +38,6 @@ from gpucloud.limits import integer_range
 from gpucloud.transactions import atomic
 from tenants import tiers
 from tenants.capacity import admit, lock_admissions, pick_host_cluster
-from tenants.declared import refuse_undone_edit
 from tenants.models import SLUG_RE, InvalidTransition, Membership, Quota, Tenant, TenantCluster
 
 User = get_user_model()
@@ -98,7 +98,8 @@ def _reconcile_on_commit(tenant: Tenant) -> None:
 
 
 def access_changed(tenant: Tenant) -> None:
-    """Memberships of the tenant changed: its cluster must rewrite the bindings inside it (clusters/access/rbac.py).
+    """Memberships of the tenant changed: its cluster must rewrite the bindings inside it
+    (clusters/access/rbac.py).
 
     The generation is bumped in the caller's transaction, so the tenant page says "not yet reflected" from
     the commit on; the reconcile enqueued on commit runs the access pass.

@@ -29,10 +29,10 @@ from django.utils import timezone
 
 from core import audit
 from core.audit import Actor
+from core.declared import source_problem
 from core.permissions import SERVICE_TOKEN_ROLE
 from gpucloud.errors import Conflict, PermissionDenied, ValidationFailed
 from tenants import services
-from tenants.declared import source_problem
 from tenants.models import ApiToken, Membership, Tenant
 from tenants.services import require
 

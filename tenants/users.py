@@ -89,8 +89,8 @@ def set_active(*, actor: Actor, user: Any, active: bool) -> None:
 
     Deactivating cuts every way in at once, in this transaction: the person's personal API tokens are
     revoked, their portal sessions deleted, and their tenants' clusters unbind them at the next access pass
-    (`clusters.access.rbac` binds active people only). Their memberships stay, for a reactivation; their tokens
-    do not come back. A platform administrator, single sign-on or the identity provider over SCIM may.
+    (`clusters.access.rbac` binds active people only). Their memberships stay, for a reactivation; their
+    tokens do not come back. A platform administrator, single sign-on or the identity provider over SCIM may.
     """
     if not actor.manages_people:
         _require_admin(actor, "deactivating an account" if not active else "reactivating an account")

@@ -5,8 +5,8 @@ The fleet: 125 nodes × 8 H200. The replay: 40 tenants with MIG guarantees over 
 15 minutes (96 steps) a few tenants raise or lower one guarantee, the aggregate staying within the fleet. At
 each step a random 30 % of the nodes run pods (busy).
 
-- *incremental* is what gpucloud runs (`placement.engine.partition_plans.plan_partitions`): current layouts kept
-  where useful, busy nodes never changed; every change it asks for is taken as done by the next step;
+- *incremental* is what gpucloud runs (`placement.engine.partition_plans.plan_partitions`): current layouts
+  kept where useful, busy nodes never changed; every change it asks for is taken as done by the next step;
 - *from scratch* re-plans every step with `plan_mig` on blank GPUs, as a controller that recomputes the whole
   layout would, and changes every GPU whose layout differs, busy or not.
 

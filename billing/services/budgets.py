@@ -28,8 +28,8 @@ from billing.models import (
 from billing.services.invoicing import month_bounds, rate
 from core import audit
 from core.audit import Actor
+from core.declared import refuse_undone_edit
 from gpucloud.errors import ValidationFailed
-from tenants.declared import refuse_undone_edit
 from tenants.models import Tenant
 from tenants.services import require, suspend_tenant
 

@@ -16,11 +16,11 @@ from billing import money
 from billing.models import Invoice, InvoiceLine, RateCard
 from core import audit
 from core.audit import Actor
+from core.declared import refuse_undone_edit
 from core.models import AuditEvent
 from fleet import catalog
 from gpucloud.errors import Conflict, PermissionDenied, ValidationFailed
 from gpucloud.transactions import serialise
-from tenants.declared import refuse_undone_edit
 from tenants.models import Tenant
 
 CENT = Decimal("0.01")

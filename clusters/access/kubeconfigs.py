@@ -22,7 +22,7 @@ from django.conf import settings
 
 from clusters.access import rbac as access
 from clusters.drivers.kubernetes import rewrite_server
-from clusters.registration import profile_of
+from clusters.profiles import profile_of
 from clusters.render.access import CLUSTER_ROLES, account_name
 from core import audit
 from core.audit import Actor

@@ -1,8 +1,8 @@
 """People inside tenant clusters: the RBAC pass through each vCluster's API, and per-person credentials.
 
-The memberships of a tenant decide the RBAC objects inside its vCluster (`clusters.render.access`). This module
-reaches the vCluster's API with the admin kubeconfig vCluster writes into the `vc-<name>` secret on the host,
-applies what is missing or changed and deletes what gpucloud made that is no longer wanted: the same
+The memberships of a tenant decide the RBAC objects inside its vCluster (`clusters.render.access`). This
+module reaches the vCluster's API with the admin kubeconfig vCluster writes into the `vc-<name>` secret on the
+host, applies what is missing or changed and deletes what gpucloud made that is no longer wanted: the same
 level-triggered pass as the host's, one list per kind and no writes when nothing changed. Each tenant cluster
 records the hash of the access it reflects (`access_hash`) and when it was confirmed, so the tenant page can
 say whether a change has reached the cluster yet.
@@ -33,12 +33,12 @@ from clusters.render.access import (
     account_name,
     render_access,
 )
-from clusters.render.meta import MANAGED_BY, MANAGER, TENANT, Manifest
 from fleet.clients import api_client_of
 from fleet.models import HostCluster
 from gpucloud.kube import kinds as k
 from gpucloud.kube.api import KubeApi, NotFound, RetryPolicy, api_client_from_kubeconfig
 from gpucloud.kube.errors import DriverError, PermanentDriverError
+from gpucloud.kube.meta import MANAGED_BY, MANAGER, TENANT, Manifest
 from tenants.models import Identity, Membership, Tenant, TenantCluster
 
 log = logging.getLogger(__name__)

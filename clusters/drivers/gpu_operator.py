@@ -18,10 +18,10 @@ from typing import Any
 from kubernetes.utils import parse_quantity
 
 from clusters.render.gpu_operator import DISABLED, PREFIX, TIME_SLICED, parse_mig_parted
-from clusters.render.meta import SPEC_HASH, Manifest
 from fleet import catalog
 from gpucloud.kube import kinds as k
 from gpucloud.kube.api import KubeApi, NotFound
+from gpucloud.kube.meta import SPEC_HASH, Manifest
 
 PRODUCT = "nvidia.com/gpu.product"
 MIG_CONFIG = "nvidia.com/mig.config"

@@ -6,7 +6,8 @@ Once per reconcile pass, before the tenants' objects are rendered (docs/kubernet
    ConfigMaps (clusters/drivers/gpu_operator.py);
 2. the demand: guaranteed units of every MIG class, and GPUs for the `<model>.shared` classes of trusted
    tenants, on this host cluster;
-3. plan (placement/engine/partition_plans.py): a layout per GPU, the time-sliced nodes, the changes allowed now;
+3. plan (placement/engine/partition_plans.py): a layout per GPU, the time-sliced nodes, the changes allowed
+   now;
 4. write the ConfigMaps when their content changes, then label the nodes to change;
 5. store per node what it advertises (MIG slices only after the MIG manager's `success`; nothing of a GPU out
    of service), failures with a backoff, and what waits and why; on the host cluster, a summary

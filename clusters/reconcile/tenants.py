@@ -20,7 +20,7 @@ from clusters.drivers.kubernetes import KubernetesDriver, PartialReconcile
 from clusters.drivers.simulated import SimulatedDriver
 from clusters.models import ObservedWorkload
 from clusters.partitions import gpu_pass as partitions
-from clusters.registration import profile_of
+from clusters.profiles import profile_of
 from clusters.spec import Driver, QuotaSpec, ReconcileResult, TenantObservation, TenantSpec
 from core import audit
 from core.audit import Actor
@@ -53,8 +53,9 @@ def driver_for(host_cluster: HostCluster) -> Driver:
 def tenant_spec(tenant: Tenant, ready: dict[tuple[int, str], int] | None = None) -> TenantSpec:
     """The plain desired state of a tenant that a driver works from.
 
-    With `ready` (a host cluster whose partitions gpucloud manages, see `clusters.partitions.gpu_pass.ready_units`),
-    a MIG or shared class is guaranteed only as many units as its nodes advertise now.
+    With `ready` (a host cluster whose partitions gpucloud manages, see
+    `clusters.partitions.gpu_pass.ready_units`), a MIG or shared class is guaranteed only as many units as its
+    nodes advertise now.
     """
 
     def guaranteed(q: Quota) -> int:

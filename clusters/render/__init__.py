@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from clusters.spec import TenantSpec
+from gpucloud.kube.meta import MANAGED_BY, MANAGER, SHARED, SPEC_HASH, TENANT, Manifest, spec_hash
 
 from . import dra, kai, kueue
 from .limitrange import render_limit_range
-from .meta import MANAGED_BY, MANAGER, SHARED, SPEC_HASH, TENANT, Manifest, spec_hash
 from .namespace import render_namespace
 from .networkpolicy import render_network_policies
 from .profile import ClusterProfile

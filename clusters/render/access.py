@@ -20,7 +20,7 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Literal
 
-from .meta import Manifest, obj, owned
+from gpucloud.kube.meta import Manifest, obj, owned
 
 RBAC = "rbac.authorization.k8s.io/v1"
 ACCESS_NAMESPACE = "gpucloud-access"

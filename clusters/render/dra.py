@@ -17,9 +17,9 @@ from collections.abc import Iterable, Sequence
 
 from clusters.spec import QuotaSpec, TenantSpec
 from fleet import catalog
+from gpucloud.kube.meta import SHARED, Manifest, obj, owned
 
 from .kueue import flavor_name
-from .meta import SHARED, Manifest, obj, owned
 
 API = "resource.k8s.io/v1"
 DRIVER = "gpu.nvidia.com"

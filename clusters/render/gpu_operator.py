@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from .meta import SHARED, Manifest, obj, owned
+from gpucloud.kube.meta import SHARED, Manifest, obj, owned
 
 DISABLED = "all-disabled"
 PREFIX = "gpucloud-"

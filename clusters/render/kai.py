@@ -6,8 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from clusters.spec import TenantSpec
-
-from .meta import SHARED, Manifest, obj, owned
+from gpucloud.kube.meta import SHARED, Manifest, obj, owned
 
 API = "scheduling.run.ai/v2"
 WHOLE_GPU = "nvidia.com/gpu"

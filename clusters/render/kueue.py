@@ -7,8 +7,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from clusters.spec import QuotaSpec, TenantSpec
+from gpucloud.kube.meta import SHARED, Manifest, obj, owned
 
-from .meta import SHARED, Manifest, obj, owned
 from .profile import ClusterProfile
 
 API = "kueue.x-k8s.io/v1beta2"

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from clusters.spec import TenantSpec
-
-from .meta import Manifest, obj, owned
+from gpucloud.kube.meta import Manifest, obj, owned
 
 NAME = "gpucloud-defaults"
 

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from clusters.spec import TenantSpec
-
-from .meta import TRUST_TIER, Manifest, obj, owned
+from gpucloud.kube.meta import TRUST_TIER, Manifest, obj, owned
 
 
 def render_namespace(tenant: TenantSpec) -> Manifest:

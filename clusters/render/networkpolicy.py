@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from clusters.spec import TenantSpec
+from gpucloud.kube.meta import TENANT, Manifest, obj, owned
 
-from .meta import TENANT, Manifest, obj, owned
 from .profile import ClusterProfile
 
 NAME = "gpucloud-deny-other-tenants"

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from clusters.spec import TenantSpec
+from gpucloud.kube.meta import Manifest, obj, owned
 
 from . import dra
-from .meta import Manifest, obj, owned
 from .profile import ClusterProfile
 
 NAME = "gpucloud-gpu-quota"

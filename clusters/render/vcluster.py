@@ -7,8 +7,8 @@ from typing import Any
 import yaml
 
 from clusters.spec import TenantSpec
+from gpucloud.kube.meta import Manifest, obj, owned
 
-from .meta import Manifest, obj, owned
 from .profile import ClusterProfile
 
 REPOSITORY = "loft"

@@ -1,4 +1,5 @@
-"""A burst of changes on one host cluster costs one pass over it, not one per change (clusters/reconcile/coalesce.py)."""
+"""A burst of changes on one host cluster costs one pass over it, not one per change
+(clusters/reconcile/coalesce.py)."""
 
 from __future__ import annotations
 

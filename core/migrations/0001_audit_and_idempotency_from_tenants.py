@@ -4,9 +4,10 @@
 
 import django.db.models.deletion
 import django.utils.timezone
-import gpucloud.ids
 from django.conf import settings
 from django.db import migrations, models
+
+import gpucloud.ids
 
 
 class Migration(migrations.Migration):

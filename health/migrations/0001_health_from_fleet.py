@@ -2,8 +2,9 @@
 # the tables keep their names (scheduling_healthevent, scheduling_quarantine), so no data moves.
 
 import django.db.models.deletion
-import gpucloud.ids
 from django.db import migrations, models
+
+import gpucloud.ids
 
 
 class Migration(migrations.Migration):

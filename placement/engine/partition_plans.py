@@ -19,7 +19,8 @@ the device plugin re-reads its sharing config when `nvidia.com/device-plugin.con
   out with MIG disabled; on a node that must not change now (busy, held, in flight) it keeps the layout it
   has until the node may change, but its slices are never counted as supply for the demand.
 
-Pure: no Django, no Kubernetes client; the reconciler (clusters/partitions/gpu_pass.py) feeds it what it observed.
+Pure: no Django, no Kubernetes client; the reconciler (clusters/partitions/gpu_pass.py) feeds it what it
+observed.
 """
 
 from __future__ import annotations

@@ -15,10 +15,10 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from clusters.render.meta import SHARED, TENANT, TRUST_TIER
 from gpucloud.kube import kinds as k
 from gpucloud.kube.api import KubeApi
 from gpucloud.kube.errors import DriverError
+from gpucloud.kube.meta import SHARED, TENANT, TRUST_TIER
 from placement.engine.errors import EngineError
 from placement.engine.fleet import NodeSpec, Tier
 from placement.extender.state import MIG, MODEL_LABEL, BadRequest, ObservedPod, pod_request, quantity
@@ -65,7 +65,8 @@ def node_mig(node: Mapping[str, Any]) -> dict[str, int]:
 
 
 def namespace_tenant(namespace: Mapping[str, Any]) -> tuple[str, Tier] | None:
-    """(tenant slug, trust tier) of a host namespace gpucloud rendered (clusters/render/namespace.py), or None.
+    """(tenant slug, trust tier) of a host namespace gpucloud rendered (clusters/render/namespace.py), or
+    None.
 
     A tenant's namespace without a readable tier counts as standard: it shares no GPU with another tenant
     and keeps no other tenant off its nodes.

@@ -8,9 +8,9 @@ from typing import Any
 from django import template
 
 from core.audit import Actor
+from core.declared import Declaration
 from gitops import ownership
 from tenants import services
-from tenants.declared import Declaration
 
 register = template.Library()
 

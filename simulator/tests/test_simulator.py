@@ -9,10 +9,10 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from clusters import tasks
 from clusters.reconcile import tenants as reconcile
 from core.audit import Actor
 from fleet.models import Gpu, GpuClass, Node, SimulatedPod
+from simulator import tasks
 from simulator import workloads as simulator
 from simulator.models import SimulatedClock
 from tenants import services

@@ -1,5 +1,5 @@
 """An edit that a GitOps source's next sync would undo is refused, through every door, naming the source
-(`tenants.declared`; issue 24 §7). Fields the source does not declare stay the team's to change."""
+(`core.declared`; issue 24 §7). Fields the source does not declare stay the team's to change."""
 
 from __future__ import annotations
 
@@ -138,6 +138,6 @@ def test_a_service_call_carries_its_source_and_only_the_declaring_one_passes(vis
     ],
 )
 def test_only_names_no_door_sets_itself_may_be_given_as_a_source(name, allowed):
-    from tenants.declared import source_problem
+    from core.declared import source_problem
 
     assert (source_problem(name) is None) is allowed

@@ -6,8 +6,8 @@ from clusters.render.kueue import (
     render_resource_flavor,
     render_topology,
 )
-from clusters.render.meta import SHARED, TENANT
 from clusters.tests.render.conftest import MIG, quota
+from gpucloud.kube.meta import SHARED, TENANT
 
 
 def test_a_flavor_per_gpu_class_pins_its_nodes(make_tenant):

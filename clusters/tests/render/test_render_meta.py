@@ -1,4 +1,4 @@
-from clusters.render.meta import MANAGED_BY, SPEC_HASH, TENANT, obj, owned, spec_hash
+from gpucloud.kube.meta import MANAGED_BY, SPEC_HASH, TENANT, obj, owned, spec_hash
 
 
 def test_it_labels_and_hashes_an_object():

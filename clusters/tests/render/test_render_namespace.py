@@ -1,5 +1,5 @@
-from clusters.render.meta import MANAGED_BY, TENANT, TRUST_TIER
 from clusters.render.namespace import render_namespace
+from gpucloud.kube.meta import MANAGED_BY, TENANT, TRUST_TIER
 
 
 def test_the_namespace_carries_ownership_and_trust_tier(make_tenant):

@@ -1,6 +1,6 @@
 from clusters.render import ClusterProfile
-from clusters.render.meta import TENANT
 from clusters.render.networkpolicy import render_network_policies
+from gpucloud.kube.meta import TENANT
 
 
 def test_it_admits_only_its_own_namespace_and_non_tenant_namespaces(make_tenant):

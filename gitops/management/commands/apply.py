@@ -6,9 +6,9 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from core.audit import Actor
+from core.declared import source_problem
 from gitops.apply import apply
 from gitops.manifests import ManifestInvalid, read_path
-from tenants.declared import source_problem
 
 
 def default_source(path: str) -> str:
