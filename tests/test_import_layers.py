@@ -7,21 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.tools import PRODUCT_PACKAGES
+
 ROOT = Path(__file__).resolve().parents[1]
-PRODUCT = (
-    "gpucloud",
-    "core",
-    "fleet",
-    "tenants",
-    "placement",
-    "health",
-    "billing",
-    "clusters",
-    "simulator",
-    "gitops",
-    "portal",
-)
-PACKAGES = (*PRODUCT, "tests", "benchmarks", "terraform_provider")
+PACKAGES = (*PRODUCT_PACKAGES, "tests", "benchmarks", "terraform_provider")
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 

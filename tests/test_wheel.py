@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.tools import PRODUCT_PACKAGES as PRODUCT
+
 pytestmark = pytest.mark.wheel
 
 ROOT = Path(__file__).resolve().parents[1]
-PRODUCT = ("gpucloud", "tenants", "scheduling", "billing", "workers", "gitops", "portal")
 DEV_ONLY = ("kmock", "pytest", "pytest_django", "hypothesis", "playwright", "schemathesis", "highspy")
 IMPORT_ALL = """
 import importlib, pkgutil, django

@@ -9,6 +9,21 @@ from typing import NoReturn
 
 import pytest
 
+# The product's packages, lowest layer first (docs/architecture.md, "Layers"): the wheel and image hold them.
+PRODUCT_PACKAGES = (
+    "gpucloud",
+    "core",
+    "fleet",
+    "tenants",
+    "health",
+    "placement",
+    "billing",
+    "clusters",
+    "simulator",
+    "gitops",
+    "portal",
+)
+
 # Debian's Chromium, driven by PyPI playwright (never `playwright install`: nothing is downloaded).
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [

@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.tools import PRODUCT_PACKAGES as PRODUCT
 from tests.tools import free_port
 
 pytestmark = pytest.mark.wheel
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "deploy" / "image" / "Dockerfile"
-PRODUCT = ("gpucloud", "tenants", "scheduling", "billing", "workers", "gitops", "portal")
 
 
 @pytest.fixture(scope="module")
