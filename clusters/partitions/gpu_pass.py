@@ -35,7 +35,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from clusters.drivers import conformance
+from clusters.drivers import conformance, discovery
 from clusters.drivers.gpu_operator import (
     MIG_CONFIG,
     MIG_STATE,
@@ -376,24 +376,24 @@ def check_conformance(host_cluster: HostCluster, api: KubeApi) -> None:
     only when they change (and `checked_at` at most every few minutes). Fails soft, like the partition
     pass."""
     try:
-        seen = conformance.observe(api)
+        found = discovery.discover(api, conformance=True)
     except DriverError as exc:
         log.warning("conformance check failed", extra={"host_cluster": host_cluster.name, "error": str(exc)})
         return
     report = [
         c.as_dict()
         for c in conformance.check(
-            seen, mig_configmap=settings.MIG_CONFIGMAP, plugin_configmap=settings.DEVICE_PLUGIN_CONFIGMAP
+            found, mig_configmap=settings.MIG_CONFIGMAP, plugin_configmap=settings.DEVICE_PLUGIN_CONFIGMAP
         )
     ]
-    addons = {**host_cluster.addons, **conformance.addons_of(seen)}
+    addons = {**host_cluster.addons, **found.addons}
     now = timezone.now()
     changed = [
         name
         for name, value in (
             ("conformance", report),
             ("addons", addons),
-            ("server_version", seen.server_version or host_cluster.server_version),
+            ("server_version", found.server_version or host_cluster.server_version),
         )
         if getattr(host_cluster, name) != value
     ]
@@ -401,7 +401,7 @@ def check_conformance(host_cluster: HostCluster, api: KubeApi) -> None:
     if not changed and not stale:
         return
     host_cluster.conformance, host_cluster.addons, host_cluster.checked_at = report, addons, now
-    host_cluster.server_version = seen.server_version or host_cluster.server_version
+    host_cluster.server_version = found.server_version or host_cluster.server_version
     host_cluster.save(update_fields=[*changed, "checked_at"])
 
 

@@ -9,21 +9,19 @@ from typing import Any
 import pytest
 import yaml
 
-from clusters.drivers.kubernetes import (
-    KubeconfigNotReady,
-    KubernetesDriver,
-    PartialReconcile,
+from clusters.drivers.discovery import (
     UnsupportedCluster,
     check_profile,
     check_scheduler,
     discover,
     missing_resources,
-    read_kubeconfig,
 )
+from clusters.drivers.kubeconfig import KubeconfigNotReady, read_kubeconfig
+from clusters.drivers.kubernetes import KubernetesDriver, PartialReconcile
 from clusters.render import ClusterProfile
 from clusters.spec import ReconcileResult
 from clusters.tests.conftest import make_tenant, quota
-from gpucloud.kube.api import RetryPolicy, api_client_for_url, api_client_from_kubeconfig
+from gpucloud.kube.api import KubeApi, RetryPolicy, api_client_for_url, api_client_from_kubeconfig
 from gpucloud.kube.errors import PermanentDriverError, TemporaryDriverError
 from tests.kube_emulator import Faults, RunningEmulator, start_emulator
 
@@ -469,7 +467,7 @@ def test_discovery_reads_version_addons_and_gpu_nodes(kube_emulator, kube_client
     )
     kube_emulator.put_object({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "cpu-1"}})
 
-    found = discover(kube_client)
+    found = discover(KubeApi(kube_client))
 
     assert found.server_version == "v1.33.0"
     assert found.addons == {
@@ -518,14 +516,14 @@ def test_discovery_reads_cpu_and_memory_from_allocatable_quantities(
     node["status"]["allocatable"] |= {"cpu": cpu, "memory": memory}
     kube_emulator.put_object(node)
 
-    (found,) = discover(kube_client).gpu_nodes
+    (found,) = discover(KubeApi(kube_client)).gpu_nodes
 
     assert (found.allocatable_cpu_milli, found.allocatable_memory_mib) == expected
 
 
 def test_a_scheduler_the_cluster_lacks_is_refused_clearly():
     with start_emulator(crds=("kueue", "flux")) as em:
-        found = discover(api_client_for_url(em.url))
+        found = discover(KubeApi(api_client_for_url(em.url)))
     check_scheduler(found, "kueue")
     with pytest.raises(UnsupportedCluster, match="KAI Scheduler is not installed"):
         check_scheduler(found, "kai")
