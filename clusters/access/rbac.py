@@ -23,8 +23,8 @@ from django.conf import settings
 from django.utils import timezone
 from kubernetes import client
 
+from clusters.drivers.in_sync import in_sync
 from clusters.drivers.kubeconfig import read_admin_kubeconfig
-from clusters.drivers.kubernetes import in_sync
 from clusters.render.access import (
     ACCESS_NAMESPACE,
     CLUSTER_ROLES,

@@ -6,11 +6,12 @@ One pass (`KubernetesDriver.reconcile`) is level-triggered:
 2. list each managed kind once, by the label `app.kubernetes.io/managed-by=gpucloud`;
 3. server-side apply (field manager `gpucloud`, forced) only the objects that are missing, whose
    `gpucloud.io/spec-hash` annotation differs from the desired one, or whose live content no longer
-   contains what gpucloud set (an edit by hand: restored and counted as drift);
+   contains what gpucloud set (`clusters.drivers.in_sync`: an edit by hand, restored and counted as drift);
 4. delete objects that carry both ownership labels and are no longer desired (only among the named
    tenants unless the pass is complete; shared objects only on a complete pass);
 5. observe each tenant's phase from what it saw, and (on Kueue) the `Workload` objects in its namespace,
-   listed once per pass across all namespaces: they are Kueue's, not gpucloud's, so no label selects them.
+   listed once per pass across all namespaces: they are Kueue's, not gpucloud's, so no label selects them
+   (read by `clusters.drivers.kueue_workloads`).
 
 An unchanged cluster therefore costs one list per kind and no writes.
 """
@@ -20,14 +21,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
-from decimal import Decimal
 from functools import cached_property
-from typing import Any, Literal
+from typing import Any
 
 from kubernetes import client
 
-from clusters.drivers.quantities import MAX_QUANTITY, count, quantity
+from clusters.drivers.in_sync import in_sync
+from clusters.drivers.kueue_workloads import workload_of
 from clusters.render import (
     MANAGED_BY,
     MANAGER,
@@ -40,7 +40,6 @@ from clusters.render import (
     render_tenant,
 )
 from clusters.render.kinds import kinds_for
-from clusters.render.kueue import flavor_name
 from clusters.render.vcluster import vcluster_name
 from clusters.spec import ReconcileResult, TenantObservation, TenantSpec, WorkloadObservation
 from gpucloud.kube import kinds as k
@@ -62,33 +61,6 @@ def _key(kind: k.Kind, manifest: Manifest) -> ObjKey:
 
 def _labels(obj: Manifest) -> dict[str, str]:
     return obj.get("metadata", {}).get("labels") or {}
-
-
-def contains(desired: Any, live: Any) -> bool:
-    """Whether `live` still holds everything `desired` sets (the server may add defaults around it)."""
-    if live is None and desired in ({}, []):
-        return True  # typed APIs omit empty maps and lists
-    if isinstance(desired, dict):
-        return isinstance(live, dict) and all(contains(v, live.get(key)) for key, v in desired.items())
-    if isinstance(desired, list):
-        return isinstance(live, list) and len(desired) == len(live) and all(map(contains, desired, live))
-    if desired == live:
-        return True
-    # Quantities and numbers come back as strings or numbers depending on the kind's schema.
-    return isinstance(live, str | int | float) and str(desired) == str(live)
-
-
-def in_sync(desired: Manifest, live: Manifest) -> bool:
-    """Same spec-hash, and the live object still contains the desired fields, labels and annotations."""
-    live_meta, meta = live.get("metadata", {}), desired["metadata"]
-    if (live_meta.get("annotations") or {}).get(SPEC_HASH) != meta["annotations"][SPEC_HASH]:
-        return False
-    body = {key: value for key, value in desired.items() if key not in ("apiVersion", "kind", "metadata")}
-    return (
-        contains(body, live)
-        and contains(meta.get("labels", {}), live_meta.get("labels") or {})
-        and contains(meta.get("annotations", {}), live_meta.get("annotations") or {})
-    )
 
 
 @dataclass
@@ -383,12 +355,12 @@ class KubernetesDriver:
                 raise
             log.warning("cannot list Kueue workloads", extra={"error": str(exc)})
             return
-        seen: dict[str, list[WorkloadObservation]] = {t.slug: [] for t in tenants.values()}
+        observed: dict[str, list[WorkloadObservation]] = {t.slug: [] for t in tenants.values()}
         for item in listed.get("items") or []:
             owner = tenants.get(item.get("metadata", {}).get("namespace", ""))
             if owner is not None:
-                seen[owner.slug].append(workload_of(item, owner))
-        for slug, workloads in seen.items():
+                observed[owner.slug].append(workload_of(item, owner))
+        for slug, workloads in observed.items():
             run.result.workloads[slug] = tuple(sorted(workloads, key=lambda w: w.name))
 
     def _vcluster_ready(self, run: _Pass, tenant: TenantSpec) -> tuple[bool, str]:
@@ -406,74 +378,3 @@ class KubernetesDriver:
                 message = condition.get("message") or condition.get("reason") or ""
                 return condition.get("status") == "True", f"vCluster not ready: {message}"
         return False, "waiting for the vCluster to be installed"
-
-
-# --- Kueue workloads ------------------------------------------------------------------------------
-
-GPU_RESOURCE_PREFIX = "nvidia.com/"
-
-
-def _condition(obj: Manifest, kind: str) -> bool:
-    conditions = (obj.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == kind and c.get("status") == "True" for c in conditions)
-
-
-def _workload_state(obj: Manifest) -> Literal["admitted", "pending", "finished"]:
-    """Finished once `Finished=True`; admitted while `Admitted=True` (quota reserved and checks passed)."""
-    if _condition(obj, "Finished"):
-        return "finished"
-    return "admitted" if _condition(obj, "Admitted") else "pending"
-
-
-def _pod_set_gpus(pod_set: Manifest) -> dict[str, int]:
-    """GPU units per resource name one pod set asks for: its count × each pod's requests (or limits)."""
-    asked: dict[str, int] = {}
-    spec = ((pod_set.get("template") or {}).get("spec")) or {}
-    for container in spec.get("containers") or []:
-        resources = container.get("resources") or {}
-        wanted = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
-        for name, value in wanted.items():
-            if name.startswith(GPU_RESOURCE_PREFIX):
-                asked[name] = asked.get(name, 0) + quantity(value, Decimal(1))
-    pods = count(str(pod_set.get("count", 1)))
-    return {name: units * pods for name, units in asked.items()}
-
-
-def _created(obj: Manifest) -> datetime | None:
-    text = obj.get("metadata", {}).get("creationTimestamp")
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
-    except ValueError:
-        return None
-
-
-def workload_of(obj: Manifest, tenant: TenantSpec) -> WorkloadObservation:
-    """A Kueue `Workload` (v1beta2) as the tenant's workloads page shows it.
-
-    The class is that of the flavor Kueue admitted it to; before admission, the tenant's class with the
-    workload's GPU resource when exactly one has it, else the resource name itself.
-    """
-    spec = obj.get("spec") or {}
-    gpus: dict[str, int] = {}
-    for pod_set in spec.get("podSets") or []:
-        for name, units in _pod_set_gpus(pod_set).items():
-            gpus[name] = gpus.get(name, 0) + units
-    classes_by_flavor = {flavor_name(q.gpu_class): q.gpu_class for q in tenant.quotas}
-    gpu_class = ""
-    admission = (obj.get("status") or {}).get("admission") or {}
-    for assignment in admission.get("podSetAssignments") or []:
-        for resource, flavor in (assignment.get("flavors") or {}).items():
-            if resource in gpus:
-                gpu_class = classes_by_flavor.get(flavor, flavor)
-    if not gpu_class and gpus:
-        resource = sorted(gpus)[0]
-        by_resource = [q.gpu_class for q in tenant.quotas if q.resource_name == resource]
-        gpu_class = by_resource[0] if len(by_resource) == 1 else resource
-    return WorkloadObservation(
-        name=obj["metadata"]["name"],
-        queue=str(spec.get("queueName") or ""),
-        state=_workload_state(obj),
-        gpus=min(sum(gpus.values()), MAX_QUANTITY),
-        gpu_class=gpu_class,
-        created_at=_created(obj),
-    )
