@@ -14,7 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 from kubernetes import client
 
-from clusters.drivers.kubernetes import ClusterDiscovery, GpuNode, UnsupportedCluster, check_profile, discover
+from clusters.drivers.discovery import ClusterDiscovery, GpuNode, UnsupportedCluster, check_profile, discover
 from clusters.profiles import profile_of
 from core import audit
 from core.audit import Actor
@@ -110,7 +110,7 @@ def _discover(api_client: client.ApiClient, watch_tenants: str = "") -> ClusterD
     try:
         if watch_tenants:
             _check_tenant_crds(KubeApi(api_client, REGISTRATION_RETRY), watch_tenants)
-        return discover(api_client, retry=REGISTRATION_RETRY)
+        return discover(KubeApi(api_client, REGISTRATION_RETRY))
     except DriverError as exc:
         raise ServiceError(
             f"the cluster could not be read: {exc}",

@@ -21,7 +21,7 @@ import yaml
 from django.conf import settings
 
 from clusters.access import rbac as access
-from clusters.drivers.kubernetes import rewrite_server
+from clusters.drivers.kubeconfig import rewrite_server
 from clusters.profiles import profile_of
 from clusters.render.access import CLUSTER_ROLES, account_name
 from core import audit

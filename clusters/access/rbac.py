@@ -13,7 +13,6 @@ Passes run after the host pass of a host cluster (`clusters.tasks`), for tenants
 
 from __future__ import annotations
 
-import base64
 import logging
 from collections.abc import Iterable
 from datetime import timedelta
@@ -24,7 +23,8 @@ from django.conf import settings
 from django.utils import timezone
 from kubernetes import client
 
-from clusters.drivers.kubernetes import in_sync
+from clusters.drivers.in_sync import in_sync
+from clusters.drivers.kubeconfig import read_admin_kubeconfig
 from clusters.render.access import (
     ACCESS_NAMESPACE,
     CLUSTER_ROLES,
@@ -36,7 +36,7 @@ from clusters.render.access import (
 from fleet.clients import api_client_of
 from fleet.models import HostCluster
 from gpucloud.kube import kinds as k
-from gpucloud.kube.api import KubeApi, NotFound, RetryPolicy, api_client_from_kubeconfig
+from gpucloud.kube.api import KubeApi, RetryPolicy, api_client_from_kubeconfig
 from gpucloud.kube.errors import DriverError, PermanentDriverError
 from gpucloud.kube.meta import MANAGED_BY, MANAGER, TENANT, Manifest
 from tenants.models import Identity, Membership, Tenant, TenantCluster
@@ -50,10 +50,6 @@ ACCESS_KINDS = (k.NAMESPACE, SERVICE_ACCOUNT, CLUSTER_ROLE_BINDING)  # apply ord
 _BY_KIND = {kind.kind: kind for kind in ACCESS_KINDS}
 # The access pass and downloads answer within a request or a reconcile pass: try briefly.
 ACCESS_RETRY = RetryPolicy(attempts=2, base_seconds=0.2, cap_seconds=1.0, timeout_seconds=5.0)
-
-
-class ClusterUnreachable(DriverError):
-    """The vCluster's API could not be reached or refused gpucloud's admin credentials."""
 
 
 def cluster_mode() -> str:
@@ -102,18 +98,6 @@ def access_spec(tenant: Tenant) -> AccessSpec:
 
 
 # --- reaching the vCluster ------------------------------------------------------------------------------
-
-
-def read_admin_kubeconfig(host_api: KubeApi, namespace: str, vcluster: str) -> str:
-    """The kubeconfig vCluster wrote into `vc-<name>` on the host (its admin credentials), as written."""
-    try:
-        secret = host_api.get(k.SECRET.path(namespace, f"vc-{vcluster}"))
-    except NotFound:
-        raise ClusterUnreachable(f"secret vc-{vcluster} does not exist yet in {namespace}") from None
-    encoded = (secret.get("data") or {}).get("config")
-    if not encoded:
-        raise ClusterUnreachable(f"secret vc-{vcluster} has no `config` key yet")
-    return base64.b64decode(encoded).decode()
 
 
 def admin_kubeconfig_of(cluster: TenantCluster) -> str:

@@ -6,30 +6,28 @@ One pass (`KubernetesDriver.reconcile`) is level-triggered:
 2. list each managed kind once, by the label `app.kubernetes.io/managed-by=gpucloud`;
 3. server-side apply (field manager `gpucloud`, forced) only the objects that are missing, whose
    `gpucloud.io/spec-hash` annotation differs from the desired one, or whose live content no longer
-   contains what gpucloud set (an edit by hand: restored and counted as drift);
+   contains what gpucloud set (`clusters.drivers.in_sync`: an edit by hand, restored and counted as drift);
 4. delete objects that carry both ownership labels and are no longer desired (only among the named
    tenants unless the pass is complete; shared objects only on a complete pass);
 5. observe each tenant's phase from what it saw, and (on Kueue) the `Workload` objects in its namespace,
-   listed once per pass across all namespaces: they are Kueue's, not gpucloud's, so no label selects them.
+   listed once per pass across all namespaces: they are Kueue's, not gpucloud's, so no label selects them
+   (read by `clusters.drivers.kueue_workloads`).
 
 An unchanged cluster therefore costs one list per kind and no writes.
 """
 
 from __future__ import annotations
 
-import base64
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
-from decimal import Decimal
 from functools import cached_property
-from typing import Any, Literal
+from typing import Any
 
-import yaml
 from kubernetes import client
-from kubernetes.utils import parse_quantity
 
+from clusters.drivers.in_sync import in_sync
+from clusters.drivers.kueue_workloads import workload_of
 from clusters.render import (
     MANAGED_BY,
     MANAGER,
@@ -42,28 +40,13 @@ from clusters.render import (
     render_tenant,
 )
 from clusters.render.kinds import kinds_for
-from clusters.render.kueue import flavor_name
 from clusters.render.vcluster import vcluster_name
-from clusters.spec import QuotaSpec, ReconcileResult, TenantObservation, TenantSpec, WorkloadObservation
+from clusters.spec import ReconcileResult, TenantObservation, TenantSpec, WorkloadObservation
 from gpucloud.kube import kinds as k
 from gpucloud.kube.api import ApiStatusError, KubeApi, NotFound, RetryPolicy, api_client_from_kubeconfig
 from gpucloud.kube.errors import DriverError, PermanentDriverError, TemporaryDriverError
 
-__all__ = [
-    "ClusterDiscovery",
-    "ForeignObject",
-    "GpuNode",
-    "KubeconfigNotReady",
-    "KubernetesDriver",
-    "PartialReconcile",
-    "UnsupportedCluster",
-    "api_client_from_kubeconfig",
-    "check_profile",
-    "check_scheduler",
-    "discover",
-    "missing_resources",
-    "read_kubeconfig",
-]
+__all__ = ["ForeignObject", "KubernetesDriver", "PartialReconcile", "api_client_from_kubeconfig"]
 
 log = logging.getLogger(__name__)
 ObjKey = tuple[tuple[str, str], str | None, str]  # (apiVersion, kind), namespace, name
@@ -78,33 +61,6 @@ def _key(kind: k.Kind, manifest: Manifest) -> ObjKey:
 
 def _labels(obj: Manifest) -> dict[str, str]:
     return obj.get("metadata", {}).get("labels") or {}
-
-
-def contains(desired: Any, live: Any) -> bool:
-    """Whether `live` still holds everything `desired` sets (the server may add defaults around it)."""
-    if live is None and desired in ({}, []):
-        return True  # typed APIs omit empty maps and lists
-    if isinstance(desired, dict):
-        return isinstance(live, dict) and all(contains(v, live.get(key)) for key, v in desired.items())
-    if isinstance(desired, list):
-        return isinstance(live, list) and len(desired) == len(live) and all(map(contains, desired, live))
-    if desired == live:
-        return True
-    # Quantities and numbers come back as strings or numbers depending on the kind's schema.
-    return isinstance(live, str | int | float) and str(desired) == str(live)
-
-
-def in_sync(desired: Manifest, live: Manifest) -> bool:
-    """Same spec-hash, and the live object still contains the desired fields, labels and annotations."""
-    live_meta, meta = live.get("metadata", {}), desired["metadata"]
-    if (live_meta.get("annotations") or {}).get(SPEC_HASH) != meta["annotations"][SPEC_HASH]:
-        return False
-    body = {key: value for key, value in desired.items() if key not in ("apiVersion", "kind", "metadata")}
-    return (
-        contains(body, live)
-        and contains(meta.get("labels", {}), live_meta.get("labels") or {})
-        and contains(meta.get("annotations", {}), live_meta.get("annotations") or {})
-    )
 
 
 @dataclass
@@ -149,7 +105,7 @@ class KubernetesDriver:
     """Drives the tenants of one host cluster through the official Kubernetes client.
 
     Build the client with `api_client_from_kubeconfig(text)`; `profile` says which scheduler, vCluster
-    mode and add-ons the cluster has (see `discover` and `check_profile`).
+    mode and add-ons the cluster has (see `clusters.drivers.discovery`).
     """
 
     def __init__(
@@ -399,12 +355,12 @@ class KubernetesDriver:
                 raise
             log.warning("cannot list Kueue workloads", extra={"error": str(exc)})
             return
-        seen: dict[str, list[WorkloadObservation]] = {t.slug: [] for t in tenants.values()}
+        observed: dict[str, list[WorkloadObservation]] = {t.slug: [] for t in tenants.values()}
         for item in listed.get("items") or []:
             owner = tenants.get(item.get("metadata", {}).get("namespace", ""))
             if owner is not None:
-                seen[owner.slug].append(workload_of(item, owner))
-        for slug, workloads in seen.items():
+                observed[owner.slug].append(workload_of(item, owner))
+        for slug, workloads in observed.items():
             run.result.workloads[slug] = tuple(sorted(workloads, key=lambda w: w.name))
 
     def _vcluster_ready(self, run: _Pass, tenant: TenantSpec) -> tuple[bool, str]:
@@ -422,269 +378,3 @@ class KubernetesDriver:
                 message = condition.get("message") or condition.get("reason") or ""
                 return condition.get("status") == "True", f"vCluster not ready: {message}"
         return False, "waiting for the vCluster to be installed"
-
-
-# --- Kueue workloads ------------------------------------------------------------------------------
-
-GPU_RESOURCE_PREFIX = "nvidia.com/"
-
-
-def _condition(obj: Manifest, kind: str) -> bool:
-    conditions = (obj.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == kind and c.get("status") == "True" for c in conditions)
-
-
-def _workload_state(obj: Manifest) -> Literal["admitted", "pending", "finished"]:
-    """Finished once `Finished=True`; admitted while `Admitted=True` (quota reserved and checks passed)."""
-    if _condition(obj, "Finished"):
-        return "finished"
-    return "admitted" if _condition(obj, "Admitted") else "pending"
-
-
-def _pod_set_gpus(pod_set: Manifest) -> dict[str, int]:
-    """GPU units per resource name one pod set asks for: its count × each pod's requests (or limits)."""
-    asked: dict[str, int] = {}
-    spec = ((pod_set.get("template") or {}).get("spec")) or {}
-    for container in spec.get("containers") or []:
-        resources = container.get("resources") or {}
-        wanted = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
-        for name, value in wanted.items():
-            if name.startswith(GPU_RESOURCE_PREFIX):
-                asked[name] = asked.get(name, 0) + _quantity(value, Decimal(1))
-    count = _int(str(pod_set.get("count", 1)))
-    return {name: units * count for name, units in asked.items()}
-
-
-def _created(obj: Manifest) -> datetime | None:
-    text = obj.get("metadata", {}).get("creationTimestamp")
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
-    except ValueError:
-        return None
-
-
-def workload_of(obj: Manifest, tenant: TenantSpec) -> WorkloadObservation:
-    """A Kueue `Workload` (v1beta2) as the tenant's workloads page shows it.
-
-    The class is that of the flavor Kueue admitted it to; before admission, the tenant's class with the
-    workload's GPU resource when exactly one has it, else the resource name itself.
-    """
-    spec = obj.get("spec") or {}
-    gpus: dict[str, int] = {}
-    for pod_set in spec.get("podSets") or []:
-        for name, units in _pod_set_gpus(pod_set).items():
-            gpus[name] = gpus.get(name, 0) + units
-    classes_by_flavor = {flavor_name(q.gpu_class): q.gpu_class for q in tenant.quotas}
-    gpu_class = ""
-    admission = (obj.get("status") or {}).get("admission") or {}
-    for assignment in admission.get("podSetAssignments") or []:
-        for resource, flavor in (assignment.get("flavors") or {}).items():
-            if resource in gpus:
-                gpu_class = classes_by_flavor.get(flavor, flavor)
-    if not gpu_class and gpus:
-        resource = sorted(gpus)[0]
-        by_resource = [q.gpu_class for q in tenant.quotas if q.resource_name == resource]
-        gpu_class = by_resource[0] if len(by_resource) == 1 else resource
-    return WorkloadObservation(
-        name=obj["metadata"]["name"],
-        queue=str(spec.get("queueName") or ""),
-        state=_workload_state(obj),
-        gpus=min(sum(gpus.values()), MAX_QUANTITY),
-        gpu_class=gpu_class,
-        created_at=_created(obj),
-    )
-
-
-# --- discovery -----------------------------------------------------------------------------------
-
-# Group/version each add-on serves once its CRDs are installed.
-ADDONS: dict[str, tuple[str, str]] = {
-    "kueue": ("kueue.x-k8s.io", "v1beta2"),
-    "kai": ("scheduling.run.ai", "v2"),
-    "flux": ("helm.toolkit.fluxcd.io", "v2"),
-    "flux_source": ("source.toolkit.fluxcd.io", "v1"),
-    "vcluster_platform": ("management.loft.sh", "v1"),
-    "cilium": ("cilium.io", "v2"),
-    "gpu_operator": ("nvidia.com", "v1"),
-    "dra": ("resource.k8s.io", "v1"),
-}
-DRA_DRIVER = "gpu.nvidia.com"  # NVIDIA's DRA driver installs a DeviceClass of its driver's name
-GPU_PRODUCT = "nvidia.com/gpu.product"
-HAMI_REGISTER = "hami.io/node-nvidia-register"  # HAMi's device plugin annotates the GPU nodes it serves
-MAX_QUANTITY = 2**31 - 1  # the largest CPU (millicores) or memory (MiB) figure a node row holds
-TOPOLOGY_HINTS = ("topology", "kubernetes.io/hostname")
-
-
-class UnsupportedCluster(PermanentDriverError):
-    """The host cluster cannot serve what was asked of it (a scheduler, a vCluster mode)."""
-
-
-@dataclass(frozen=True)
-class GpuNode:
-    """A node with NVIDIA GPUs, as GPU feature discovery labels it."""
-
-    name: str
-    product: str
-    count: int
-    memory_mib: int
-    mig_capable: bool
-    labels: dict[str, str]
-    topology: dict[str, str]  # topology-ish labels: zone, block, rack, hostname…
-    allocatable: dict[str, str]  # nvidia.com/* extended resources the node offers
-    allocatable_cpu_milli: int = 0  # CPU the node offers to pods (status.allocatable.cpu), in millicores
-    allocatable_memory_mib: int = 0  # memory it offers to pods (status.allocatable.memory), in MiB
-
-
-@dataclass(frozen=True)
-class ClusterDiscovery:
-    """What a host cluster runs, read once when it is registered."""
-
-    server_version: str
-    groups: dict[str, tuple[str, ...]]
-    addons: dict[str, bool]
-    gpu_nodes: tuple[GpuNode, ...]
-
-    def resource_names(self) -> set[str]:
-        """Every GPU resource name some node offers (`nvidia.com/gpu`, `nvidia.com/mig-1g.18gb`…)."""
-        return {name for node in self.gpu_nodes for name in node.allocatable}
-
-
-def _int(value: str | None) -> int:
-    try:
-        return int(value or 0)
-    except ValueError:
-        return 0
-
-
-def _quantity(value: Any, unit: Decimal) -> int:
-    """A Kubernetes quantity ("96", "95500m", "1056Gi", "1000000Ki") in whole `unit`s, rounded down.
-
-    A missing or malformed quantity counts as 0: the node then takes no pods in the placement model rather
-    than stopping the import of the cluster's other nodes.
-    """
-    try:
-        amount = parse_quantity(value) if value is not None else Decimal(0)
-    except (ValueError, TypeError, ArithmeticError):
-        return 0
-    return min(max(0, int(amount / unit)), MAX_QUANTITY)
-
-
-def _gpu_node(node: Manifest) -> GpuNode:
-    labels = _labels(node)
-    allocatable = (node.get("status") or {}).get("allocatable") or {}
-    return GpuNode(
-        name=node["metadata"]["name"],
-        product=labels.get(GPU_PRODUCT, ""),
-        count=_int(labels.get("nvidia.com/gpu.count")),
-        memory_mib=_int(labels.get("nvidia.com/gpu.memory")),
-        mig_capable=labels.get("nvidia.com/mig.capable") == "true",
-        labels=dict(labels),
-        topology={key: value for key, value in labels.items() if any(h in key for h in TOPOLOGY_HINTS)},
-        allocatable={key: str(value) for key, value in allocatable.items() if key.startswith("nvidia.com/")},
-        allocatable_cpu_milli=_quantity(allocatable.get("cpu"), Decimal("0.001")),
-        allocatable_memory_mib=_quantity(allocatable.get("memory"), Decimal(2**20)),
-    )
-
-
-def _has(api: KubeApi, path: str) -> bool:
-    try:
-        api.get(path)
-    except NotFound:
-        return False
-    return True
-
-
-def discover(api_client: client.ApiClient, *, retry: RetryPolicy | None = None) -> ClusterDiscovery:
-    """Server version, served API groups (which add-ons are installed) and GPU nodes."""
-    api = KubeApi(api_client, retry)
-    version = api.get("/version")
-    groups = {
-        group["name"]: tuple(v["version"] for v in group.get("versions") or [])
-        for group in (api.get("/apis").get("groups") or [])
-    }
-    addons = {name: version_ in groups.get(group, ()) for name, (group, version_) in ADDONS.items()}
-    nodes = api.get(k.NODE.path(), {"labelSelector": GPU_PRODUCT}).get("items") or []
-    addons["hami"] = any(HAMI_REGISTER in (n["metadata"].get("annotations") or {}) for n in nodes)
-    addons["nvidia_dra_driver"] = addons["dra"] and _has(api, k.DEVICE_CLASS.path(name=DRA_DRIVER))
-    return ClusterDiscovery(
-        server_version=version.get("gitVersion", ""),
-        groups=groups,
-        addons=addons,
-        gpu_nodes=tuple(_gpu_node(node) for node in nodes),
-    )
-
-
-def missing_resources(discovery: ClusterDiscovery, quotas: Iterable[QuotaSpec]) -> set[str]:
-    """Resource names quotas ask for that no GPU node of the cluster offers (nothing could ever use them)."""
-    return {quota.resource_name for quota in quotas} - discovery.resource_names()
-
-
-def check_scheduler(discovery: ClusterDiscovery, scheduler: str) -> None:
-    """Refuse a scheduler the cluster does not run, saying what is missing."""
-    if scheduler == "kueue":
-        if not discovery.addons["kueue"]:
-            served = discovery.groups.get("kueue.x-k8s.io")
-            detail = (
-                f"it serves kueue.x-k8s.io {', '.join(served)} only" if served else "Kueue is not installed"
-            )
-            raise UnsupportedCluster(f"scheduler kueue needs kueue.x-k8s.io/v1beta2 (Kueue 0.15+): {detail}")
-    elif scheduler == "kai":
-        if not discovery.addons["kai"]:
-            raise UnsupportedCluster(
-                "scheduler kai needs scheduling.run.ai/v2 Queues: KAI Scheduler is not installed"
-            )
-    else:
-        raise UnsupportedCluster(f"unknown scheduler {scheduler!r}: choose kueue or kai")
-
-
-def check_profile(discovery: ClusterDiscovery, profile: ClusterProfile) -> None:
-    """Refuse a profile the cluster cannot serve: its scheduler and its way of installing vClusters."""
-    check_scheduler(discovery, profile.scheduler)
-    if profile.vcluster_mode == "helmrelease" and not (
-        discovery.addons["flux"] and discovery.addons["flux_source"]
-    ):
-        raise UnsupportedCluster(
-            "vCluster mode helmrelease needs Flux (helm.toolkit.fluxcd.io/v2, "
-            "source.toolkit.fluxcd.io/v1): Flux is not installed"
-        )
-    if profile.vcluster_mode == "platform" and not discovery.addons["vcluster_platform"]:
-        raise UnsupportedCluster(
-            "vCluster mode platform needs management.loft.sh/v1: vCluster Platform is not connected"
-        )
-    if profile.cilium and not discovery.addons["cilium"]:
-        raise UnsupportedCluster("cilium is set but the cluster does not serve cilium.io/v2")
-
-
-# --- kubeconfig ----------------------------------------------------------------------------------
-
-
-class KubeconfigNotReady(TemporaryDriverError):
-    """The vCluster has not written its kubeconfig secret yet."""
-
-
-def rewrite_server(kubeconfig: str, endpoint: str) -> str:
-    """The same kubeconfig with every cluster's server set to the tenant's external endpoint."""
-    parsed = yaml.safe_load(kubeconfig) or {}
-    for entry in parsed.get("clusters") or []:
-        entry.setdefault("cluster", {})["server"] = endpoint
-    return yaml.safe_dump(parsed, sort_keys=False)
-
-
-def read_kubeconfig(
-    api_client: client.ApiClient,
-    namespace: str,
-    vcluster: str,
-    endpoint: str,
-    *,
-    retry: RetryPolicy | None = None,
-) -> str:
-    """The tenant's kubeconfig from the vCluster secret `vc-<name>` (key `config`), server rewritten."""
-    api = KubeApi(api_client, retry)
-    try:
-        secret = api.get(k.SECRET.path(namespace, f"vc-{vcluster}"))
-    except NotFound:
-        raise KubeconfigNotReady(f"secret vc-{vcluster} does not exist yet in {namespace}") from None
-    encoded = (secret.get("data") or {}).get("config")
-    if not encoded:
-        raise KubeconfigNotReady(f"secret vc-{vcluster} has no `config` key yet")
-    return rewrite_server(base64.b64decode(encoded).decode(), endpoint)

@@ -35,7 +35,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from clusters.drivers import conformance
+from clusters.drivers import conformance, discovery
 from clusters.drivers.gpu_operator import (
     MIG_CONFIG,
     MIG_STATE,
@@ -127,20 +127,20 @@ def _failure(obs: ObservedNode, row: NodePartition | None, now: datetime) -> tup
     return failures, retry_at
 
 
-def out_of_service(host_cluster: HostCluster) -> dict[str, frozenset[int]]:
-    """Indexes of the GPUs out of service per node name (one query); a node that is not ready has all its
-    GPUs out (`_unavailable`)."""
-    out: dict[str, set[int]] = defaultdict(set)
+def out_of_service_gpus(host_cluster: HostCluster) -> dict[str, frozenset[int]]:
+    """Indexes of the GPU rows out of service (not `HEALTHY`) per node name (one query); a node that is not
+    ready has all its GPUs out, rows or not (`_unavailable`)."""
+    indexes: dict[str, set[int]] = defaultdict(set)
     rows = Gpu.objects.filter(node__host_cluster=host_cluster).exclude(HEALTHY)
     for name, index in rows.values_list("node__name", "index"):
-        out[name].add(index)
-    return {name: frozenset(indexes) for name, indexes in out.items()}
+        indexes[name].add(index)
+    return {name: frozenset(found) for name, found in indexes.items()}
 
 
-def _unavailable(obs: ObservedNode, node: Node, out: dict[str, frozenset[int]]) -> frozenset[int]:
+def _unavailable(obs: ObservedNode, node: Node, out_of_service: dict[str, frozenset[int]]) -> frozenset[int]:
     if node.state != Node.State.READY:
         return frozenset(range(obs.gpus))
-    return frozenset(i for i in out.get(obs.name, frozenset()) if i < obs.gpus)
+    return frozenset(i for i in out_of_service.get(obs.name, frozenset()) if i < obs.gpus)
 
 
 def offered(
@@ -149,11 +149,11 @@ def offered(
     """What the node advertises (`advertised`) less what its GPUs out of service carry: their MIG slices (as
     the layout its label names has them), a whole GPU, or a time-sliced GPU's replicas. The device plugin may
     well still list a quarantined GPU; gpucloud does not count it."""
-    out = advertised(obs, count_mig)
+    offer = advertised(obs, count_mig)
     if not unavailable or not obs.model:
-        return out
+        return offer
     less: Counter[str] = Counter()
-    replicas = out.get(f"{obs.model}.shared", 0) // obs.gpus if obs.gpus else 0
+    replicas = offer.get(f"{obs.model}.shared", 0) // obs.gpus if obs.gpus else 0
     for index in unavailable:
         layout = layouts[index] if index < len(layouts) else ()
         if layout:
@@ -163,7 +163,7 @@ def offered(
             less[f"{obs.model}.shared"] += replicas
         else:
             less[obs.model] += 1
-    left = {name: units - less[name] for name, units in out.items()}
+    left = {name: units - less[name] for name, units in offer.items()}
     return {name: units for name, units in left.items() if units > 0}
 
 
@@ -226,10 +226,10 @@ def reconcile_partitions(host_cluster: HostCluster, api: KubeApi) -> PartitionOu
     now = timezone.now()
     observed = [obs for obs in view.nodes if obs.name in nodes]
     planned: dict[str, tuple[PartitionNode, int, datetime | None]] = {}
-    out = out_of_service(host_cluster)
+    out_of_service = out_of_service_gpus(host_cluster)
     for obs in observed:
         node = nodes[obs.name]
-        unavailable = _unavailable(obs, node, out)
+        unavailable = _unavailable(obs, node, out_of_service)
         planned[obs.name] = _partition_node(
             obs, node, getattr(node, "partition", None), view, now, unavailable
         )
@@ -376,24 +376,24 @@ def check_conformance(host_cluster: HostCluster, api: KubeApi) -> None:
     only when they change (and `checked_at` at most every few minutes). Fails soft, like the partition
     pass."""
     try:
-        seen = conformance.observe(api)
+        found = discovery.discover(api, conformance=True)
     except DriverError as exc:
         log.warning("conformance check failed", extra={"host_cluster": host_cluster.name, "error": str(exc)})
         return
     report = [
         c.as_dict()
         for c in conformance.check(
-            seen, mig_configmap=settings.MIG_CONFIGMAP, plugin_configmap=settings.DEVICE_PLUGIN_CONFIGMAP
+            found, mig_configmap=settings.MIG_CONFIGMAP, plugin_configmap=settings.DEVICE_PLUGIN_CONFIGMAP
         )
     ]
-    addons = {**host_cluster.addons, **conformance.addons_of(seen)}
+    addons = {**host_cluster.addons, **found.addons}
     now = timezone.now()
     changed = [
         name
         for name, value in (
             ("conformance", report),
             ("addons", addons),
-            ("server_version", seen.server_version or host_cluster.server_version),
+            ("server_version", found.server_version or host_cluster.server_version),
         )
         if getattr(host_cluster, name) != value
     ]
@@ -401,7 +401,7 @@ def check_conformance(host_cluster: HostCluster, api: KubeApi) -> None:
     if not changed and not stale:
         return
     host_cluster.conformance, host_cluster.addons, host_cluster.checked_at = report, addons, now
-    host_cluster.server_version = seen.server_version or host_cluster.server_version
+    host_cluster.server_version = found.server_version or host_cluster.server_version
     host_cluster.save(update_fields=[*changed, "checked_at"])
 
 

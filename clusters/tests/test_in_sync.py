@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 
-from clusters.drivers.kubernetes import contains, in_sync
+from clusters.drivers.in_sync import contains, in_sync
 from clusters.render import ClusterProfile, render_tenant
 from clusters.tests.conftest import make_tenant
 

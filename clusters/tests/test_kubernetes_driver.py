@@ -9,17 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from clusters.drivers.kubernetes import (
-    KubeconfigNotReady,
-    KubernetesDriver,
-    PartialReconcile,
-    UnsupportedCluster,
-    check_profile,
-    check_scheduler,
-    discover,
-    missing_resources,
-    read_kubeconfig,
-)
+from clusters.drivers.kubernetes import KubernetesDriver, PartialReconcile
 from clusters.render import ClusterProfile
 from clusters.spec import ReconcileResult
 from clusters.tests.conftest import make_tenant, quota
@@ -443,110 +433,6 @@ def test_a_vcluster_platform_host_gets_virtual_cluster_instances(kube_emulator, 
     assert instance["spec"]["clusterRef"]["namespace"] == "tenant-acme"
     assert kube_emulator.make_vcluster_instance_ready("p-gpucloud", "acme")
     assert driver.reconcile([make_tenant()], complete=True).observations["acme"].phase == "ready"
-
-
-def gpu_node(name: str, **labels: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **labels}},
-        "status": {"allocatable": {"cpu": "64", "nvidia.com/gpu": "8", "nvidia.com/mig-1g.18gb": "0"}},
-    }
-
-
-def test_discovery_reads_version_addons_and_gpu_nodes(kube_emulator, kube_client):
-    kube_emulator.put_object(
-        gpu_node(
-            "gpu-1",
-            **{
-                "nvidia.com/gpu.product": "NVIDIA-H200",
-                "nvidia.com/gpu.count": "8",
-                "nvidia.com/gpu.memory": "143771",
-                "nvidia.com/mig.capable": "true",
-                "example.com/topology-rack": "r1",
-            },
-        )
-    )
-    kube_emulator.put_object({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "cpu-1"}})
-
-    found = discover(kube_client)
-
-    assert found.server_version == "v1.33.0"
-    assert found.addons == {
-        "kueue": True,
-        "kai": True,
-        "flux": True,
-        "flux_source": True,
-        "vcluster_platform": True,
-        "cilium": True,
-        "gpu_operator": True,
-        "dra": False,
-        "nvidia_dra_driver": False,
-        "hami": False,
-    }
-    (node,) = found.gpu_nodes
-    assert (node.name, node.product, node.count, node.memory_mib, node.mig_capable) == (
-        "gpu-1",
-        "NVIDIA-H200",
-        8,
-        143771,
-        True,
-    )
-    assert node.topology == {"kubernetes.io/hostname": "gpu-1", "example.com/topology-rack": "r1"}
-    assert (node.allocatable_cpu_milli, node.allocatable_memory_mib) == (64_000, 0)  # no memory given
-    assert found.resource_names() == {"nvidia.com/gpu", "nvidia.com/mig-1g.18gb"}
-    check_profile(found, ClusterProfile(scheduler="kai", cilium=True))
-    assert missing_resources(found, [quota(), quota("h200.shared", "nvidia.com/gpumem")]) == {
-        "nvidia.com/gpumem"
-    }
-
-
-@pytest.mark.parametrize(
-    ("cpu", "memory", "expected"),
-    [
-        ("96", "1056Gi", (96_000, 1_081_344)),
-        ("95500m", "1000000Ki", (95_500, 976)),
-        ("1.5", "512M", (1_500, 488)),
-        ("1e3", "2Ti", (1_000_000, 2_097_152)),
-        ("lots", "-1Gi", (0, 0)),  # malformed or negative: the node takes no pods
-    ],
-)
-def test_discovery_reads_cpu_and_memory_from_allocatable_quantities(
-    kube_emulator, kube_client, cpu, memory, expected
-):
-    node = gpu_node("gpu-1", **{"nvidia.com/gpu.product": "NVIDIA-H200", "nvidia.com/gpu.count": "8"})
-    node["status"]["allocatable"] |= {"cpu": cpu, "memory": memory}
-    kube_emulator.put_object(node)
-
-    (found,) = discover(kube_client).gpu_nodes
-
-    assert (found.allocatable_cpu_milli, found.allocatable_memory_mib) == expected
-
-
-def test_a_scheduler_the_cluster_lacks_is_refused_clearly():
-    with start_emulator(crds=("kueue", "flux")) as em:
-        found = discover(api_client_for_url(em.url))
-    check_scheduler(found, "kueue")
-    with pytest.raises(UnsupportedCluster, match="KAI Scheduler is not installed"):
-        check_scheduler(found, "kai")
-    with pytest.raises(UnsupportedCluster, match="vCluster Platform"):
-        check_profile(found, ClusterProfile(vcluster_mode="platform"))
-
-
-def test_the_kubeconfig_is_read_from_the_vcluster_secret_with_the_server_rewritten(
-    kube_emulator, kube_client
-):
-    driver = KubernetesDriver(kube_client, ClusterProfile())
-    driver.reconcile([make_tenant()], complete=True)
-    with pytest.raises(KubeconfigNotReady):
-        read_kubeconfig(kube_client, "tenant-acme", "acme", "https://acme.vc.example.com")
-    kube_emulator.make_vcluster_ready("tenant-acme", "acme")
-
-    text = read_kubeconfig(kube_client, "tenant-acme", "acme", "https://acme.vc.example.com")
-
-    (cluster,) = yaml.safe_load(text)["clusters"]
-    assert cluster["cluster"]["server"] == "https://acme.vc.example.com"
-    assert cluster["cluster"]["certificate-authority-data"]
 
 
 def test_a_driver_built_from_kubeconfig_text_talks_to_its_cluster(kube_emulator):

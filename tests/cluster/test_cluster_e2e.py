@@ -28,10 +28,12 @@ import pytest
 import yaml
 from kubernetes import client
 
-from clusters.drivers.kubernetes import KubernetesDriver, check_profile, discover, read_kubeconfig
+from clusters.drivers.discovery import check_profile, discover
+from clusters.drivers.kubeconfig import read_kubeconfig
+from clusters.drivers.kubernetes import KubernetesDriver
 from clusters.render import ClusterProfile
 from clusters.spec import QuotaSpec, ReconcileResult, TenantSpec
-from gpucloud.kube.api import api_client_from_kubeconfig
+from gpucloud.kube.api import KubeApi, api_client_from_kubeconfig
 from gpucloud.kube.errors import TemporaryDriverError
 
 pytestmark = [
@@ -53,7 +55,7 @@ def api_client() -> Iterator[client.ApiClient]:
 
 def profile_for(api_client: client.ApiClient) -> ClusterProfile:
     """The profile under test, refused with a clear error when the cluster cannot serve it."""
-    found = discover(api_client)
+    found = discover(KubeApi(api_client))
     chosen = ClusterProfile(scheduler=os.environ.get("GPUCLOUD_E2E_SCHEDULER", "kueue"))  # type: ignore[arg-type]
     check_profile(found, chosen)
     return dataclasses.replace(chosen, cilium=found.addons["cilium"])

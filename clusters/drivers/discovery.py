@@ -1,0 +1,221 @@
+"""What a Kubernetes host cluster runs, read in one place: registration and every reconcile pass use it.
+
+`discover` reads the server version, the served API groups, the GPU nodes and NVIDIA's DRA DeviceClass; for
+the conformance report (`clusters.drivers.conformance`, re-checked on every pass) it also reads the GPU
+Operator's ClusterPolicy and Kueue's controller Deployment (six requests at most). The add-on flags the
+renderers and admission read (`HostCluster.addons`) and the GPU nodes the fleet imports are derived from that
+one `ClusterDiscovery`. `check_profile` refuses a profile the cluster cannot serve.
+
+Not a driver: the drivers import it, it imports none of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from clusters.drivers.quantities import count, quantity
+from clusters.render import ClusterProfile
+from clusters.spec import QuotaSpec
+from gpucloud.kube import kinds as k
+from gpucloud.kube.api import ApiStatusError, KubeApi, NotFound
+from gpucloud.kube.errors import PermanentDriverError
+from gpucloud.kube.meta import Manifest
+
+__all__ = [
+    "ADDONS",
+    "ClusterDiscovery",
+    "GpuNode",
+    "UnsupportedCluster",
+    "check_profile",
+    "check_scheduler",
+    "discover",
+    "missing_resources",
+]
+
+# Group/version each add-on serves once its CRDs are installed.
+ADDONS: dict[str, tuple[str, str]] = {
+    "kueue": ("kueue.x-k8s.io", "v1beta2"),
+    "kai": ("scheduling.run.ai", "v2"),
+    "flux": ("helm.toolkit.fluxcd.io", "v2"),
+    "flux_source": ("source.toolkit.fluxcd.io", "v1"),
+    "vcluster_platform": ("management.loft.sh", "v1"),
+    "cilium": ("cilium.io", "v2"),
+    "gpu_operator": ("nvidia.com", "v1"),
+    "dra": ("resource.k8s.io", "v1"),
+}
+CLUSTER_POLICY = k.Kind("nvidia.com/v1", "ClusterPolicy", "clusterpolicies", False)
+DRA_DRIVER = "gpu.nvidia.com"  # NVIDIA's DRA driver installs a DeviceClass of its driver's name
+GPU_PRODUCT = "nvidia.com/gpu.product"
+HAMI_REGISTER = "hami.io/node-nvidia-register"  # HAMi's device plugin annotates the GPU nodes it serves
+KUEUE_SELECTOR = "app.kubernetes.io/name=kueue"  # the Kueue chart's controller Deployment
+TOPOLOGY_HINTS = ("topology", "kubernetes.io/hostname")
+
+
+class UnsupportedCluster(PermanentDriverError):
+    """The host cluster cannot serve what was asked of it (a scheduler, a vCluster mode)."""
+
+
+@dataclass(frozen=True)
+class GpuNode:
+    """A node with NVIDIA GPUs, as GPU feature discovery labels it."""
+
+    name: str
+    product: str
+    count: int
+    memory_mib: int
+    mig_capable: bool
+    labels: dict[str, str]
+    topology: dict[str, str]  # topology-ish labels: zone, block, rack, hostname…
+    allocatable: dict[str, str]  # nvidia.com/* extended resources the node offers
+    allocatable_cpu_milli: int = 0  # CPU the node offers to pods (status.allocatable.cpu), in millicores
+    allocatable_memory_mib: int = 0  # memory it offers to pods (status.allocatable.memory), in MiB
+
+
+@dataclass(frozen=True)
+class ClusterDiscovery:
+    """What a host cluster runs, as read by `discover`: the raw observations, and what follows from them."""
+
+    server_version: str
+    groups: dict[str, tuple[str, ...]]
+    nodes: list[Manifest]  # the GPU nodes (labelled with a product), as listed
+    dra_driver: bool  # resource.k8s.io/v1 is served and NVIDIA's DRA DeviceClass exists
+    cluster_policy: Manifest | None = None  # the GPU Operator's; read for the conformance report only
+    kueue_image: str = ""  # the Kueue controller's image, whose tag is its version; conformance report only
+
+    def serves(self, group: str, version: str) -> bool:
+        return version in self.groups.get(group, ())
+
+    @property
+    def addons(self) -> dict[str, bool]:
+        """The add-on flags the renderers and admission read (`HostCluster.addons`)."""
+        addons = {name: self.serves(group, version) for name, (group, version) in ADDONS.items()}
+        addons["hami"] = any(HAMI_REGISTER in (n["metadata"].get("annotations") or {}) for n in self.nodes)
+        addons["nvidia_dra_driver"] = self.dra_driver
+        return addons
+
+    @property
+    def gpu_nodes(self) -> tuple[GpuNode, ...]:
+        return tuple(_gpu_node(node) for node in self.nodes)
+
+    def resource_names(self) -> set[str]:
+        """Every GPU resource name some node offers (`nvidia.com/gpu`, `nvidia.com/mig-1g.18gb`…)."""
+        return {name for node in self.gpu_nodes for name in node.allocatable}
+
+
+def _gpu_node(node: Manifest) -> GpuNode:
+    labels = node.get("metadata", {}).get("labels") or {}
+    allocatable = (node.get("status") or {}).get("allocatable") or {}
+    return GpuNode(
+        name=node["metadata"]["name"],
+        product=labels.get(GPU_PRODUCT, ""),
+        count=count(labels.get("nvidia.com/gpu.count")),
+        memory_mib=count(labels.get("nvidia.com/gpu.memory")),
+        mig_capable=labels.get("nvidia.com/mig.capable") == "true",
+        labels=dict(labels),
+        topology={key: value for key, value in labels.items() if any(h in key for h in TOPOLOGY_HINTS)},
+        allocatable={key: str(value) for key, value in allocatable.items() if key.startswith("nvidia.com/")},
+        allocatable_cpu_milli=quantity(allocatable.get("cpu"), Decimal("0.001")),
+        allocatable_memory_mib=quantity(allocatable.get("memory"), Decimal(2**20)),
+    )
+
+
+def _soft(api: KubeApi) -> Callable[..., Any]:
+    """A read that answers None when it fails, but for 401 (the credentials: every read would fail)."""
+
+    def get(path: str, query: dict[str, str] | None = None) -> Any:
+        try:
+            return api.get(path, query)
+        except NotFound:
+            return None
+        except ApiStatusError as exc:
+            if exc.status == 401:
+                raise
+            return None
+
+    return get
+
+
+def _exists(get: Callable[..., Any], path: str) -> bool:
+    try:
+        return get(path) is not None
+    except NotFound:
+        return False
+
+
+def _kueue_image(get: Callable[..., Any]) -> str:
+    image = ""
+    deployments = get("/apis/apps/v1/deployments", {"labelSelector": KUEUE_SELECTOR}) or {}
+    for item in deployments.get("items") or []:
+        containers = ((item.get("spec") or {}).get("template") or {}).get("spec", {}).get("containers") or []
+        image = next((c.get("image", "") for c in containers if "kueue" in c.get("image", "")), image)
+    return image
+
+
+def discover(api: KubeApi, *, conformance: bool = False) -> ClusterDiscovery:
+    """Server version, served API groups (which add-ons are installed), GPU nodes and NVIDIA's DRA driver.
+
+    Registration asks for exactly that, and any failed read fails it. With `conformance` (the re-check on
+    every reconcile pass) it also reads the GPU Operator's ClusterPolicy and Kueue's controller image, and a
+    read past the API groups that fails (but for 401) counts as nothing found, so that one missing
+    permission does not hide the rest of the report.
+    """
+    get = _soft(api) if conformance else api.get
+    version = api.get("/version") or {}
+    groups = {
+        group["name"]: tuple(v["version"] for v in group.get("versions") or [])
+        for group in (api.get("/apis").get("groups") or [])
+    }
+    nodes = (get(k.NODE.path(), {"labelSelector": GPU_PRODUCT}) or {}).get("items") or []
+    policy = None
+    if conformance and "v1" in groups.get("nvidia.com", ()):
+        items = (get(CLUSTER_POLICY.path()) or {}).get("items") or []
+        policy = items[0] if items else None
+    dra, (dra_group, dra_version) = False, ADDONS["dra"]
+    if dra_version in groups.get(dra_group, ()):
+        dra = _exists(get, k.DEVICE_CLASS.path(name=DRA_DRIVER))
+    image = _kueue_image(get) if conformance and "kueue.x-k8s.io" in groups else ""
+    return ClusterDiscovery(version.get("gitVersion", ""), groups, nodes, dra, policy, image)
+
+
+def missing_resources(discovery: ClusterDiscovery, quotas: Iterable[QuotaSpec]) -> set[str]:
+    """Resource names quotas ask for that no GPU node of the cluster offers (nothing could ever use them)."""
+    return {quota.resource_name for quota in quotas} - discovery.resource_names()
+
+
+def check_scheduler(discovery: ClusterDiscovery, scheduler: str) -> None:
+    """Refuse a scheduler the cluster does not run, saying what is missing."""
+    if scheduler == "kueue":
+        if not discovery.addons["kueue"]:
+            served = discovery.groups.get("kueue.x-k8s.io")
+            detail = (
+                f"it serves kueue.x-k8s.io {', '.join(served)} only" if served else "Kueue is not installed"
+            )
+            raise UnsupportedCluster(f"scheduler kueue needs kueue.x-k8s.io/v1beta2 (Kueue 0.15+): {detail}")
+    elif scheduler == "kai":
+        if not discovery.addons["kai"]:
+            raise UnsupportedCluster(
+                "scheduler kai needs scheduling.run.ai/v2 Queues: KAI Scheduler is not installed"
+            )
+    else:
+        raise UnsupportedCluster(f"unknown scheduler {scheduler!r}: choose kueue or kai")
+
+
+def check_profile(discovery: ClusterDiscovery, profile: ClusterProfile) -> None:
+    """Refuse a profile the cluster cannot serve: its scheduler and its way of installing vClusters."""
+    check_scheduler(discovery, profile.scheduler)
+    if profile.vcluster_mode == "helmrelease" and not (
+        discovery.addons["flux"] and discovery.addons["flux_source"]
+    ):
+        raise UnsupportedCluster(
+            "vCluster mode helmrelease needs Flux (helm.toolkit.fluxcd.io/v2, "
+            "source.toolkit.fluxcd.io/v1): Flux is not installed"
+        )
+    if profile.vcluster_mode == "platform" and not discovery.addons["vcluster_platform"]:
+        raise UnsupportedCluster(
+            "vCluster mode platform needs management.loft.sh/v1: vCluster Platform is not connected"
+        )
+    if profile.cilium and not discovery.addons["cilium"]:
+        raise UnsupportedCluster("cilium is set but the cluster does not serve cilium.io/v2")

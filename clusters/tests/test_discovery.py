@@ -1,0 +1,107 @@
+"""Discovery of what a host cluster runs, against the emulated API server (no mocks)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from clusters.drivers.discovery import (
+    UnsupportedCluster,
+    check_profile,
+    check_scheduler,
+    discover,
+    missing_resources,
+)
+from clusters.render import ClusterProfile
+from clusters.tests.conftest import quota
+from gpucloud.kube.api import KubeApi, api_client_for_url
+from tests.kube_emulator import start_emulator
+
+
+def gpu_node(name: str, **labels: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **labels}},
+        "status": {"allocatable": {"cpu": "64", "nvidia.com/gpu": "8", "nvidia.com/mig-1g.18gb": "0"}},
+    }
+
+
+def test_discovery_reads_version_addons_and_gpu_nodes(kube_emulator, kube_client):
+    kube_emulator.put_object(
+        gpu_node(
+            "gpu-1",
+            **{
+                "nvidia.com/gpu.product": "NVIDIA-H200",
+                "nvidia.com/gpu.count": "8",
+                "nvidia.com/gpu.memory": "143771",
+                "nvidia.com/mig.capable": "true",
+                "example.com/topology-rack": "r1",
+            },
+        )
+    )
+    kube_emulator.put_object({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "cpu-1"}})
+
+    found = discover(KubeApi(kube_client))
+
+    assert found.server_version == "v1.33.0"
+    assert found.addons == {
+        "kueue": True,
+        "kai": True,
+        "flux": True,
+        "flux_source": True,
+        "vcluster_platform": True,
+        "cilium": True,
+        "gpu_operator": True,
+        "dra": False,
+        "nvidia_dra_driver": False,
+        "hami": False,
+    }
+    (node,) = found.gpu_nodes
+    assert (node.name, node.product, node.count, node.memory_mib, node.mig_capable) == (
+        "gpu-1",
+        "NVIDIA-H200",
+        8,
+        143771,
+        True,
+    )
+    assert node.topology == {"kubernetes.io/hostname": "gpu-1", "example.com/topology-rack": "r1"}
+    assert (node.allocatable_cpu_milli, node.allocatable_memory_mib) == (64_000, 0)  # no memory given
+    assert found.resource_names() == {"nvidia.com/gpu", "nvidia.com/mig-1g.18gb"}
+    check_profile(found, ClusterProfile(scheduler="kai", cilium=True))
+    assert missing_resources(found, [quota(), quota("h200.shared", "nvidia.com/gpumem")]) == {
+        "nvidia.com/gpumem"
+    }
+
+
+@pytest.mark.parametrize(
+    ("cpu", "memory", "expected"),
+    [
+        ("96", "1056Gi", (96_000, 1_081_344)),
+        ("95500m", "1000000Ki", (95_500, 976)),
+        ("1.5", "512M", (1_500, 488)),
+        ("1e3", "2Ti", (1_000_000, 2_097_152)),
+        ("lots", "-1Gi", (0, 0)),  # malformed or negative: the node takes no pods
+    ],
+)
+def test_discovery_reads_cpu_and_memory_from_allocatable_quantities(
+    kube_emulator, kube_client, cpu, memory, expected
+):
+    node = gpu_node("gpu-1", **{"nvidia.com/gpu.product": "NVIDIA-H200", "nvidia.com/gpu.count": "8"})
+    node["status"]["allocatable"] |= {"cpu": cpu, "memory": memory}
+    kube_emulator.put_object(node)
+
+    (found,) = discover(KubeApi(kube_client)).gpu_nodes
+
+    assert (found.allocatable_cpu_milli, found.allocatable_memory_mib) == expected
+
+
+def test_a_scheduler_the_cluster_lacks_is_refused_clearly():
+    with start_emulator(crds=("kueue", "flux")) as em:
+        found = discover(KubeApi(api_client_for_url(em.url)))
+    check_scheduler(found, "kueue")
+    with pytest.raises(UnsupportedCluster, match="KAI Scheduler is not installed"):
+        check_scheduler(found, "kai")
+    with pytest.raises(UnsupportedCluster, match="vCluster Platform"):
+        check_profile(found, ClusterProfile(vcluster_mode="platform"))
