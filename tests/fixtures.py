@@ -12,14 +12,17 @@ from django.contrib.auth.models import User
 from django.core.cache import cache
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
+from kubernetes import client
 from rest_framework.test import APIClient
 
 from core.audit import Actor
 from fleet import fleet_file
 from fleet.services import load_fleet, sync_catalog
+from gpucloud.kube.api import api_client_for_url
 from tenants import services
 from tenants.models import Tenant
 from tenants.tokens import create_token
+from tests.kube_emulator import RunningEmulator, start_emulator
 
 SYSTEM = Actor.system("tests")
 
@@ -148,3 +151,22 @@ def migrate(transactional_db: Any) -> Iterator[Callable[[tuple[str, str]], Any]]
     yield to
     executor = MigrationExecutor(connection)
     executor.migrate(executor.loader.graph.leaf_nodes())
+
+
+ALL_CRDS = ("kueue", "kai", "flux", "vcluster-platform", "cilium", "gpu-operator")
+
+
+@pytest.fixture
+def kube_emulator() -> Iterator[RunningEmulator]:
+    """An emulated API server on loopback serving every add-on's CRDs; `.url` is its address."""
+    emulator = start_emulator(crds=ALL_CRDS)
+    yield emulator
+    emulator.stop()
+
+
+@pytest.fixture
+def kube_client(kube_emulator: RunningEmulator) -> Iterator[client.ApiClient]:
+    """An official `kubernetes.client.ApiClient` pointed at the emulator."""
+    api_client = api_client_for_url(kube_emulator.url)
+    yield api_client
+    api_client.close()

@@ -1,35 +1,11 @@
-"""Fixtures for driving the Kubernetes emulator through the real client."""
+"""Helpers for the clusters tests; the emulator fixtures (`kube_emulator`, `kube_client`) are shared, in
+tests/fixtures.py."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
-from kubernetes import client
-
 from clusters.spec import QuotaSpec, TenantSpec
-from gpucloud.kube.api import api_client_for_url
-from tests.kube_emulator import RunningEmulator, start_emulator
-
-ALL_CRDS = ("kueue", "kai", "flux", "vcluster-platform", "cilium", "gpu-operator")
-
-
-@pytest.fixture
-def kube_emulator() -> Iterator[RunningEmulator]:
-    """An emulated API server on loopback serving every add-on's CRDs; `.url` is its address."""
-    emulator = start_emulator(crds=ALL_CRDS)
-    yield emulator
-    emulator.stop()
-
-
-@pytest.fixture
-def kube_client(kube_emulator: RunningEmulator) -> Iterator[client.ApiClient]:
-    """An official `kubernetes.client.ApiClient` pointed at the emulator."""
-    api_client = api_client_for_url(kube_emulator.url)
-    yield api_client
-    api_client.close()
-
 
 H200 = (("nvidia.com/gpu.product", "NVIDIA-H200"),)
 
