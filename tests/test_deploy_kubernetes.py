@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -27,7 +28,7 @@ SECRET_SETTINGS = {
 IMAGE_USER = int(re.search(r"^USER (\d+)", (ROOT / "deploy/image/Dockerfile").read_text(), re.M).group(1))
 
 
-def render(overlay: str) -> list[dict]:
+def render(overlay: str) -> list[dict[str, Any]]:
     if not shutil.which("kubectl"):
         unavailable("kubectl is not installed")
     done = subprocess.run(
@@ -40,20 +41,20 @@ def render(overlay: str) -> list[dict]:
 
 
 @pytest.fixture(scope="module", params=OVERLAYS)
-def objects(request) -> list[dict]:
+def objects(request) -> list[dict[str, Any]]:
     return render(request.param)
 
 
-def of_kind(objects: list[dict], kind: str) -> dict[str, dict]:
+def of_kind(objects: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
     return {o["metadata"]["name"]: o for o in objects if o["kind"] == kind}
 
 
-def workloads(objects: list[dict]) -> dict[str, dict]:
+def workloads(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Every Deployment and Job, the quickstart's Redis included."""
     return of_kind(objects, "Deployment") | of_kind(objects, "Job")
 
 
-def gpucloud_workloads(objects: list[dict]) -> dict[str, dict]:
+def gpucloud_workloads(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """gpucloud's own: web, worker, scheduler, tenant watcher, extender, the migration Job."""
     named = {
         name: w
@@ -275,7 +276,7 @@ def test_the_documented_kube_scheduler_configuration_reaches_the_production_serv
     assert extender["tlsConfig"]["serverName"] == address and extender["enableHTTPS"] is True
 
 
-def labels_match(selector: dict, labels: dict) -> bool:
+def labels_match(selector: dict[str, Any], labels: dict[str, str]) -> bool:
     return all(labels.get(k) == v for k, v in selector.items())
 
 

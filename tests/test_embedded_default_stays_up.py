@@ -28,7 +28,7 @@ def running(tmp_path_factory):
 
 
 def tenant_state(running, slug: str) -> str:
-    return get(f"{running.base}/api/v1/tenants/{slug}/", running.token)[1].get("state", "")
+    return str(get(f"{running.base}/api/v1/tenants/{slug}/", running.token)[1].get("state", ""))
 
 
 def create_ready_tenant(running, slug: str, timeout: float) -> None:

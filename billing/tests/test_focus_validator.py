@@ -130,7 +130,7 @@ def _references(node: Any) -> Iterator[str]:
 def _and_semantics(model: dict[str, Any]) -> dict[str, Any]:
     """The model with each rule naming only the criteria gpucloud does not declare (when it names any):
     focus-validator then leaves a rule out exactly when one of its criteria is undeclared."""
-    patched = json.loads(json.dumps(model))
+    patched: dict[str, Any] = json.loads(json.dumps(model))
     for rule in patched["ModelRules"].values():
         undeclared = [
             c for c in rule.get("ApplicabilityCriteria") or [] if c not in exports.FOCUS_APPLICABILITY

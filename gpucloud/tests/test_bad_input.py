@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -14,10 +15,10 @@ from tests.fixtures import SYSTEM
 PROBLEM_JSON = "application/problem+json"
 
 
-def assert_problem(response, status: int, type_: str) -> dict:
+def assert_problem(response, status: int, type_: str) -> dict[str, Any]:
     assert response.status_code == status, response.content[:300]
     assert response["Content-Type"] == PROBLEM_JSON
-    body = response.json()
+    body: dict[str, Any] = response.json()
     assert body["type"] == f"/problems/{type_}" and body["status"] == status
     return body
 

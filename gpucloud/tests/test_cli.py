@@ -20,6 +20,7 @@ import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
@@ -62,7 +63,7 @@ def process_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def gpucloud(*args: str, env: dict[str, str], out: Path) -> subprocess.Popen:
+def gpucloud(*args: str, env: dict[str, str], out: Path) -> subprocess.Popen[bytes]:
     """Start `gpucloud ARGS…` (the console script's own entry point) with its output in a file."""
     return subprocess.Popen(
         [sys.executable, "-m", "gpucloud.cli", *args],
@@ -74,7 +75,7 @@ def gpucloud(*args: str, env: dict[str, str], out: Path) -> subprocess.Popen:
     )
 
 
-def stop(process: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 30) -> int:
+def stop(process: subprocess.Popen[bytes], sig: int = signal.SIGTERM, timeout: float = 30) -> int:
     if process.poll() is None:
         process.send_signal(sig)
     try:
@@ -147,7 +148,7 @@ def test_two_schedulers_started_at_once_fire_each_schedule_once_and_the_standby_
         # Every firing is one message on the reconcile queue, not one per scheduler. The log line comes just
         # before the message is published, so the two are compared between firings, not at any instant.
         def queued_as_logged(*which: int) -> bool:
-            return broker.llen("reconcile") == sum(len(sends(logs[i])) for i in which)
+            return int(broker.llen("reconcile")) == sum(len(sends(logs[i])) for i in which)
 
         wait_until(lambda: queued_as_logged(leader), 5, "one message on the queue per firing logged")
 
@@ -159,7 +160,7 @@ def test_two_schedulers_started_at_once_fire_each_schedule_once_and_the_standby_
             stop(scheduler)
 
 
-def healthz(port: int) -> tuple[int, dict]:
+def healthz(port: int) -> tuple[int, dict[str, Any]]:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as response:
             return response.status, json.loads(response.read())
@@ -211,7 +212,8 @@ def test_the_scheduler_refuses_to_start_without_redis(tmp_path):
 def get(url: str, headers: dict[str, str] | None = None) -> int:
     try:
         with urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}), timeout=30) as r:
-            return r.status
+            status: int = r.status
+            return status
     except urllib.error.HTTPError as error:
         return error.code
     except (urllib.error.URLError, ConnectionError):

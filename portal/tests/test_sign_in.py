@@ -17,9 +17,9 @@ __all__ = ["fresh_database"]  # a fixture: imported to be used here
 
 
 def sign_in(client, username: str, password: str, address: str = "10.0.0.7") -> int:
-    return client.post(
-        "/login/", {"username": username, "password": password}, REMOTE_ADDR=address
-    ).status_code
+    response = client.post("/login/", {"username": username, "password": password}, REMOTE_ADDR=address)
+    status: int = response.status_code
+    return status
 
 
 def test_a_locked_out_account_does_not_lock_out_others_at_the_same_address(client, make_user, settings):

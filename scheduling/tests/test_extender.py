@@ -33,7 +33,7 @@ def v1_pod(
     if gpus is not None:
         requests["nvidia.com/gpu"] = gpus
     requests.update({f"nvidia.com/mig-{profile}": count for profile, count in (mig or {}).items()})
-    spec: dict = {"containers": [{"name": "c", "resources": {"requests": requests}}]}
+    spec: dict[str, Any] = {"containers": [{"name": "c", "resources": {"requests": requests}}]}
     if init:
         spec["initContainers"] = [{"name": "i", "resources": {"requests": init}}]
     if models:
@@ -367,13 +367,14 @@ def _replaced(document, path, new):
     return copy
 
 
-def _every_field() -> dict:
+def _every_field() -> dict[str, Any]:
     pod = v1_pod(gpus="1", models=("G2",), annotations={"gpucloud.io/gpu-milli": "500"}, init={"cpu": "1"})
     pod["spec"]["containers"][0]["resources"]["limits"] = {"nvidia.com/gpucores": "30"}
-    return args(pod)
+    document: dict[str, Any] = args(pod)
+    return document
 
 
-def _with_node_selector() -> dict:
+def _with_node_selector() -> dict[str, Any]:
     document = _every_field()
     document["Pod"]["spec"]["nodeSelector"] = {"nvidia.com/gpu.product": "G2"}
     return document

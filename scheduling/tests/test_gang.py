@@ -3,12 +3,13 @@
 import pytest
 
 from scheduling.engine.errors import EngineError, UnplaceablePod
+from scheduling.engine.fleet import NodeSpec
 from scheduling.engine.gang import GangRequest
 from scheduling.engine.placer import Engine
 from scheduling.tests.factories import make_node, make_pod
 
 
-def rack_fleet() -> list:
+def rack_fleet() -> list[NodeSpec]:
     """Two racks: r0 has 2 nodes (one NVLink domain each), r1 has 4 nodes in two NVLink domains."""
     nodes = [make_node(f"r0-n{i}", zone="z", block="b", rack="r0", nvlink=f"r0-nv{i}") for i in range(2)]
     nodes += [

@@ -107,5 +107,5 @@ def test_rules_come_from_settings():
     assert (rules.xid_fatal, rules.xid_unknown, rules.node_conditions_fatal) == (
         frozenset({79}),
         "warning",
-        {"A"},
+        frozenset({"A"}),
     )

@@ -3,12 +3,12 @@
 import pytest
 
 from scheduling.engine.errors import EngineError, UnplaceablePod
-from scheduling.engine.fleet import Tier
+from scheduling.engine.fleet import NodeSpec, Tier
 from scheduling.engine.placer import Engine
 from scheduling.tests.factories import make_node, make_pod
 
 
-def fleet() -> list:
+def fleet() -> list[NodeSpec]:
     nodes = []
     for r in range(3):
         for n in range(4):

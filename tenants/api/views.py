@@ -330,7 +330,7 @@ class UtcDateTimeFilter(django_filters.IsoDateTimeFilter):
             try:
                 value = value.astimezone(dt.UTC)
             except OverflowError:
-                raise ValidationFailed.on(self.field_name, "the time is out of range") from None
+                raise ValidationFailed.on(self.field_name or "time", "the time is out of range") from None
         return super().filter(qs, value)
 
 

@@ -253,7 +253,8 @@ def _documented_config() -> dict[str, Any]:
     text = DOCS.read_text()
     block = re.search(r"```yaml\n(apiVersion: kubescheduler\.config\.k8s\.io/v1\n.*?)```", text, re.S)
     assert block, "docs/placement.md must show the KubeSchedulerConfiguration"
-    return yaml.safe_load(block.group(1))
+    config: dict[str, Any] = yaml.safe_load(block.group(1))
+    return config
 
 
 def test_the_documented_scheduler_configuration_fails_open_and_matches_the_server():

@@ -95,7 +95,8 @@ T0 = timezone.now().replace(microsecond=0) - timedelta(minutes=10)
 
 
 def node_obj(kube_emulator, name: str) -> dict[str, Any]:
-    return kube_emulator.get_object("v1", "Node", name)
+    node: dict[str, Any] = kube_emulator.get_object("v1", "Node", name)
+    return node
 
 
 def eventually(check: Callable[[], bool], timeout: float = 20.0) -> None:

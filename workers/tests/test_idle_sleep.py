@@ -3,6 +3,8 @@ and a tenant put to sleep for idleness lends its whole guarantee to its cohort u
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.utils import timezone
 
 from tenants import services
@@ -14,12 +16,13 @@ from workers.tests.test_host_clusters_api import host  # noqa: F401 (a fixture)
 KUEUE = "kueue.x-k8s.io/v1beta2"
 
 
-def release_values(kube_emulator) -> dict:
+def release_values(kube_emulator) -> dict[str, Any]:
     release = kube_emulator.get_object("helm.toolkit.fluxcd.io/v2", "HelmRelease", "vision", "tenant-vision")
-    return release["spec"]["values"]
+    values: dict[str, Any] = release["spec"]["values"]
+    return values
 
 
-def gpu_quota(kube_emulator) -> dict:
+def gpu_quota(kube_emulator) -> dict[str, Any]:
     queue = kube_emulator.get_object(KUEUE, "ClusterQueue", "tenant-vision")
     resources = [r for g in queue["spec"]["resourceGroups"] for f in g["flavors"] for r in f["resources"]]
     return next(r for r in resources if r["name"] == "nvidia.com/gpu")

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 from workers.drivers.kubernetes import contains, in_sync
 from workers.render import ClusterProfile, render_tenant
 from workers.tests.conftest import make_tenant
 
 
-def cluster_queue() -> dict:
+def cluster_queue() -> dict[str, Any]:
     return next(o for o in render_tenant(make_tenant(), ClusterProfile()) if o["kind"] == "ClusterQueue")
 
 

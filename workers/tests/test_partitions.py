@@ -55,11 +55,14 @@ def taints(em: Any, node: str) -> list[dict[str, str]]:
 
 def mig_configs(em: Any) -> dict[str, Any]:
     configmap = em.get_object("v1", "ConfigMap", "gpucloud-mig-config", OPERATOR_NS)
-    return yaml.safe_load(configmap["data"]["config.yaml"])["mig-configs"]
+    configs: dict[str, Any] = yaml.safe_load(configmap["data"]["config.yaml"])["mig-configs"]
+    return configs
 
 
 def hard(em: Any, slug: str) -> dict[str, str]:
-    return em.get_object("v1", "ResourceQuota", "gpucloud-gpu-quota", f"tenant-{slug}")["spec"]["hard"]
+    quota = em.get_object("v1", "ResourceQuota", "gpucloud-gpu-quota", f"tenant-{slug}")
+    limits: dict[str, str] = quota["spec"]["hard"]
+    return limits
 
 
 def advertised(cluster: HostCluster, gpu_class: str) -> int | None:
