@@ -61,8 +61,11 @@ def test_a_failed_sign_in_is_audited_with_the_name_tried_and_the_address(client,
     sign_in(client, "alice", "wrong")
 
     row = AuditEvent.objects.get(action="user.sign_in_failed")
-    assert row.object_id == "alice" and row.actor_label == "anonymous" and row.source_ip == "10.0.0.7"
-    assert row.after["method"] == "password" and "do not match" in row.after["reason"]
+    assert row.object_id == "alice"
+    assert row.actor_label == "anonymous"
+    assert row.source_ip == "10.0.0.7"
+    assert row.after["method"] == "password"
+    assert "do not match" in row.after["reason"]
 
 
 def test_there_is_no_django_admin_site_to_sign_in_through(client, make_user):

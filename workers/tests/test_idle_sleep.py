@@ -43,7 +43,8 @@ def test_the_tenant_sets_its_vcluster_sleep_mode_from_its_settings(host, kube_em
     assert release_values(kube_emulator)["sleep"] == {"auto": {"afterInactivity": "2h"}}
 
     bad = client.patch("/api/v1/tenants/vision/", {"sleep_after_inactivity": "soon"}, format="json")
-    assert bad.status_code == 400 and "sleep_after_inactivity" in bad.json()["errors"]
+    assert bad.status_code == 400
+    assert "sleep_after_inactivity" in bad.json()["errors"]
 
 
 def test_an_idle_tenant_asleep_lends_its_guarantee_and_gets_it_back_when_woken(
@@ -79,7 +80,8 @@ def test_an_idle_tenant_asleep_lends_its_guarantee_and_gets_it_back_when_woken(
     from django.contrib.auth.models import User
 
     response = api(User.objects.get(username="bob")).post("/api/v1/tenants/vision/wake/")  # one click
-    assert response.status_code == 202 and response.json()["asleep_since"] is None
+    assert response.status_code == 202
+    assert response.json()["asleep_since"] is None
     reconcile.reconcile_host_cluster(host)
     assert gpu_quota(kube_emulator)["lendingLimit"] == "2"
     assert "sleep" not in release_values(kube_emulator)
