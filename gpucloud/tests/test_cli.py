@@ -137,7 +137,8 @@ def test_two_schedulers_started_at_once_fire_each_schedule_once_and_the_standby_
     schedulers = [gpucloud("scheduler", env=env, out=log) for log in logs]
     try:
         wait_until(lambda: any(sends(log) for log in logs), 60, "a scheduler fires")
-        time.sleep(6)
+        # Five firings a second apart: time enough for a standby that ignored the lock to fire too.
+        wait_until(lambda: any(len(sends(log)) >= 5 for log in logs), 30, "five firings")
         counts = [len(sends(log)) for log in logs]
         leader = counts.index(max(counts))
         standby = 1 - leader

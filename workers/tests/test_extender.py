@@ -178,13 +178,14 @@ def test_a_feed_lists_the_clusters_pods_then_follows_its_watch(cluster: RunningE
 
 def test_a_placement_the_extender_assumed_is_confirmed_by_the_watch(cluster: RunningEmulator):
     feed = ClusterFeed(KubeApi(api_client_for_url(cluster.url), FAST), watch_seconds=1)
-    extender = Extender(feed.nodes(), assume_seconds=0.5)
+    now = [0.0]
+    extender = Extender(feed.nodes(), assume_seconds=0.5, clock=lambda: now[0])
     version = feed.list_pass(extender)
     ranked = extender.prioritize({"Pod": pod("job", 8), "NodeNames": ["gpu-1", "gpu-2"]})
     chosen = next(h["Host"] for h in ranked if h["Score"] == 10)
     cluster.put_object(pod("job", 8, chosen))  # kube-scheduler bound it where the extender said
     feed.watch(extender, version, threading.Event())
-    time.sleep(0.6)  # past the assumption's lapse: only the cluster's word keeps it now
+    now[0] = 0.6  # past the assumption's lapse: only the cluster's word keeps it now
     extender.filter({"Pod": pod("next", 1), "NodeNames": ["gpu-1"]})
     assert extender.fleet.placements()["team/job"].node == chosen
 
