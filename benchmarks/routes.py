@@ -100,7 +100,7 @@ class Caller:
         self.statements += 1
         return execute(sql, params, many, context)
 
-    def __call__(self, method: str, path: str, body: dict | None = None) -> tuple[int, int]:
+    def __call__(self, method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, int]:
         path, _, query = path.partition("?")
         data = json.dumps(body).encode() if body is not None else b""
         environ = {

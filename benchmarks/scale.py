@@ -35,8 +35,10 @@ import threading
 import time
 import uuid
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
@@ -50,7 +52,7 @@ class Tally:
     """What the clients saw: latencies per route class, statuses, the changes that succeeded."""
 
     latencies: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
-    statuses: Counter = field(default_factory=Counter)
+    statuses: Counter[tuple[str, int]] = field(default_factory=Counter)
     quota_sets: int = 0
     created: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
@@ -87,7 +89,7 @@ class Client(threading.Thread):
         self.mine: list[str] = []
         self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
 
-    def call(self, route: str, method: str, path: str, body: dict | None = None) -> int:
+    def call(self, route: str, method: str, path: str, body: dict[str, Any] | None = None) -> int:
         started = self.due or time.perf_counter()
         if self.conn.sock is not None and select.select([self.conn.sock], [], [], 0)[0]:
             # Readable while idle: the server closed the kept-alive connection (gunicorn's keepalive, 5 s);
@@ -244,13 +246,14 @@ def converged(env: dict[str, str]) -> bool:
     return out.strip() == "0"
 
 
-def python(code: str, env: dict[str, str], *args: str) -> dict:
+def python(code: str, env: dict[str, str], *args: str) -> dict[str, Any]:
     done = subprocess.run(
         [sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, cwd=ROOT
     )
     if done.returncode:
         sys.exit(done.stderr)
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    answer: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return answer
 
 
 def wait_http(port: int, timeout: float = 90) -> None:
@@ -281,7 +284,7 @@ def load(
     slugs: list[str],
     clients: int,
     duration: float,
-    kill=None,
+    kill: Callable[[], None] | None = None,
     rate: float = 0.0,
 ) -> tuple[Tally, float]:
     tally, started = Tally(), time.monotonic()
@@ -324,7 +327,7 @@ def report(title: str, tally: Tally, elapsed: float) -> None:
     print(f"5xx or no answer: {errors}")
 
 
-def max_connections(name: str, stop: threading.Event, seen: Counter, cpu: CpuMeter) -> None:
+def max_connections(name: str, stop: threading.Event, seen: Counter[str], cpu: CpuMeter) -> None:
     with psycopg.connect(database_url("postgres"), autocommit=True) as conn:
         while not stop.is_set():
             rows = conn.execute(
@@ -408,7 +411,9 @@ class CpuMeter:
             return dict(out)
 
 
-def watch_processes(processes: dict[str, subprocess.Popen], stop: threading.Event, cpu: CpuMeter) -> None:
+def watch_processes(
+    processes: dict[str, subprocess.Popen[bytes]], stop: threading.Event, cpu: CpuMeter
+) -> None:
     while not stop.is_set():
         children = process_tree()
         for label, process in processes.items():
@@ -463,8 +468,8 @@ def production(args: argparse.Namespace) -> None:
         f"web: 2 × {env['GPUCLOUD_WEB_WORKERS']} gunicorn workers × {env['GPUCLOUD_WEB_THREADS']} threads;"
         f" workers: 2 × {env['GPUCLOUD_WORKER_CONCURRENCY']} threads"
     )
-    processes: dict[str, subprocess.Popen] = {}
-    seen: Counter = Counter()
+    processes: dict[str, subprocess.Popen[bytes]] = {}
+    seen: Counter[str] = Counter()
     stop = threading.Event()
     cpu = CpuMeter()
     try:

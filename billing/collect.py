@@ -41,7 +41,8 @@ def fetch(url: str, timeout: float) -> str | Failure:
     """One HTTP GET; any failure becomes the reason a person reads on the scrape record."""
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:  # only http(s) URLs are configured
-            return response.read().decode("utf-8", errors="replace")
+            body: bytes = response.read()
+            return body.decode("utf-8", errors="replace")
     except urllib.error.HTTPError as exc:
         return Failure(f"{url} answered HTTP {exc.code}")
     except TimeoutError:

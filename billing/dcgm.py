@@ -270,7 +270,7 @@ def _value_and_timestamp(record: DeviceRecord, rest: str) -> float | None:
 
 def _number(text: str, bad: list[tuple[int, str]], first: bool) -> list[BadLine]:
     """Line numbers of bad rows, worked out only when there are some (a second scan)."""
-    wanted = {index: reason for index, reason in bad}
+    wanted = dict(bad)
     out = []
     if first and 0 in wanted:
         out.append(BadLine(1, wanted.pop(0)))

@@ -113,7 +113,7 @@ class Money:
         except InvalidOperation:
             return str(value)
 
-    def model_field(self, **kwargs: Any) -> models.DecimalField:
+    def model_field(self, **kwargs: Any) -> models.DecimalField[Decimal, Decimal]:
         return models.DecimalField(
             max_digits=self.max_digits,
             decimal_places=self.decimal_places,

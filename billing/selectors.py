@@ -42,8 +42,9 @@ def usage(
     elif group_by == "hour":
         rows = rows.annotate(period=F("hour"))
         keys.append("period")
-    return (
+    sums: QuerySet[UsageHour, dict[str, Any]] = (
         rows.values(*keys)
         .annotate(gpu_us=Sum("gpu_us"), util_gpu_us=Sum("util_gpu_us"), millijoules=Sum("millijoules"))
         .order_by(*[k if k != "tenant__slug" else F(k).asc(nulls_first=True) for k in keys])
     )
+    return sums

@@ -108,21 +108,26 @@ class GpuClassSpec:
 
 
 def classes_of(model: GpuModelSpec) -> list[GpuClassSpec]:
-    classes = [GpuClassSpec(model.slug, WHOLE, model.slug, "nvidia.com/gpu")]
-    for profile in model.mig_profiles:
-        classes.append(
-            GpuClassSpec(
-                f"{model.slug}.mig-{profile.name}",
-                MIG,
-                model.slug,
-                f"nvidia.com/mig-{profile.name}",
-                profile.name,
-            )
+    mig = [
+        GpuClassSpec(
+            f"{model.slug}.mig-{profile.name}",
+            MIG,
+            model.slug,
+            f"nvidia.com/mig-{profile.name}",
+            profile.name,
         )
-    classes.append(GpuClassSpec(f"{model.slug}.shared", SHARED, model.slug, "nvidia.com/gpu.shared"))
-    for percent in HAMI_PERCENTS:
-        classes.append(GpuClassSpec(f"{model.slug}.hami-{percent}", FRACTION, model.slug, HAMI_RESOURCE))
-    return classes
+        for profile in model.mig_profiles
+    ]
+    hami = [
+        GpuClassSpec(f"{model.slug}.hami-{percent}", FRACTION, model.slug, HAMI_RESOURCE)
+        for percent in HAMI_PERCENTS
+    ]
+    return [
+        GpuClassSpec(model.slug, WHOLE, model.slug, "nvidia.com/gpu"),
+        *mig,
+        GpuClassSpec(f"{model.slug}.shared", SHARED, model.slug, "nvidia.com/gpu.shared"),
+        *hami,
+    ]
 
 
 def hami_percent(gpu_class: str) -> int:

@@ -303,9 +303,9 @@ class _Loader(yaml.SafeLoader):
 
     def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
         if self.depth >= MAX_DEPTH:
-            raise TooDeep(
-                problem=f"nested more than {MAX_DEPTH} levels deep", problem_mark=self.peek_event().start_mark
-            )
+            # types-PyYAML leaves peek_event unannotated
+            mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+            raise TooDeep(problem=f"nested more than {MAX_DEPTH} levels deep", problem_mark=mark)
         self.depth += 1
         try:
             return super().compose_node(parent, index)

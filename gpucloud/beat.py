@@ -11,7 +11,7 @@ from redbeat import RedBeatScheduler
 from gpucloud import liveness
 
 
-class Scheduler(RedBeatScheduler):
+class Scheduler(RedBeatScheduler):  # type: ignore[misc]  # celery-redbeat ships no type information
     def tick(self, *args: Any, **kwargs: Any) -> float:
         """RedBeat's tick (extend the leader's lock, send what is due), then the beat: a tick that hangs on
         Redis beats no more."""

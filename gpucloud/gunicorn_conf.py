@@ -37,7 +37,7 @@ FORMATTER = JsonFormatter(
 )
 
 
-class JsonLogger(Logger):
+class JsonLogger(Logger):  # type: ignore[misc]  # gunicorn ships no type information
     """gunicorn's logger, writing JSON: one object per request with its fields, not a formatted line."""
 
     def setup(self, cfg: Any) -> None:

@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import secrets
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import models
 
 ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+if TYPE_CHECKING:  # Django's fields take type arguments only in django-stubs, not at run time
+    _CharField = models.CharField[str, str]
+else:
+    _CharField = models.CharField
 
 
 def new_public_id(prefix: str) -> str:
     return f"{prefix}_" + "".join(secrets.choice(ALPHABET) for _ in range(16))
 
 
-class PublicIdField(models.CharField):
+class PublicIdField(_CharField):
     """A unique, immutable `<prefix>_<16 base36 chars>` id, generated on first save."""
 
     def __init__(self, *args: Any, prefix: str = "", **kwargs: Any) -> None:

@@ -37,6 +37,8 @@ def task(name: str, *, max_retries: int = 8) -> Callable[[F], Any]:
     return wrap
 
 
-@task_failure.connect
 def _count_failure(sender: Any = None, **_: Any) -> None:
     TASK_FAILURES.labels(getattr(sender, "name", "unknown")).inc()
+
+
+task_failure.connect(_count_failure)  # a call, not a decorator: celery's signals are untyped

@@ -139,8 +139,9 @@ def _scrape_findings(
         fields = scrape.fields.get(gpu.uuid)
         if fields:
             previous = scrape.previous.get(gpu.uuid, {}) if scrape.elapsed is not None else None
-            for finding in gpu_findings(fields, previous, scrape.elapsed, judge):
-                found.append((gpu.node, gpu, finding))
+            found.extend(
+                (gpu.node, gpu, finding) for finding in gpu_findings(fields, previous, scrape.elapsed, judge)
+            )
     return found
 
 

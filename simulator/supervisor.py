@@ -43,14 +43,14 @@ class Child:
 
     name: str
     argv: Sequence[str]
-    process: subprocess.Popen | None = None
+    process: subprocess.Popen[bytes] | None = None
     started_at: float = 0.0
     restarts: int = 0
     crashes_in_a_row: int = 0
     restart_at: float | None = None
 
     def backoff(self) -> float:
-        return min(FIRST_DELAY * 2 ** (self.crashes_in_a_row - 1), MAX_DELAY)
+        return min(FIRST_DELAY * 2.0 ** (self.crashes_in_a_row - 1), MAX_DELAY)
 
 
 class Supervisor:

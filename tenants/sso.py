@@ -211,7 +211,7 @@ def verified_email(claims: dict[str, Any]) -> str:
     return ""
 
 
-class Backend(OIDCAuthenticationBackend):
+class Backend(OIDCAuthenticationBackend):  # type: ignore[misc]  # mozilla-django-oidc ships no types
     """mozilla-django-oidc's backend, matching users by `sub` and syncing roles from groups."""
 
     get_settings = staticmethod(setting)
@@ -366,7 +366,7 @@ def deprovision(user: Any) -> None:
 def provider_logout_url(request: HttpRequest) -> str:
     """Where signing out sends the browser: the provider's end_session_endpoint when it has one, so the
     provider session ends too; else gpucloud's sign-in page."""
-    back = absolutify(request, reverse(settings.LOGOUT_REDIRECT_URL))
+    back: str = absolutify(request, reverse(settings.LOGOUT_REDIRECT_URL))  # mozilla-django-oidc: untyped
     try:
         end_session = discovery().get("end_session_endpoint")
     except ProviderUnavailable as exc:

@@ -93,8 +93,15 @@ def _validate(actor: Actor, name: str, scope: str, expires_at: datetime | None, 
 
 
 def _issue(
-    *, user: User, tenant: Tenant | None, actor: Actor, name: str, scope: str, expires_at: Any, source: str
-) -> Any:
+    *,
+    user: User,
+    tenant: Tenant | None,
+    actor: Actor,
+    name: str,
+    scope: str,
+    expires_at: datetime | None,
+    source: str,
+) -> tuple[ApiToken, str]:
     prefix = _random(PREFIX_LENGTH)
     while ApiToken.objects.filter(prefix=prefix).exists():
         prefix = _random(PREFIX_LENGTH)

@@ -12,7 +12,7 @@ from terraform_provider.client import path
 from terraform_provider.resources import TenantResource, attr
 
 
-class GpuClassData(Base, DataSource):
+class GpuClassData(Base, DataSource):  # type: ignore[misc]  # tf ships no type information
     """A GPU class the fleet offers (GET /api/v1/gpu-classes/{name}/)."""
 
     name = "gpu_class"
@@ -40,7 +40,7 @@ class GpuClassData(Base, DataSource):
         return None
 
 
-class TenantData(Base, DataSource):
+class TenantData(Base, DataSource):  # type: ignore[misc]  # tf ships no type information
     """A tenant that already exists, managed here or elsewhere."""
 
     name = "tenant"
@@ -68,7 +68,7 @@ class TenantData(Base, DataSource):
         return None
 
 
-class KubeconfigData(Base, DataSource):
+class KubeconfigData(Base, DataSource):  # type: ignore[misc]  # tf ships no type information
     """The tenant cluster's kubeconfig (every read is audited by gpucloud)."""
 
     name = "kubeconfig"

@@ -22,7 +22,7 @@ from terraform_provider.data_sources import DATA_SOURCES
 from terraform_provider.resources import RESOURCES
 
 
-class GpucloudProvider(Provider):
+class GpucloudProvider(Provider):  # type: ignore[misc]  # tf ships no type information
     def __init__(self) -> None:
         self._client: Client | None = None
 
@@ -50,7 +50,7 @@ class GpucloudProvider(Provider):
 
     def validate_config(self, diags: Diagnostics, config: dict[str, Any]) -> None:
         endpoint = config.get("endpoint")
-        if known(endpoint) and urlparse(endpoint).scheme not in ("http", "https"):
+        if known(endpoint) and urlparse(str(endpoint)).scheme not in ("http", "https"):
             diags.add_error(
                 f"endpoint: {endpoint!r} is not an http(s) URL",
                 "write it like https://gpucloud.example.com",
@@ -88,7 +88,7 @@ class GpucloudProvider(Provider):
         return list(RESOURCES)
 
 
-class Servicer(ProviderServicer):
+class Servicer(ProviderServicer):  # type: ignore[misc]  # tf ships no type information
     """tf's servicer, but a create is planned through `Resource.plan` too (tf calls it for updates only),
     so the API's dry run refuses a bad new object at `terraform plan`, not halfway through an apply."""
 

@@ -50,7 +50,7 @@ def attr(name: str, type_: Any = None, *, doc: str, **flags: Any) -> Attribute:
     return Attribute(name, type_ or String(), description=doc, **flags)
 
 
-class GpucloudResource(Base, Resource):
+class GpucloudResource(Base, Resource):  # type: ignore[misc]  # tf ships no type information
     """Shared behaviour: no state upgrades yet, and the dry-run check before a plan."""
 
     def upgrade(self, ctx: UpgradeContext, version: int, old: dict[str, Any]) -> dict[str, Any]:

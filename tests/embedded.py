@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tests.tools import free_port
 
@@ -33,7 +34,7 @@ class Embedded:
     base: str
     token: str
     printed: str
-    server: subprocess.Popen
+    server: subprocess.Popen[bytes]
     var_dir: Path
     env: dict[str, str]
     log_path: Path
@@ -96,7 +97,7 @@ def embedded_default(
         _stop(server, var_dir)
 
 
-def _stop(server: subprocess.Popen, var_dir: Path) -> None:
+def _stop(server: subprocess.Popen[bytes], var_dir: Path) -> None:
     """Ctrl-C, as in the terminal; then kill what is left of this run, whatever the code under test did."""
     left = set(children(server.pid).values())
     with contextlib.suppress(ProcessLookupError):
@@ -130,7 +131,9 @@ def alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def request(method: str, url: str, token: str = "", body: dict | None = None) -> tuple[int, dict]:
+def request(
+    method: str, url: str, token: str = "", body: dict[str, Any] | None = None
+) -> tuple[int, dict[str, Any]]:
     """One HTTP call; (0, {}) when nothing answers."""
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(url, data=data, method=method)
@@ -150,7 +153,7 @@ def request(method: str, url: str, token: str = "", body: dict | None = None) ->
         return 0, {}
 
 
-def get(url: str, token: str = "") -> tuple[int, dict]:
+def get(url: str, token: str = "") -> tuple[int, dict[str, Any]]:
     return request("GET", url, token)
 
 

@@ -165,7 +165,8 @@ def kubelogin_id_token(provider: Provider, login: str, password: str = "correct 
         },
     )
     action = re.search(r'action="([^"]+)"', page.text)
-    assert page.status_code == 200 and action, page.text
+    assert page.status_code == 200, page.text
+    assert action, page.text
     response = browser.post(
         urljoin(page.url, action[1]),
         data={"prompt": "login", "login": login, "password": password},

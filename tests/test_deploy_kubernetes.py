@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -27,7 +28,7 @@ SECRET_SETTINGS = {
 IMAGE_USER = int(re.search(r"^USER (\d+)", (ROOT / "deploy/image/Dockerfile").read_text(), re.M).group(1))
 
 
-def render(overlay: str) -> list[dict]:
+def render(overlay: str) -> list[dict[str, Any]]:
     if not shutil.which("kubectl"):
         unavailable("kubectl is not installed")
     done = subprocess.run(
@@ -40,20 +41,20 @@ def render(overlay: str) -> list[dict]:
 
 
 @pytest.fixture(scope="module", params=OVERLAYS)
-def objects(request) -> list[dict]:
+def objects(request) -> list[dict[str, Any]]:
     return render(request.param)
 
 
-def of_kind(objects: list[dict], kind: str) -> dict[str, dict]:
+def of_kind(objects: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
     return {o["metadata"]["name"]: o for o in objects if o["kind"] == kind}
 
 
-def workloads(objects: list[dict]) -> dict[str, dict]:
+def workloads(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Every Deployment and Job, the quickstart's Redis included."""
     return of_kind(objects, "Deployment") | of_kind(objects, "Job")
 
 
-def gpucloud_workloads(objects: list[dict]) -> dict[str, dict]:
+def gpucloud_workloads(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """gpucloud's own: web, worker, scheduler, tenant watcher, extender, the migration Job."""
     named = {
         name: w
@@ -77,7 +78,8 @@ def test_every_pod_runs_under_the_restricted_profile_with_a_read_only_root(objec
         assert pod["securityContext"]["runAsNonRoot"] is True, name
         assert pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault", name
         assert pod.get("automountServiceAccountToken") is False, name
-        assert not pod.get("hostNetwork") and not pod.get("hostPID"), name
+        assert not pod.get("hostNetwork"), name
+        assert not pod.get("hostPID"), name
         for container in pod["containers"]:
             security = container["securityContext"]
             assert security["allowPrivilegeEscalation"] is False, name
@@ -168,7 +170,8 @@ def test_checkov_finds_nothing_but_the_choices_the_manifests_make_on_purpose(ove
     )
     report = json.loads(done.stdout)
     assert report["summary"]["parsing_errors"] == 0
-    assert report["summary"]["resource_count"] >= 20 and report["summary"]["passed"] > 0
+    assert report["summary"]["resource_count"] >= 20
+    assert report["summary"]["passed"] > 0
     unexpected: dict[str, list[str]] = {}
     for failed in report["results"]["failed_checks"]:
         check, name = failed["check_id"], failed["resource"].rsplit(".", 1)[-1]
@@ -204,7 +207,8 @@ def test_migrations_run_as_a_job_and_exactly_one_scheduler_runs(objects):
     assert job["restartPolicy"] == "Never"
     assert "gpucloud migrate" in " ".join(job["containers"][0]["args"])
     scheduler = of_kind(objects, "Deployment")["gpucloud-scheduler"]["spec"]
-    assert scheduler["replicas"] == 1 and scheduler["strategy"]["type"] == "Recreate"
+    assert scheduler["replicas"] == 1
+    assert scheduler["strategy"]["type"] == "Recreate"
     assert scheduler["template"]["spec"]["containers"][0]["args"] == ["gpucloud", "scheduler"]
     scaled = {
         h["spec"]["scaleTargetRef"]["name"] for h in of_kind(objects, "HorizontalPodAutoscaler").values()
@@ -218,14 +222,16 @@ def test_the_tenant_crds_ship_cluster_scoped_and_one_tenant_watcher_runs(objects
     assert all("namespace" not in c["metadata"] for c in crds.values())
     assert "gpucloud-tenant-resources" in of_kind(objects, "ClusterRole")
     watcher = of_kind(objects, "Deployment")["gpucloud-tenant-watcher"]["spec"]
-    assert watcher["replicas"] == 1 and watcher["strategy"]["type"] == "Recreate"
+    assert watcher["replicas"] == 1
+    assert watcher["strategy"]["type"] == "Recreate"
     assert watcher["template"]["spec"]["containers"][0]["args"] == ["gpucloud", "tenant-watcher"]
 
 
 def test_one_extender_runs_probed_without_a_client_certificate_and_its_tls_comes_from_a_secret(objects):
     deployment = of_kind(objects, "Deployment")["gpucloud-extender"]["spec"]
     # Its assumed placements are in memory: never two at once, not even during a rollout.
-    assert deployment["replicas"] in (0, 1) and deployment["strategy"]["type"] == "Recreate"
+    assert deployment["replicas"] in (0, 1)
+    assert deployment["strategy"]["type"] == "Recreate"
     pod = deployment["template"]["spec"]
     container = pod["containers"][0]
     assert container["args"] == ["gpucloud", "extender"]
@@ -272,10 +278,11 @@ def test_the_documented_kube_scheduler_configuration_reaches_the_production_serv
     address = f"{service['metadata']['name']}.{service['metadata']['namespace']}.svc"
     url = urlsplit(extender["urlPrefix"])
     assert (url.scheme, url.hostname, url.port) == ("https", address, service["spec"]["ports"][0]["port"])
-    assert extender["tlsConfig"]["serverName"] == address and extender["enableHTTPS"] is True
+    assert extender["tlsConfig"]["serverName"] == address
+    assert extender["enableHTTPS"] is True
 
 
-def labels_match(selector: dict, labels: dict) -> bool:
+def labels_match(selector: dict[str, Any], labels: dict[str, str]) -> bool:
     return all(labels.get(k) == v for k, v in selector.items())
 
 
@@ -313,7 +320,8 @@ def test_services_budgets_and_monitors_select_the_pods_and_ports_that_exist(obje
 
 def test_the_quickstart_brings_its_own_postgresql_and_redis_and_production_does_not():
     production, quickstart = render("production"), render("quickstart")
-    assert not of_kind(production, "Cluster") and "gpucloud-redis" not in of_kind(production, "Deployment")
+    assert not of_kind(production, "Cluster")
+    assert "gpucloud-redis" not in of_kind(production, "Deployment")
     cluster = of_kind(quickstart, "Cluster")["gpucloud-db"]
     assert cluster["apiVersion"].startswith("postgresql.cnpg.io/")
     web = of_kind(quickstart, "Deployment")["gpucloud-web"]["spec"]["template"]["spec"]["containers"][0]

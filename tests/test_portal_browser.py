@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from ipaddress import ip_network
 from pathlib import Path
 
@@ -86,7 +87,8 @@ def test_an_admin_creates_a_tenant_and_watches_it_become_ready_without_reloading
         browser.page.click("#kubeconfig")
     kubeconfig = yaml.safe_load(Path(download.value.path()).read_text())
     endpoint = TenantCluster.objects.get(tenant__slug="vision").endpoint
-    assert kubeconfig["clusters"][0]["cluster"]["server"] == endpoint and "vision" in endpoint
+    assert kubeconfig["clusters"][0]["cluster"]["server"] == endpoint
+    assert "vision" in endpoint
     assert AuditEvent.objects.filter(action="kubeconfig.download", tenant__slug="vision").exists()
 
     assert browser.page.inner_text("#tenant-state") == "ready"  # the heading followed too
@@ -113,14 +115,16 @@ def test_an_admin_sets_a_quota_and_sees_it_refused_above_capacity(browser, peopl
     browser.page.fill("#id_guaranteed", "65")
     browser.page.click("#set-quota button[type=submit]")
     refusal = browser.page.inner_text(".form-errors")
-    assert "healthy capacity there is 64" in refusal and "at most 64 can be guaranteed" in refusal
+    assert "healthy capacity there is 64" in refusal
+    assert "at most 64 can be guaranteed" in refusal
     assert "at most 64 is available" in browser.page.inner_text("#id_guaranteed-errors")
     browser.shot("quota-refused")
 
     browser.page.fill("#id_guaranteed", "ten")
     browser.page.click("#set-quota button[type=submit]")
     refusal = browser.page.inner_text("#id_guaranteed-errors")  # the service's words, whatever they are now
-    assert "guaranteed must be a whole number" in refusal and "not 'ten'" in refusal
+    assert "guaranteed must be a whole number" in refusal
+    assert "not 'ten'" in refusal
 
     browser.page.fill("#id_guaranteed", "16")
     browser.page.fill("#id_burst", "8")
@@ -190,7 +194,8 @@ def test_the_usage_page_draws_the_metered_gpu_hours(browser, people, mini):
     with browser.page.expect_download() as download:
         browser.page.click("#usage-csv")
     lines = Path(download.value.path()).read_text().splitlines()
-    assert lines[0].startswith("period_start,gpu_class") and len(lines) == 4
+    assert lines[0].startswith("period_start,gpu_class")
+    assert len(lines) == 4
 
     browser.go("/tenants/tenant-a/usage/?start=yesterday")
     assert "'yesterday' is not a date written YYYY-MM-DD" in browser.page.inner_text("main")
@@ -217,11 +222,11 @@ def test_the_usage_chart_draws_the_week_asked_when_only_its_last_day_has_usage(b
     )
     nov_26, dec_2_midnight = datetime(2026, 11, 26, tzinfo=UTC), datetime(2026, 12, 2, tzinfo=UTC)
     assert (drawn["min"], drawn["max"]) == (nov_26.timestamp(), dec_2_midnight.timestamp())
-    assert drawn["ticks"] and all(
-        nov_26.timestamp() <= t <= dec_2_midnight.timestamp() for t in drawn["ticks"]
-    )
+    assert drawn["ticks"]
+    assert all(nov_26.timestamp() <= t <= dec_2_midnight.timestamp() for t in drawn["ticks"])
     labels = " ".join(str(label) for label in drawn["labels"])
-    assert "11/27" in labels and "12/2" in labels, labels
+    assert "11/27" in labels, labels
+    assert "12/2" in labels, labels
     assert not any(year in labels for year in ("2027", "2028", "2029")), labels
     assert "h100-80gb" in browser.page.inner_text("table")
     browser.shot("usage-one-day")
@@ -250,7 +255,8 @@ def test_the_dashboard_shows_gpus_spend_and_changes_per_tenant(browser, people):
     browser.sign_in("alice")
     card = browser.page.inner_text("section[aria-labelledby='t-tenant-a']")
     assert "0 in use · 8 guaranteed · 12 with burst" in card
-    assert "spend this month" in card.lower() and "quota.set" in card
+    assert "spend this month" in card.lower()
+    assert "quota.set" in card
     assert re.search(r"\d{4}", card)
     browser.shot("dashboard", narrow=True)
 
@@ -298,12 +304,14 @@ def test_the_tenant_audit_log_filters_and_hides_from_viewers(browser, people):
     browser.page.fill("#id_action", "member.add")
     browser.page.click("main button[type=submit]")
     rows = browser.page.inner_text("tbody")
-    assert "member.add" in rows and "tenant.create" not in rows
+    assert "member.add" in rows
+    assert "tenant.create" not in rows
     browser.shot("audit", narrow=True)
     with browser.page.expect_download() as download:
         browser.page.click("#audit-csv")
     text = Path(download.value.path()).read_text()
-    assert "member.add" in text and "tenant.create" not in text
+    assert "member.add" in text
+    assert "tenant.create" not in text
 
     browser.page.click("text=Sign out")
     browser.sign_in("bob")  # a viewer: no Audit tab, and the page says which roles would see it
@@ -348,7 +356,8 @@ def test_the_fleet_page_draws_every_gpu_by_state_and_tenant(browser, people, dem
     browser.sign_in("alice")
     browser.go("/tenants/tenant-a/workloads/")
     running = browser.page.locator("tbody tr", has_text="running")
-    assert running.count() > 0 and "h200-141gb" in running.first.inner_text()
+    assert running.count() > 0
+    assert "h200-141gb" in running.first.inner_text()
     assert "tenant-b" not in browser.page.inner_text("tbody")
     browser.shot("workloads")
     assert browser.go("/fleet/").status == 403
@@ -410,7 +419,8 @@ def test_the_invoice_page_shows_the_lines_and_downloads_them(browser, people, mi
     browser.page.click("#draft")
     browser.page.wait_for_selector("#invoice-total")
     total = browser.page.inner_text("#invoice-total")
-    assert total.endswith("USD") and float(total.split()[0]) > 0
+    assert total.endswith("USD")
+    assert float(total.split()[0]) > 0
     assert "h100-80gb" in browser.page.inner_text("table")
     browser.shot("invoice", narrow=True)
     with browser.page.expect_download() as download:
@@ -440,7 +450,8 @@ def test_the_invoice_page_shows_the_lines_and_downloads_them(browser, people, mi
     page.click("#set-budget button[type=submit]")
     page.wait_for_selector("text=Budget set: 750.00 EUR a month.")
     budget = Budget.objects.get(tenant=people["a"])
-    assert (budget.monthly_amount, budget.enforce) == (750, True)
+    assert budget.monthly_amount == Decimal(750)
+    assert budget.enforce is True
     assert budget.webhook_url == "http://127.0.0.1:8299/hooks/s3cr3t"  # left empty: kept
     browser.shot("budget", narrow=True)
     page.check("#id_remove_webhook")
@@ -467,7 +478,8 @@ def test_an_administrator_makes_a_local_account_and_resets_its_password(browser,
     browser.page.select_option("#users tr:has-text('kim') select", "reset")
     browser.page.click("#users tr:has-text('kim') button")
     new = browser.page.inner_text("#new-password")
-    assert new != secret and User.objects.get(username="kim").check_password(new)
+    assert new != secret
+    assert User.objects.get(username="kim").check_password(new)
     browser.go("/users/")
     browser.page.select_option("#users tr:has-text('bob') select", "deactivate")
     browser.page.click("#users tr:has-text('bob') button")
@@ -495,7 +507,8 @@ def test_an_administrator_adds_a_rate_card_reads_every_event_and_the_host_cluste
 
     browser.go("/audit/?tenant=tenant-b")
     rows = browser.page.inner_text("tbody")
-    assert "tenant-b" in rows and "tenant-a" not in rows
+    assert "tenant-b" in rows
+    assert "tenant-a" not in rows
     browser.go("/audit/?action=rate_card.create")
     assert "rate_card.create" in browser.page.inner_text("tbody")
     browser.shot("audit-all")

@@ -147,7 +147,7 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
 
 
 def api_routes() -> list[tuple[str, URLPattern]]:
-    def walk(patterns: list, prefix: str = "") -> list[tuple[str, URLPattern]]:
+    def walk(patterns: list[URLPattern | URLResolver], prefix: str = "") -> list[tuple[str, URLPattern]]:
         found = []
         for pattern in patterns:
             if isinstance(pattern, URLResolver):

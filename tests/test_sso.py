@@ -32,16 +32,20 @@ def test_the_first_sign_in_creates_the_user_and_memberships_from_groups(
     with caplog.at_level(logging.DEBUG):
         _, page = sign_in(live_server.url, "ada")
 
-    assert page.status_code == 200 and page.url == f"{live_server.url}/"
-    assert "vision" in page.text and "speech" in page.text
+    assert page.status_code == 200
+    assert page.url == f"{live_server.url}/"
+    assert "vision" in page.text
+    assert "speech" in page.text
     ada = User.objects.get(username="ada")
-    assert Identity.objects.get(user=ada).subject == "ada" and not ada.has_usable_password()
+    assert Identity.objects.get(user=ada).subject == "ada"
+    assert not ada.has_usable_password()
     assert roles("ada") == {("vision", "owner", "sso"), ("speech", "viewer", "sso")}
     assert not ada.is_staff
     assert "sso group for tenant 'ghost' ignored: there is no such tenant" in caplog.text
     assert CLIENT_SECRET not in caplog.text  # secrets never reach the log, even at DEBUG
     sign_in_row = AuditEvent.objects.get(action="user.sign_in", actor_label="ada")
-    assert sign_in_row.after == {"method": "sso"} and sign_in_row.source_ip == "127.0.0.1"
+    assert sign_in_row.after == {"method": "sso"}
+    assert sign_in_row.source_ip == "127.0.0.1"
     assert sign_in_row.user_agent.startswith("python-requests")
 
 
@@ -76,7 +80,8 @@ def test_people_are_matched_by_subject_not_by_email(sso_on, live_server, make_te
     sign_in(live_server.url, "ada")
 
     identity = Identity.objects.get(subject="ada")
-    assert identity.user != impostor and identity.user.username == "ada2"
+    assert identity.user != impostor
+    assert identity.user.username == "ada2"
     assert roles("ada") == set()
 
 
@@ -87,7 +92,8 @@ def test_a_person_in_no_allowed_group_is_refused_with_a_clear_page(sso_on, live_
     browser, page = sign_in(live_server.url, "eve")
 
     assert page.status_code == 403
-    assert "You have no access to gpucloud" in page.text and "gpucloud:&lt;tenant&gt;:viewer" in page.text
+    assert "You have no access to gpucloud" in page.text
+    assert "gpucloud:&lt;tenant&gt;:viewer" in page.text
     assert browser.get(f"{live_server.url}/", allow_redirects=False).status_code == 302  # not signed in
 
 
@@ -96,7 +102,8 @@ def test_a_wrong_password_is_refused_by_the_provider(sso_on, live_server, make_t
 
     response = follow_to_callback(requests.Session(), live_server.url, "ada", "not the password")
 
-    assert response.status_code == 401 and "Wrong login or password" in response.text
+    assert response.status_code == 401
+    assert "Wrong login or password" in response.text
     assert not User.objects.filter(username="ada").exists()
 
 
@@ -111,7 +118,8 @@ def test_a_tampered_state_is_refused(sso_on, live_server, make_tenant):
 
     page = browser.get(f"{live_server.url}{url.path}?{urlencode(query)}")
 
-    assert page.status_code == 400 and "This sign-in could not be verified" in page.text
+    assert page.status_code == 400
+    assert "This sign-in could not be verified" in page.text
     assert not User.objects.filter(username="ada").exists()
 
 
@@ -125,7 +133,8 @@ def test_an_expired_sign_in_session_is_refused(sso_on, live_server, make_tenant)
 
     page = browser.get(back.headers["Location"])
 
-    assert page.status_code == 400 and "Your sign-in session expired" in page.text
+    assert page.status_code == 400
+    assert "Your sign-in session expired" in page.text
     assert not User.objects.filter(username="ada").exists()
 
 
@@ -138,7 +147,8 @@ def test_an_expired_portal_session_asks_to_sign_in_again(sso_on, live_server, ma
     Session.objects.all().delete()  # as the session expiry would
 
     again = browser.get(f"{live_server.url}/tenants/vision/", allow_redirects=False)
-    assert again.status_code == 302 and again.headers["Location"].startswith("/login/")
+    assert again.status_code == 302
+    assert again.headers["Location"].startswith("/login/")
 
 
 def test_signing_out_ends_the_provider_session(sso_on, live_server, make_tenant):
@@ -180,7 +190,8 @@ def test_password_sign_in_can_be_switched_off(client, settings, make_user):
 
     page = client.post("/login/", {"username": "alice", "password": "pw-alice"})
 
-    assert page.status_code == 403 and b"Password sign-in is switched off here" in page.content
+    assert page.status_code == 403
+    assert b"Password sign-in is switched off here" in page.content
     assert client.get("/", follow=False).status_code == 302
 
 
@@ -207,15 +218,19 @@ def test_someone_whose_last_group_is_removed_loses_roles_tokens_and_sessions(
     sso_on.person("ada", [])  # the provider's administrator removed ada's last gpucloud group
     _, refused = sign_in(live_server.url, "ada")
 
-    assert refused.status_code == 403 and "You have no access to gpucloud" in refused.text
-    assert roles("ada") == set() and not User.objects.get(username="ada").is_staff
+    assert refused.status_code == 403
+    assert "You have no access to gpucloud" in refused.text
+    assert roles("ada") == set()
+    assert not User.objects.get(username="ada").is_staff
     answer = requests.get(f"{live_server.url}/api/v1/tenants/", headers=bearer)
-    assert answer.status_code == 401 and "revoked" in answer.json()["detail"]
+    assert answer.status_code == 401
+    assert "revoked" in answer.json()["detail"]
     assert earlier_browser.get(f"{live_server.url}/", allow_redirects=False).status_code == 302  # signed out
     by_sso = set(AuditEvent.objects.filter(actor_label="system:sso").values_list("action", flat=True))
     assert {"member.remove", "user.platform_admin", "token.revoke", "user.deprovision"} <= by_sso
     failed = AuditEvent.objects.get(action="user.sign_in_failed")
-    assert failed.object_id == "ada" and failed.after["method"] == "sso"
+    assert failed.object_id == "ada"
+    assert failed.after["method"] == "sso"
 
 
 def test_a_refused_stranger_is_audited_by_subject(sso_on, live_server, make_tenant):
@@ -223,9 +238,11 @@ def test_a_refused_stranger_is_audited_by_subject(sso_on, live_server, make_tena
 
     _, page = sign_in(live_server.url, "eve")
 
-    assert page.status_code == 403 and not User.objects.filter(username="eve").exists()
+    assert page.status_code == 403
+    assert not User.objects.filter(username="eve").exists()
     failed = AuditEvent.objects.get(action="user.sign_in_failed")
-    assert failed.object_id == "eve" and "no group that gives access" in failed.after["reason"]
+    assert failed.object_id == "eve"
+    assert "no group that gives access" in failed.after["reason"]
 
 
 def test_an_invitation_by_e_mail_becomes_a_membership_at_the_first_single_sign_on(

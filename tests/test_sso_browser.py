@@ -59,5 +59,6 @@ def test_a_person_signs_in_with_the_company_account_in_a_browser(sso_on, live_se
     page.on("request", lambda r: requested.append(r.url))
     page.goto(f"{live_server.url}/api/docs/")  # Swagger UI from the sidecar, under the same policy
     page.wait_for_selector(".swagger-ui .info")
-    assert requested and all(url.startswith(live_server.url) for url in requested), requested
+    assert requested
+    assert all(url.startswith(live_server.url) for url in requested), requested
     assert not [e for e in errors if "Content Security Policy" in e], "\n".join(errors)

@@ -71,7 +71,8 @@ def test_the_wheel_holds_the_product_packages_and_no_tests_or_benchmarks(wheel):
 def test_the_wheel_carries_the_portal_templates_and_static_files(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     shipped = {str(p.relative_to(ROOT)) for p in (ROOT / "portal").glob("*/portal/*") if p.is_file()}
-    assert shipped and shipped <= names
+    assert shipped
+    assert shipped <= names
 
 
 def test_no_dev_only_library_comes_with_the_package(python, tmp_path):

@@ -117,7 +117,7 @@ def incremental(days: list[dict[str, int]], busy_steps: list[set[str]]) -> Tally
 def from_scratch(days: list[dict[str, int]], busy_steps: list[set[str]]) -> Tally:
     tally = Tally()
     names = [f"n{i:03d}" for i in range(NODES)]
-    state: dict[str, Layouts] = {name: ((),) * GPUS_PER_NODE for name in names}
+    state: dict[str, Layouts] = dict.fromkeys(names, ((),) * GPUS_PER_NODE)
     blank = [MigGpu(f"{n}#{g}", MODEL) for n in names for g in range(GPUS_PER_NODE)]
     for demand, busy in zip(days, busy_steps, strict=True):
         started = time.perf_counter()

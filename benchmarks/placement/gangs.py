@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import heapq
 import statistics
+from typing import Any
 
 import numpy as np
 
@@ -48,7 +49,7 @@ def jobs(seed: int, count: int) -> list[tuple[float, float, int, int]]:
     return out
 
 
-def simulate(seed: int, level: str, count: int) -> dict:
+def simulate(seed: int, level: str, count: int) -> dict[str, Any]:
     """Replay the job sequence with gangs at ``level`` (rack-preferred or topology-blind)."""
     engine = Engine(fleet(), "best-fit", seed=seed)
     ends: list[tuple[float, int]] = []
@@ -82,7 +83,7 @@ def simulate(seed: int, level: str, count: int) -> dict:
     }
 
 
-def run(args: argparse.Namespace) -> dict:
+def run(args: argparse.Namespace) -> dict[str, Any]:
     """Topology-aware vs blind on the same job sequences."""
     rows = []
     for seed in args.seeds:

@@ -14,7 +14,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -66,7 +66,7 @@ def _quiet(make: Callable[[], T]) -> T:
             os.close(saved)
 
 
-def run(args: argparse.Namespace) -> dict:
+def run(args: argparse.Namespace) -> dict[str, Any]:
     """Planner vs lower bound on large mixes, and vs the exact optimum on small ones."""
     assert MODEL in MODELS
     rows = []

@@ -17,6 +17,7 @@ import statistics
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -104,7 +105,7 @@ def run_seed(
     return SeedResult(seed, curve(arrived, allocated, capacity), len(order), failed, round(wall, 2))
 
 
-def run(args: argparse.Namespace) -> dict:
+def run(args: argparse.Namespace) -> dict[str, Any]:
     """The ``openb`` command: every seed, a line per seed and a mean line (or, with --json, one summary)."""
     nodes = read_nodes(args.nodes)
     pods = [p.request for p in read_pods(args.pods)]
@@ -129,7 +130,7 @@ def _seed_line(r: SeedResult) -> str:
     )
 
 
-def _summary(args: argparse.Namespace, results: list[SeedResult]) -> dict:
+def _summary(args: argparse.Namespace, results: list[SeedResult]) -> dict[str, Any]:
     mean_100 = statistics.fmean(r.alloc_100 for r in results)
     return {
         "workload": args.pods.stem,
@@ -145,14 +146,14 @@ def _summary(args: argparse.Namespace, results: list[SeedResult]) -> dict:
     }
 
 
-def _curves(results: list[SeedResult]) -> dict:
+def _curves(results: list[SeedResult]) -> dict[str, Any]:
     """Per-seed curves and their mean, for --json."""
     runs = [dataclasses.asdict(r) for r in results]
     mean = [round(statistics.fmean(r.curve[k] for r in results), 3) for k in range(CURVE_POINTS)]
     return {"runs": runs, "mean_curve": mean}
 
 
-def _mean_line(summary: dict, n: int) -> str:
+def _mean_line(summary: dict[str, Any], n: int) -> str:
     return (
         f"mean ({n} seeds) {summary['workload']} {summary['policy']}: "
         f"alloc@100 {summary['mean_alloc_100']:.2f} %  alloc@130 {summary['mean_alloc_130']:.2f} %  "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from typing import Any
 
 from benchmarks.placement.trace import TracePod, read_nodes, read_pods
 from placement.engine.errors import MalformedTraceRow
@@ -33,7 +34,7 @@ def events(pods: list[TracePod], stretch: float = 1.0) -> list[tuple[float, int,
     return sorted(out, key=lambda e: e[0])
 
 
-def run(args: argparse.Namespace) -> dict:
+def run(args: argparse.Namespace) -> dict[str, Any]:
     """Replay the trace once with the chosen policy."""
     nodes = read_nodes(args.nodes)
     pods = read_pods(args.pods)

@@ -19,6 +19,7 @@ from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from benchmarks.placement import plot, workloads
 from benchmarks.placement.openb import run_seed
@@ -83,7 +84,9 @@ def _sets(args: argparse.Namespace) -> list[str]:
     return sets
 
 
-def _workloads(args: argparse.Namespace, anchors: dict[tuple[str, str], Published], scratch: Path) -> dict:
+def _workloads(
+    args: argparse.Namespace, anchors: dict[tuple[str, str], Published], scratch: Path
+) -> dict[str, tuple[str, Path]]:
     """Workload name -> (set, pod list path); generated ones written to ``scratch``, checked."""
     sets = _sets(args)
     chosen: dict[str, tuple[str, Path]] = {}
@@ -105,7 +108,7 @@ def _workloads(args: argparse.Namespace, anchors: dict[tuple[str, str], Publishe
     return chosen
 
 
-def run(args: argparse.Namespace) -> dict:
+def run(args: argparse.Namespace) -> dict[str, Any]:
     """The ``suite`` command: run everything, print the table (or return it for --json)."""
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     unknown = [p for p in policies if p not in POLICIES]
@@ -145,10 +148,10 @@ def _summarise(
     results: dict[tuple[str, str], dict[int, tuple[float, float]]],
     anchors: dict[tuple[str, str], Published],
     sets: dict[str, str],
-) -> dict:
+) -> dict[str, Any]:
     rows = []
     for w in workloads:
-        row: dict = {"workload": w, "set": sets[w]}
+        row: dict[str, Any] = {"workload": w, "set": sets[w]}
         for p in policies:
             allocs = [a for a, _ in results[(w, p)].values()]
             row[p] = {
@@ -175,7 +178,7 @@ def _summarise(
     return {"policies": policies, "rows": rows, "first_policy_below": below}
 
 
-def _table(summary: dict, policies: list[str]) -> str:
+def _table(summary: dict[str, Any], policies: list[str]) -> str:
     published_heads = ["published FGD (band)", "published Best-fit (band)"]
     head = ["workload", "set", *(f"{p} (band)" for p in policies), *published_heads]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]

@@ -18,6 +18,7 @@ import secrets
 import statistics
 import time
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -30,12 +31,14 @@ from placement.extender.state import GPU, GPU_MILLI, MODEL_LABEL, Extender
 CLUSTER = "openb"
 
 
-def v1_pod(pod: PodRequest) -> dict:
+def v1_pod(pod: PodRequest) -> dict[str, Any]:
     """The v1.Pod kube-scheduler would send for a trace pod."""
     requests = {"cpu": f"{pod.cpu_milli}m", "memory": f"{pod.memory_mib}Mi"}
     if pod.num_gpu:
         requests[GPU] = str(pod.num_gpu)
-    spec: dict = {"containers": [{"name": "main", "resources": {"requests": requests, "limits": {}}}]}
+    spec: dict[str, Any] = {
+        "containers": [{"name": "main", "resources": {"requests": requests, "limits": {}}}]
+    }
     if pod.gpu_models:
         term = {
             "matchExpressions": [{"key": MODEL_LABEL, "operator": "In", "values": sorted(pod.gpu_models)}]
@@ -43,7 +46,7 @@ def v1_pod(pod: PodRequest) -> dict:
         spec["affinity"] = {
             "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
         }
-    meta: dict = {"name": pod.name, "namespace": CLUSTER}
+    meta: dict[str, Any] = {"name": pod.name, "namespace": CLUSTER}
     if pod.is_share:
         meta["annotations"] = {GPU_MILLI: str(pod.gpu_milli)}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
@@ -94,7 +97,7 @@ def run_seed_via_extender(
             pod_json = json.dumps(v1_pod(pod))
             passed = client.call("filter", pod_json, names_json)["NodeNames"]  # type: ignore[index]
             if passed:
-                ranked: list[dict] = client.call("prioritize", pod_json, json.dumps(passed))  # type: ignore[assignment]
+                ranked: list[dict[str, Any]] = client.call("prioritize", pod_json, json.dumps(passed))  # type: ignore[assignment]
                 best = max(ranked, key=lambda h: h["Score"])
                 bound = extender.fleet.placements().get(f"{CLUSTER}/{pod.name}")
                 if bound is None or bound.node != best["Host"]:
@@ -116,7 +119,7 @@ def _ms(values: list[float], q: float) -> float:
     return round(float(np.quantile(np.array(values), q)) * 1000, 3)
 
 
-def run(args: argparse.Namespace) -> dict:
+def run(args: argparse.Namespace) -> dict[str, Any]:
     """``openb --via-extender``: each seed in-process and over HTTP, side by side, with call latencies."""
     nodes = read_nodes(args.nodes)
     pods = [p.request for p in read_pods(args.pods)]

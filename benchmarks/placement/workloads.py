@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from benchmarks.placement.generate import Params, build, sha256
 from placement.engine.errors import EngineError
@@ -114,7 +115,7 @@ def list_bytes(name: str, trace_dir: Path, nodes_csv: Path) -> bytes:
     return data
 
 
-def run(args: argparse.Namespace) -> dict:
+def run(args: argparse.Namespace) -> dict[str, Any]:
     """The ``generate`` command: one list to --out, or a whole set (--set) into --out as a directory."""
     if args.set:
         args.out.mkdir(parents=True, exist_ok=True)

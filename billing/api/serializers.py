@@ -24,7 +24,7 @@ def _micro(value: int | None, per: int = MICRO) -> str:
     return str((Decimal(value or 0) / per).quantize(Decimal("0.000001")))
 
 
-class UsageSerializer(serializers.Serializer):
+class UsageSerializer(serializers.Serializer[dict[str, Any]]):
     """One sum of the ledger. Quantities are decimal strings: GPU-seconds, utilised GPU-seconds, joules."""
 
     tenant = serializers.CharField(
@@ -46,7 +46,7 @@ class UsageSerializer(serializers.Serializer):
         return _micro(row["millijoules"], 1000)
 
 
-class RateCardSerializer(ModelSerializer):
+class RateCardSerializer(ModelSerializer[RateCard]):
     id = serializers.CharField(source="public_id", read_only=True)
     prices = serializers.DictField(
         child=money.PRICE.serializer_field(), help_text=f"GPU class → {money.PRICE.what}: {money.PRICE.rule}"
@@ -78,13 +78,13 @@ class RateCardSerializer(ModelSerializer):
         read_only_fields = ["version", "created_at"]
 
 
-class RateCardRetireSerializer(serializers.Serializer):
+class RateCardRetireSerializer(serializers.Serializer[None]):
     effective_until = serializers.DateTimeField(
         required=False, help_text="from when the card no longer applies; default now"
     )
 
 
-class InvoiceLineSerializer(ModelSerializer):
+class InvoiceLineSerializer(ModelSerializer[InvoiceLine]):
     class Meta:
         model = InvoiceLine
         fields = [
@@ -103,7 +103,7 @@ class InvoiceLineSerializer(ModelSerializer):
         ]
 
 
-class InvoiceSerializer(ModelSerializer):
+class InvoiceSerializer(ModelSerializer[Invoice]):
     id = serializers.CharField(source="public_id", read_only=True)
     tenant = serializers.CharField(source="tenant.slug", read_only=True)
     lines = InvoiceLineSerializer(many=True, read_only=True)
@@ -124,18 +124,18 @@ class InvoiceSerializer(ModelSerializer):
         ]
 
 
-class InvoiceDraftSerializer(serializers.Serializer):
+class InvoiceDraftSerializer(serializers.Serializer[None]):
     tenant = serializers.SlugField()
     month = serializers.RegexField(r"^\d{4}-(0[1-9]|1[0-2])$", help_text="YYYY-MM")
 
 
-class BudgetAlertSerializer(ModelSerializer):
+class BudgetAlertSerializer(ModelSerializer[BudgetAlert]):
     class Meta:
         model = BudgetAlert
         fields = ["period_start", "threshold", "spent", "created_at"]
 
 
-class BudgetSerializer(ModelSerializer):
+class BudgetSerializer(ModelSerializer[Budget]):
     tenant = serializers.CharField(source="tenant.slug", read_only=True)
     webhook_url = serializers.CharField(
         source="webhook_origin", read_only=True, help_text="scheme and host only; the rest may be a secret"
@@ -157,7 +157,7 @@ class BudgetSerializer(ModelSerializer):
         ]
 
 
-class BudgetWriteSerializer(serializers.Serializer):
+class BudgetWriteSerializer(serializers.Serializer[None]):
     tenant = serializers.SlugField()
     monthly_amount = money.BUDGET.serializer_field()
     currency = model_field(Budget, "currency", default="USD")
@@ -167,7 +167,7 @@ class BudgetWriteSerializer(serializers.Serializer):
     enforce = serializers.BooleanField(default=False)
 
 
-class CollectionSourceSerializer(ModelSerializer):
+class CollectionSourceSerializer(ModelSerializer[CollectionSource]):
     host_cluster = serializers.CharField(source="host_cluster.name", read_only=True)
 
     class Meta:
@@ -183,7 +183,7 @@ class CollectionSourceSerializer(ModelSerializer):
         ]
 
 
-class ScrapeRecordSerializer(ModelSerializer):
+class ScrapeRecordSerializer(ModelSerializer[ScrapeRecord]):
     host_cluster = serializers.CharField(source="host_cluster.name", read_only=True)
 
     class Meta:
@@ -204,7 +204,7 @@ class ScrapeRecordSerializer(ModelSerializer):
         ]
 
 
-class HealthEventSerializer(ModelSerializer):
+class HealthEventSerializer(ModelSerializer[HealthEvent]):
     """A health event on a GPU or a node (docs/health.md)."""
 
     id = serializers.CharField(source="public_id", read_only=True)

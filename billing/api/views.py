@@ -143,7 +143,7 @@ def parse_month(text: str) -> tuple[int, int]:
     return int(year), int(month)
 
 
-class InvoiceFilter(django_filters.FilterSet):
+class InvoiceFilter(django_filters.FilterSet):  # type: ignore[misc]  # django-filter ships no types
     tenant = django_filters.CharFilter(field_name="tenant__slug", help_text="tenant slug")
 
     class Meta:
@@ -284,7 +284,7 @@ class ScrapeRecordViewSet(mixins.ListModelMixin, _AdminOnly):
     filterset_fields = ["status", "node", "source"]
 
 
-class HealthEventFilter(django_filters.FilterSet):
+class HealthEventFilter(django_filters.FilterSet):  # type: ignore[misc]  # django-filter ships no types
     host_cluster = django_filters.CharFilter(field_name="host_cluster__name")
     node = django_filters.CharFilter(field_name="node__name")
     gpu = django_filters.CharFilter(field_name="gpu__uuid", help_text="GPU UUID")

@@ -1,4 +1,4 @@
-"""The usage ledger becomes a table partitioned by month on PostgreSQL (billing/partitions.py).
+"""The usage ledger becomes a table partitioned by month on PostgreSQL (billing/ledger_partitions.py).
 
 Same columns, indexes and foreign keys; the primary key becomes (id, hour), as PostgreSQL requires the
 partition key in it, and ids come from a sequence (PostgreSQL 15 has no identity columns on partitioned
@@ -9,24 +9,27 @@ runs at roughly the speed of an INSERT … SELECT). SQLite is left as it is.
 from datetime import UTC, datetime
 
 from django.db import migrations
+from django.db.backends.base.schema import BaseDatabaseSchemaEditor
+from django.db.backends.utils import CursorWrapper
+from django.db.migrations.state import StateApps
 
 TABLE = "billing_usageentry"
 OLD = f"{TABLE}_unpartitioned"
 
 
-def add_months(month, count):
+def add_months(month: datetime, count: int) -> datetime:
     index = month.year * 12 + month.month - 1 + count
     return datetime(index // 12, index % 12 + 1, 1, tzinfo=UTC)
 
 
-def partition(cursor, month):
+def partition(cursor: CursorWrapper, month: datetime) -> None:
     start, end = month.isoformat(), add_months(month, 1).isoformat()
     cursor.execute(
         f"CREATE TABLE {TABLE}_{month:%Y%m} PARTITION OF {TABLE} FOR VALUES FROM ('{start}') TO ('{end}')"
     )
 
 
-def forwards(apps, schema_editor):
+def forwards(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
     if schema_editor.connection.vendor != "postgresql":
         return
     with schema_editor.connection.cursor() as cursor:

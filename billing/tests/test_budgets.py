@@ -134,7 +134,8 @@ def test_the_budget_api_sets_and_lists_own_budgets(api, people):
         "/api/v1/budgets/", {"tenant": "tenant-a", "monthly_amount": "250.00"}, format="json"
     )
     assert created.status_code == 201, created.content
-    assert created.json()["monthly_amount"] == "250.00" and created.json()["enforce"] is False
+    assert created.json()["monthly_amount"] == "250.00"
+    assert created.json()["enforce"] is False
     assert api(people["charlie"]).get("/api/v1/budgets/").json()["count"] == 0
     assert api(people["charlie"]).get("/api/v1/budgets/tenant-a/").status_code == 404
     # bob is a viewer: money is for owners, admins and billing viewers (docs/permissions.md); he is told so
@@ -177,7 +178,8 @@ def test_a_webhook_redirect_is_not_followed(
     with django_capture_on_commit_callbacks(execute=True):
         check_budget(budget, NOW)
 
-    assert [method for method, _ in bouncer.requests] == ["POST"] and inside.requests == []
+    assert [method for method, _ in bouncer.requests] == ["POST"]
+    assert inside.requests == []
 
 
 def test_changing_a_budget_without_a_webhook_keeps_the_stored_one(people, settings):
@@ -230,5 +232,7 @@ def test_the_budget_api_keeps_the_webhook_when_the_body_leaves_it_out(api, peopl
         "/api/v1/budgets/", {"tenant": "tenant-a", "monthly_amount": "120", "webhook_url": ""}, format="json"
     )
 
-    assert kept.status_code == 201 and kept.json()["webhook_url"] == "http://127.0.0.1:8299/…"
-    assert removed.status_code == 201 and removed.json()["webhook_url"] == ""
+    assert kept.status_code == 201
+    assert kept.json()["webhook_url"] == "http://127.0.0.1:8299/…"
+    assert removed.status_code == 201
+    assert removed.json()["webhook_url"] == ""

@@ -66,7 +66,8 @@ def test_each_node_serves_the_real_exporters_label_layout(workload, pool):
     shared = dcgm.parse(urllib.request.urlopen(exporters.targets["h100-0"], timeout=5).read())
     holders = shared.devices[dcgm.DeviceKey("h100-0", gpu_uuid("h100-0", 1), None)].holders
     assert [h.pod for h in holders] == ["s1", "s2"]
-    assert result.ok and shared.ok
+    assert result.ok
+    assert shared.ok
 
 
 def test_collecting_the_exporters_bills_each_tenant_by_class(mini, workload, pool):

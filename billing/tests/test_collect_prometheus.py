@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.db.models import Sum
@@ -34,10 +35,11 @@ def prometheus_binary() -> str:
     return found
 
 
-def query(base: str, expr: str) -> list[dict]:
+def query(base: str, expr: str) -> list[dict[str, Any]]:
     url = f"{base}/api/v1/query?{urllib.parse.urlencode({'query': expr})}"
     with urllib.request.urlopen(url, timeout=5) as response:
-        return json.loads(response.read())["data"]["result"]
+        result: list[dict[str, Any]] = json.loads(response.read())["data"]["result"]
+    return result
 
 
 @pytest.fixture

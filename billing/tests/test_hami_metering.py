@@ -162,10 +162,12 @@ def test_hami_metrics_unreadable_fail_the_round_with_the_reason(mini, tenant_on,
     tenant_on("acme")
     records = collect(mini, endpoints, 0, hami_body=None)  # the scheduler's endpoint answers 404
     assert {r.status for r in records.values()} == {ScrapeRecord.Status.FAILED}
-    assert "HAMi scheduler metrics" in records["h100-0"].reason and "404" in records["h100-0"].reason
+    assert "HAMi scheduler metrics" in records["h100-0"].reason
+    assert "404" in records["h100-0"].reason
     assert not UsageEntry.objects.exists()
     source = CollectionSource.objects.get(host_cluster=mini)
-    assert source.last_status == ScrapeRecord.Status.FAILED and "HAMi" in source.last_message
+    assert source.last_status == ScrapeRecord.Status.FAILED
+    assert "HAMi" in source.last_message
     # The next good rounds bill from the last good sample on, as after any failed scrape.
     collect(mini, endpoints, 30)
     collect(mini, endpoints, 60)
@@ -178,7 +180,8 @@ def test_hami_metrics_unreadable_fail_the_round_with_the_reason(mini, tenant_on,
 def test_the_reader_takes_one_family_when_the_scheduler_emits_current_and_legacy_names():
     both = hami.parse(FIXTURE)
     legacy = hami.parse(re.sub(r"(?m)^hami_.*\n", "", FIXTURE))
-    assert both.family == "hami_vgpu_memory_allocated_bytes" and legacy.family == "vGPUMemoryAllocated"
+    assert both.family == "hami_vgpu_memory_allocated_bytes"
+    assert legacy.family == "vGPUMemoryAllocated"
     for read in (both, legacy):
         assert read.pods[gpu_uuid("h100-0", 2)] == [
             hami.PodAllocation("tenant-acme", "q1", 20480 * MiB),

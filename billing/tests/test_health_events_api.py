@@ -65,7 +65,8 @@ def test_platform_admins_list_every_event_with_filters(api, faulty):
         "open",
     )
     bad = admin.get("/api/v1/health-events/?severity=dire")
-    assert bad.status_code == 400 and "severity" in str(bad.json())
+    assert bad.status_code == 400
+    assert "severity" in str(bad.json())
     assert admin.get("/api/v1/health-events/?state=maybe").status_code == 400
 
 
@@ -87,7 +88,8 @@ def test_the_nodes_of_a_host_cluster_show_each_gpu_its_health_and_why_it_is_out(
         "h100-80gb",
         "quarantined",
     )
-    assert gpus[0]["state"] == "quarantined" and gpus[0]["quarantine"]["reason"] == "xid-79"
+    assert gpus[0]["state"] == "quarantined"
+    assert gpus[0]["quarantine"]["reason"] == "xid-79"
     assert [e["signal"] for e in gpus[0]["open_events"]] == ["xid"]
     assert (gpus[2]["health"], gpus[2]["open_events"][0]["severity"]) == ("healthy", "info")
     assert gpus[1] == {**gpus[1], "health": "healthy", "quarantine": None, "open_events": []}

@@ -80,7 +80,8 @@ def test_an_xid_79_quarantines_the_gpu_in_the_round_that_shows_it_and_stops_bill
     assert gpu.health == Gpu.Health.QUARANTINED
     event = HealthEvent.objects.get(gpu=gpu)
     assert (event.signal, event.value, event.severity, event.action) == ("xid", "79", "fatal", "quarantine")
-    assert event.first_seen == at(90) and event.closed_at is None
+    assert event.first_seen == at(90)
+    assert event.closed_at is None
     assert Quarantine.objects.get(gpu=gpu, released_at=None).reason == "xid-79"
     assert AuditEvent.objects.filter(action="gpu.quarantine", object_id=gpu.uuid).count() == 1
     for t in (120, 150):
@@ -125,22 +126,27 @@ def test_the_credit_covers_the_last_clean_sample_to_the_allocations_end_once(min
         collect(mini, pool, t)
     assert (UsageEntry.objects.count(), billed()) == ledger
     assert HealthCredit.objects.count() == 1
-    assert Quarantine.objects.count() == 1 and HealthEvent.objects.count() == 1
+    assert Quarantine.objects.count() == 1
+    assert HealthEvent.objects.count() == 1
 
     invoice = draft_invoice(actor=ADMIN, tenant=acme, year=T0.year, month=T0.month)
     invoice = draft_invoice(actor=ADMIN, tenant=acme, year=T0.year, month=T0.month)  # a retry
     credits = InvoiceLine.objects.filter(invoice=invoice, kind=InvoiceLine.Kind.CREDIT)
     assert credits.count() == 1
     line = credits.get()
-    assert line.gpu_hours == Decimal("0.150000") and line.amount == Decimal("-0.30")
+    assert line.gpu_hours == Decimal("0.150000")
+    assert line.amount == Decimal("-0.30")
     event = HealthEvent.objects.get()
-    assert credit.gpu_uuid in line.description and event.public_id in line.description
+    assert credit.gpu_uuid in line.description
+    assert event.public_id in line.description
     assert "0.15 GPU-hours" in line.description
     usage = InvoiceLine.objects.get(invoice=invoice, kind=InvoiceLine.Kind.USAGE)
     assert invoice.total == usage.amount + line.amount
 
     focus = [row for row in exports.focus_rows([invoice]) if row["ChargeCategory"] == "Credit"]
-    assert len(focus) == 1 and focus[0]["BilledCost"] == "-0.30" and focus[0]["ConsumedQuantity"] == ""
+    assert len(focus) == 1
+    assert focus[0]["BilledCost"] == "-0.30"
+    assert focus[0]["ConsumedQuantity"] == ""
 
     issue_invoice(actor=ADMIN, invoice=invoice)
     assert HealthCredit.objects.get().invoice == invoice
@@ -230,6 +236,7 @@ def test_a_gpu_still_missing_stays_out_and_comes_back_once_listed_and_clean(mini
     exporters.servers["h100-0"].exporter.drop(2, dropped=False)  # the node was rebooted
     collect(mini, pool, 300)
     event.refresh_from_db()
-    assert event.closed_at == at(300) and Gpu.objects.get(pk=gpu.pk).health == Gpu.Health.QUARANTINED
+    assert event.closed_at == at(300)
+    assert Gpu.objects.get(pk=gpu.pk).health == Gpu.Health.QUARANTINED
     collect(mini, pool, 330)  # 60 s clean since the GPU was last missing, at 270 s
     assert Gpu.objects.get(pk=gpu.pk).health == Gpu.Health.HEALTHY

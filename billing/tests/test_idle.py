@@ -16,6 +16,7 @@ from billing.services.ingest import ingest_scrape
 from billing.tests.conftest import Receiver, Row, exposition, gpu_uuid
 from core.audit import Actor
 from core.models import AuditEvent
+from gpucloud.errors import ValidationFailed
 from tenants import services
 from tenants.models import Tenant
 
@@ -61,11 +62,15 @@ def test_a_tenant_whose_gpus_idled_for_the_window_is_flagged_and_its_owners_told
 
     acme.refresh_from_db()
     assert counts == {"flagged": 1, "asleep": 0, "woken": 0}
-    assert acme.idle_since == hours(1) and acme.asleep_since is None  # not opted in: flagged only
+    assert acme.idle_since == hours(1)
+    assert acme.asleep_since is None  # not opted in: flagged only
     assert AuditEvent.objects.get(action="tenant.idle").after["asleep"] is False
     ((method, payload),) = hook.requests
-    assert method == "POST" and payload["event"] == "tenant.idle" and payload["tenant"] == "acme"
-    assert [m.to for m in mail.outbox] == [["admin@example.com"]] and "idle" in mail.outbox[0].subject
+    assert method == "POST"
+    assert payload["event"] == "tenant.idle"
+    assert payload["tenant"] == "acme"
+    assert [m.to for m in mail.outbox] == [["admin@example.com"]]
+    assert "idle" in mail.outbox[0].subject
 
     assert check_idle(now=hours(5.4)) == {"flagged": 0, "asleep": 0, "woken": 0}  # told once
     assert len(mail.outbox) == 1
@@ -92,7 +97,9 @@ def test_an_opted_in_tenant_sleeps_and_wakes_when_its_pods_hold_gpus_again(mini,
     run_pods(mini, 6.5, 7, util=30.0)  # a kubectl call woke the vCluster: its pods run again
     assert check_idle(now=hours(7.2))["woken"] == 1
     acme.refresh_from_db()
-    assert acme.asleep_since is None and acme.idle_since is None and acme.woken_at is not None
+    assert acme.asleep_since is None
+    assert acme.idle_since is None
+    assert acme.woken_at is not None
     woken = AuditEvent.objects.get(action="tenant.wake")
     assert woken.after == {"idle_since": None, "asleep": False, "reason": "activity"}
     assert woken.before["asleep"] is True
@@ -106,9 +113,9 @@ def test_idleness_counts_afresh_after_a_wake_by_hand(mini, acme):
 
 
 def test_the_sleep_delay_is_validated(acme):
-    with pytest.raises(services.ValidationFailed, match="at least a minute"):
+    with pytest.raises(ValidationFailed, match="at least a minute"):
         services.set_sleep_settings(actor=ADMIN, tenant=acme, sleep_after_inactivity="2 hours")
-    with pytest.raises(services.ValidationFailed):
+    with pytest.raises(ValidationFailed):
         services.set_sleep_settings(actor=ADMIN, tenant=acme, sleep_after_inactivity="30s")
     tenant = services.set_sleep_settings(actor=ADMIN, tenant=acme, sleep_after_inactivity="1h30m")
     assert tenant.sleep_after_inactivity == "1h30m"

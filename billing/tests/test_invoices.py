@@ -189,7 +189,8 @@ def test_the_rate_card_api_is_written_by_admins_and_read_by_everyone(api, people
     assert api(people["alice"]).post("/api/v1/rate-cards/", body, format="json").status_code == 403
     created = api(people["admin"]).post("/api/v1/rate-cards/", body, format="json")
     assert created.status_code == 201, created.content
-    assert created.json()["version"] == 1 and created.json()["id"].startswith("rc_")
+    assert created.json()["version"] == 1
+    assert created.json()["id"].startswith("rc_")
     listed = api(people["alice"]).get("/api/v1/rate-cards/").json()
     assert listed["results"][0]["prices"] == {"h100-80gb": "2.100000"}
 
@@ -206,4 +207,5 @@ def test_drafting_an_invoice_is_audited_each_time_it_is_computed(api, people):
         ("alice (token test)", people["a"].pk, True),
         ("alice (token test)", people["a"].pk, False),
     ]
-    assert Decimal(drafts[0].after["total"]) == 0 and drafts[0].after["period"] == "2026-05"
+    assert Decimal(drafts[0].after["total"]) == 0
+    assert drafts[0].after["period"] == "2026-05"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 from collections import defaultdict
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -57,8 +58,8 @@ def one_pass(stream: list[tuple[DeviceKey, Sample]]) -> Integrator:
     return integrator
 
 
-def totals(ledgers) -> dict:
-    out: dict = defaultdict(lambda: [0.0, 0.0, 0.0])
+def totals(ledgers) -> dict[Any, list[float]]:
+    out: dict[Any, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
     for ledger in ledgers:
         for key, usage in ledger.items():
             cell = out[key]

@@ -64,7 +64,8 @@ def test_a_card_an_issued_invoice_used_cannot_be_deleted_but_is_retired(acme):
     may = issue_invoice(actor=ADMIN, invoice=draft_invoice(actor=ADMIN, tenant=acme, year=2026, month=5))
     with pytest.raises(RateCardInUse) as refused:
         delete_rate_card(actor=ADMIN, card=april)
-    assert may.public_id in refused.value.detail and "retire it instead" in refused.value.detail
+    assert may.public_id in refused.value.detail
+    assert "retire it instead" in refused.value.detail
 
     retired = retire_rate_card(actor=ADMIN, card=april, effective_until=when(6, 1))
 
@@ -124,7 +125,8 @@ def test_withdrawing_deletes_an_unused_card_and_retires_a_used_one_from_now(acme
     retired = withdraw_rate_card(actor=ADMIN, card=april)
 
     assert not RateCard.objects.filter(pk=unused.pk).exists()
-    assert retired is not None and retired.effective_until is not None
+    assert retired is not None
+    assert retired.effective_until is not None
     assert retired.effective_until >= max(before, when(6, 1))
 
 
@@ -150,7 +152,8 @@ def test_the_api_deletes_an_unused_card_and_answers_a_used_one_with_a_409_naming
     early = client.post(
         f"/api/v1/rate-cards/{april.public_id}/retire/", {"effective_until": "2026-05-02T00:00:00Z"}
     )
-    assert early.status_code == 400 and "effective_until" in early.json()["errors"]
+    assert early.status_code == 400
+    assert "effective_until" in early.json()["errors"]
     retired = client.post(
         f"/api/v1/rate-cards/{april.public_id}/retire/",
         {"effective_until": "2026-07-01T00:00:00Z"},

@@ -68,7 +68,8 @@ def truth(pods: list[SimulatedPod]) -> dict[tuple[str, str], int]:
     """Micro GPU-seconds per (tenant, class): GPUs × share × seconds held; a MIG slice counts as one."""
     out: dict[tuple[str, str], int] = defaultdict(int)
     for pod in pods:
-        assert pod.finished_at is not None and pod.tenant is not None
+        assert pod.finished_at is not None
+        assert pod.tenant is not None
         seconds = int((pod.finished_at - pod.started_at).total_seconds())
         units = 1 if pod.gpu_instance_id is not None else len(pod.gpu_uuids) * pod.gpu_milli / 1000
         out[(pod.tenant.slug, pod.gpu_class.name)] += round(units * seconds * MICRO)

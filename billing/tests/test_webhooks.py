@@ -50,7 +50,8 @@ def test_a_public_https_destination_is_saved_encrypted_and_shown_without_its_sec
     assert answer.status_code == 201, answer.json()
     assert answer.json()["webhook_url"] == "https://93.184.215.14/…"
     budget = Budget.objects.get()
-    assert budget.webhook_url == url and "s3cr3t" not in budget.webhook_url_ciphertext
+    assert budget.webhook_url == url
+    assert "s3cr3t" not in budget.webhook_url_ciphertext
 
 
 def test_a_stored_internal_destination_is_refused_without_an_allow_list(people, settings):

@@ -1,12 +1,14 @@
 from __future__ import annotations
 
+from typing import Any
+
 from rest_framework import serializers
 
 from fleet.models import HostCluster
 from gpucloud.api.serializers import ModelSerializer, model_field
 
 
-class HostClusterSerializer(ModelSerializer):
+class HostClusterSerializer(ModelSerializer[HostCluster]):
     id = serializers.CharField(source="public_id", read_only=True)
     nodes = serializers.IntegerField(source="node_count", read_only=True)
     gpus = serializers.IntegerField(source="gpu_count", read_only=True)
@@ -34,7 +36,7 @@ class HostClusterSerializer(ModelSerializer):
 ENDPOINT_BASE_LENGTH = HostCluster._meta.get_field("endpoint_base").max_length
 
 
-class HostClusterRegistrationSerializer(serializers.Serializer):
+class HostClusterRegistrationSerializer(serializers.Serializer[None]):
     """Registering a Kubernetes host cluster. The kubeconfig is stored encrypted and never returned."""
 
     name = serializers.CharField(max_length=63, trim_whitespace=False)
@@ -55,7 +57,7 @@ class HostClusterRegistrationSerializer(serializers.Serializer):
     )
 
 
-class CapabilitySerializer(serializers.Serializer):
+class CapabilitySerializer(serializers.Serializer[dict[str, Any]]):
     name = serializers.CharField()
     found = serializers.BooleanField()
     version = serializers.CharField(
@@ -65,7 +67,7 @@ class CapabilitySerializer(serializers.Serializer):
     how = serializers.CharField(help_text="how to add it")
 
 
-class ConformanceSerializer(serializers.Serializer):
+class ConformanceSerializer(serializers.Serializer[HostCluster]):
     """What a host cluster has of what gpucloud uses, re-checked on every reconcile pass."""
 
     host_cluster = serializers.CharField(source="name")
@@ -81,7 +83,7 @@ class ConformanceSerializer(serializers.Serializer):
         return [c["name"] for c in host_cluster.conformance if not c["found"]]
 
 
-class _EventSerializer(serializers.Serializer):
+class _EventSerializer(serializers.Serializer[dict[str, Any]]):
     id = serializers.CharField()
     signal = serializers.CharField()
     value = serializers.CharField()
@@ -91,13 +93,13 @@ class _EventSerializer(serializers.Serializer):
     last_seen = serializers.DateTimeField()
 
 
-class _QuarantineSerializer(serializers.Serializer):
+class _QuarantineSerializer(serializers.Serializer[dict[str, Any]]):
     reason = serializers.CharField()
     since = serializers.DateTimeField()
     event = serializers.CharField(allow_null=True)
 
 
-class _FleetGpuSerializer(serializers.Serializer):
+class _FleetGpuSerializer(serializers.Serializer[dict[str, Any]]):
     index = serializers.IntegerField()
     uuid = serializers.CharField()
     model = serializers.CharField()
@@ -109,7 +111,7 @@ class _FleetGpuSerializer(serializers.Serializer):
     open_events = _EventSerializer(many=True)
 
 
-class FleetNodeSerializer(serializers.Serializer):
+class FleetNodeSerializer(serializers.Serializer[dict[str, Any]]):
     """A node of a host cluster as health sees it (docs/health.md)."""
 
     name = serializers.CharField()
@@ -121,7 +123,7 @@ class FleetNodeSerializer(serializers.Serializer):
     gpus = _FleetGpuSerializer(many=True)
 
 
-class ReleaseSerializer(serializers.Serializer):
+class ReleaseSerializer(serializers.Serializer[None]):
     gpu = serializers.IntegerField(
         required=False, allow_null=True, min_value=0, help_text="the GPU's index; none: the whole node"
     )

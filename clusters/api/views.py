@@ -68,7 +68,8 @@ class HostClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseV
         host_cluster = get_object_or_404(HostCluster, name=name)
         rows = health.nodes_view(host_cluster)
         page = self.paginate_queryset(rows)
-        return self.get_paginated_response(FleetNodeSerializer(page, many=True).data)
+        # DRF's stubs type a serializer's instance as one object, even with many=True
+        return self.get_paginated_response(FleetNodeSerializer(page, many=True).data)  # type: ignore[arg-type]
 
     @extend_schema(request=ReleaseSerializer, responses=FleetNodeSerializer)
     @action(detail=True, methods=["post"], url_path=r"nodes/(?P<node>[^/]+)/release", filter_backends=[])

@@ -106,7 +106,8 @@ def test_each_role_gets_its_own_service_account_bound_to_its_cluster_role(vision
 
     writes = vcluster.writes
     vision.cluster.refresh_from_db()
-    assert access.sync_access(vision) and vcluster.writes == writes  # unchanged: no writes
+    assert access.sync_access(vision)
+    assert vcluster.writes == writes  # unchanged: no writes
 
 
 def test_a_members_kubeconfig_holds_a_token_of_their_own_which_stops_working_when_they_leave(
@@ -117,12 +118,13 @@ def test_a_members_kubeconfig_holds_a_token_of_their_own_which_stops_working_whe
     assert response.status_code == 200, response.content
     document = yaml.safe_load(response.content)
     user = document["users"][0]["user"]
-    assert set(user) == {"token"} and VCLUSTER_ADMIN_TOKEN not in response.content.decode()
+    assert set(user) == {"token"}
+    assert VCLUSTER_ADMIN_TOKEN not in response.content.decode()
     assert document["clusters"][0]["cluster"]["server"] == "https://vision.gpu-east.gpucloud.internal"
     event = AuditEvent.objects.filter(action="kubeconfig.download").latest("created_at")
-    assert (
-        event.actor == alice and event.after["credential"] == "serviceaccount" and event.after["expires_at"]
-    )
+    assert event.actor == alice
+    assert event.after["credential"] == "serviceaccount"
+    assert event.after["expires_at"]
 
     kube = as_person(response.content.decode(), vcluster)
     review = kube.request("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", body={})
@@ -145,7 +147,8 @@ def test_a_members_kubeconfig_holds_a_token_of_their_own_which_stops_working_whe
         is None
     )
     cluster = api(admin).get("/api/v1/tenants/vision/").json()["cluster"]
-    assert cluster["access"]["in_sync"] is True and cluster["access"]["synced_at"]
+    assert cluster["access"]["in_sync"] is True
+    assert cluster["access"]["synced_at"]
 
 
 def test_a_viewer_gets_a_kubeconfig_that_reads_but_cannot_write_until_promoted(vision, vcluster, api, admin):
@@ -184,7 +187,8 @@ def test_the_admin_kubeconfig_is_break_glass_for_owners_and_audited_as_such(visi
     assert response.status_code == 200
     assert VCLUSTER_ADMIN_TOKEN in response.content.decode()
     event = AuditEvent.objects.get(action="kubeconfig.break_glass")
-    assert event.actor == admin and event.tenant == vision
+    assert event.actor == admin
+    assert event.tenant == vision
 
 
 def test_bindings_gpucloud_did_not_make_are_left_alone(vision, vcluster):
@@ -207,5 +211,6 @@ def test_an_unreachable_vcluster_is_reported_on_the_tenant_and_retried(
     vcluster.stop()
     assert access_pass(vision) == 0
     cluster = api(admin).get("/api/v1/tenants/vision/").json()["cluster"]
-    assert cluster["access"]["in_sync"] is False and "not applied yet" in cluster["access"]["message"]
+    assert cluster["access"]["in_sync"] is False
+    assert "not applied yet" in cluster["access"]["message"]
     assert download(api, User.objects.get(username="alice")).status_code == 503

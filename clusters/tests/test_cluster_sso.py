@@ -159,11 +159,11 @@ def test_the_downloaded_kubeconfig_signs_in_with_kubelogin_and_holds_no_secret(
     (user,) = document["users"]
     assert set(user["user"]) == {"exec"}
     exec_ = user["user"]["exec"]
-    assert exec_["command"] == "kubectl" and exec_["args"][:2] == ["oidc-login", "get-token"]
+    assert exec_["command"] == "kubectl"
+    assert exec_["args"][:2] == ["oidc-login", "get-token"]
     assert f"--oidc-issuer-url={cluster_sso.issuer}" in exec_["args"]
     assert f"--oidc-client-id={CLI_CLIENT_ID}" in exec_["args"]
-    assert (
-        exec_["apiVersion"] == "client.authentication.k8s.io/v1" and exec_["interactiveMode"] == "IfAvailable"
-    )
+    assert exec_["apiVersion"] == "client.authentication.k8s.io/v1"
+    assert exec_["interactiveMode"] == "IfAvailable"
     assert VCLUSTER_ADMIN_TOKEN not in response.content.decode()
     assert AuditEvent.objects.get(action="kubeconfig.download").after["credential"] == "oidc"

@@ -4,11 +4,15 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
+from django.utils import timezone
 
 from clusters import tasks
+from clusters.models import PassRequest
 from clusters.reconcile import coalesce
+from clusters.reconcile import tenants as reconcile
 from gpucloud import celery as names
 from gpucloud.locks import LockBusy
 from gpucloud.observability import RECONCILE_RUNS
@@ -18,7 +22,7 @@ from tenants.models import Tenant
 @pytest.fixture
 def enqueued(monkeypatch):
     """What the tasks enqueue, instead of sending it to the broker."""
-    sent: list[tuple] = []
+    sent: list[tuple[Any, ...]] = []
     monkeypatch.setattr(tasks, "enqueue", lambda name, *args, countdown=None: sent.append((name, *args)))
     return sent
 
@@ -63,7 +67,7 @@ def test_a_pass_asked_for_long_ago_that_never_ran_is_asked_for_again(make_tenant
     tenant = make_tenant("lost")
     tasks.reconcile_tenant(tenant.pk)
     assert coalesce.request_pass(demo_fleet.pk) is False  # pending
-    coalesce.PassRequest.objects.update(requested_at=coalesce.timezone.now() - coalesce.STALE * 2)
+    PassRequest.objects.update(requested_at=timezone.now() - coalesce.STALE * 2)
     tasks.reconcile_tenant(tenant.pk)  # the broker lost the first: this one enqueues again
     assert enqueued == [(names.RECONCILE_HOST_CLUSTER, demo_fleet.pk)] * 2
 
@@ -76,13 +80,13 @@ def test_a_pass_looks_only_at_the_tenants_that_changed(
         tasks.reconcile_tenant(tenant.pk)
     tasks.reconcile_host_cluster(demo_fleet.pk)
     seen = []
-    real = tasks.reconcile.reconcile_host_cluster
+    real = reconcile.reconcile_host_cluster
 
     def spy(host_cluster, tenant_ids=None):
         seen.append(tenant_ids)
         return real(host_cluster, tenant_ids)
 
-    monkeypatch.setattr(tasks.reconcile, "reconcile_host_cluster", spy)
+    monkeypatch.setattr(reconcile, "reconcile_host_cluster", spy)
     tasks.reconcile_tenant(tenants[2].pk)
     tasks.reconcile_host_cluster(demo_fleet.pk)
     assert seen == [[tenants[2].pk]]
@@ -98,7 +102,7 @@ def test_a_pass_that_finds_the_lock_taken_gives_its_tenants_back_for_the_retry(
         raise LockBusy("another pass runs")
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(tasks.reconcile, "reconcile_host_cluster", busy)
+        patch.setattr(reconcile, "reconcile_host_cluster", busy)
         with pytest.raises(LockBusy):
             tasks.reconcile_host_cluster(demo_fleet.pk)
     assert coalesce.begin_pass(demo_fleet.pk) == [tenant.pk]

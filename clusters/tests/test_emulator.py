@@ -18,7 +18,9 @@ def test_core_namespaces_are_created_with_201_and_stamped(kube_client):
     ns = core.read_namespace("a")
 
     assert status == 201
-    assert ns.metadata.uid and ns.metadata.resource_version and ns.metadata.creation_timestamp
+    assert ns.metadata.uid
+    assert ns.metadata.resource_version
+    assert ns.metadata.creation_timestamp
     assert ns.metadata.labels == {"kubernetes.io/metadata.name": "a"}
     assert ns.status.phase == "Active"
     with pytest.raises(client.ApiException) as conflict:
@@ -162,7 +164,8 @@ def test_finalizers_hold_a_deletion_until_the_last_is_removed(kube_client):
         custom.patch_namespaced_custom_object(*WIDGET_API, "a", stale)  # a precondition on the version
     custom.patch_namespaced_custom_object(*WIDGET_API, "a", {"metadata": {"finalizers": None}})
 
-    assert held["metadata"]["deletionTimestamp"] and conflict.value.status == 409
+    assert held["metadata"]["deletionTimestamp"]
+    assert conflict.value.status == 409
     with pytest.raises(client.ApiException) as gone:
         custom.get_namespaced_custom_object(*WIDGET_API, "a")
     assert gone.value.status == 404

@@ -72,9 +72,11 @@ def test_registration_discovers_the_cluster_and_keeps_the_kubeconfig_encrypted(h
     body = api(admin).get("/api/v1/host-clusters/gpu-east/").json()
 
     assert (body["driver"], body["scheduler"], body["state"]) == ("kubernetes", "kueue", "ready")
-    assert body["server_version"] == "v1.33.0" and body["addons"]["kueue"] is True
+    assert body["server_version"] == "v1.33.0"
+    assert body["addons"]["kueue"] is True
     assert (body["nodes"], body["gpus"]) == (2, 16)
-    assert "kubeconfig" not in body and "host-admin-token" not in str(body)
+    assert "kubeconfig" not in body
+    assert "host-admin-token" not in str(body)
     assert "host-admin-token" not in host.kubeconfig_ciphertext
     assert AuditEvent.objects.get(action="host_cluster.register").after["gpu_nodes"] == 2
 
@@ -123,13 +125,15 @@ def test_an_unreachable_cluster_or_a_broken_kubeconfig_is_a_clear_error(api, adm
         {"name": "gone", "kubeconfig": kubeconfig_for("http://127.0.0.1:1"), "scheduler": "kueue"},
         format="json",
     )
-    assert unreachable.status_code == 400 and "could not be read" in unreachable.json()["detail"]
+    assert unreachable.status_code == 400
+    assert "could not be read" in unreachable.json()["detail"]
     broken = client.post(
         "/api/v1/host-clusters/",
         {"name": "gone", "kubeconfig": "clusters: [", "scheduler": "kueue"},
         format="json",
     )
-    assert broken.status_code == 400 and "not valid YAML" in broken.json()["errors"]["kubeconfig"][0]
+    assert broken.status_code == 400
+    assert "not valid YAML" in broken.json()["errors"]["kubeconfig"][0]
     assert not HostCluster.objects.exists()
 
 
@@ -171,15 +175,14 @@ def test_a_tenant_runs_on_the_cluster_from_creation_to_deletion(host, kube_emula
     flavors = {f["name"]: f["resources"] for g in queue["spec"]["resourceGroups"] for f in g["flavors"]}
     gpu = next(r for rs in flavors.values() for r in rs if r["name"] == "nvidia.com/gpu")
     assert (gpu["nominalQuota"], gpu["borrowingLimit"]) == ("8", "4")
-    assert kube_emulator.objects_of(KUEUE, "LocalQueue") and kube_emulator.objects_of(KUEUE, "ResourceFlavor")
+    assert kube_emulator.objects_of(KUEUE, "LocalQueue")
+    assert kube_emulator.objects_of(KUEUE, "ResourceFlavor")
 
     kube_emulator.make_vcluster_ready("tenant-vision", "vision")
     reconcile.reconcile_host_cluster(host)
     tenant = client.get("/api/v1/tenants/vision/").json()
-    assert (
-        tenant["state"] == "ready"
-        and tenant["cluster"]["endpoint"] == "https://vision.gpu-east.gpucloud.internal"
-    )
+    assert tenant["state"] == "ready"
+    assert tenant["cluster"]["endpoint"] == "https://vision.gpu-east.gpucloud.internal"
 
     writes_before = kube_emulator.writes
     reconcile.reconcile_host_cluster(host)
@@ -212,14 +215,16 @@ def test_the_kubeconfig_goes_to_members_only_and_every_download_is_audited(
 
     with vcluster:
         response = api(User.objects.get(username="alice")).get("/api/v1/tenants/vision/kubeconfig/")
-    assert response.status_code == 200 and response["Content-Type"] == "application/yaml"
+    assert response.status_code == 200
+    assert response["Content-Type"] == "application/yaml"
     (cluster,) = yaml.safe_load(response.content)["clusters"]
     assert cluster["cluster"]["server"] == "https://vision.gpu-east.gpucloud.internal"
     assert (
         api(User.objects.get(username="charlie")).get("/api/v1/tenants/vision/kubeconfig/").status_code == 404
     )
     event = AuditEvent.objects.get(action="kubeconfig.download")
-    assert event.actor.username == "alice" and event.tenant.slug == "vision"
+    assert event.actor.username == "alice"
+    assert event.tenant.slug == "vision"
 
 
 def test_a_forbidden_answer_is_a_permanent_error_shown_on_the_tenant(api, admin, gpu_catalog):
@@ -237,7 +242,8 @@ def test_a_forbidden_answer_is_a_permanent_error_shown_on_the_tenant(api, admin,
         reconcile.reconcile_host_cluster(HostCluster.objects.get(name="east"))
 
     tenant = client.get("/api/v1/tenants/vision/").json()
-    assert tenant["state"] == "failed" and "forbidden" in tenant["state_reason"]
+    assert tenant["state"] == "failed"
+    assert "forbidden" in tenant["state_reason"]
     assert "forbidden" in tenant["cluster"]["message"]
     assert Tenant.objects.get(slug="vision").cluster.state == "failed"
 
@@ -250,7 +256,8 @@ def test_an_unreachable_host_cluster_is_visible_and_retried(host, kube_emulator,
     with pytest.raises(TemporaryDriverError):
         reconcile.reconcile_host_cluster(host)
     body = api(admin).get("/api/v1/host-clusters/gpu-east/").json()
-    assert body["state"] == "unreachable" and body["status_message"]
+    assert body["state"] == "unreachable"
+    assert body["status_message"]
     assert Tenant.objects.get(slug="vision").state == "pending"
 
 
@@ -295,4 +302,5 @@ def test_changing_a_quota_through_the_api_rewrites_only_the_objects_it_affects(
 def test_registering_a_taken_host_cluster_name_is_a_409(api, admin, demo_fleet):
     body = {"name": "demo", "kubeconfig": "apiVersion: v1", "scheduler": "kueue"}
     response = api(admin).post("/api/v1/host-clusters/", body, format="json")
-    assert response.status_code == 409 and response.json()["errors"] == {"name": ["already taken"]}
+    assert response.status_code == 409
+    assert response.json()["errors"] == {"name": ["already taken"]}

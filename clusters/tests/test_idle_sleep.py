@@ -3,6 +3,8 @@ and a tenant put to sleep for idleness lends its whole guarantee to its cohort u
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.utils import timezone
 
 from clusters.reconcile import tenants as reconcile
@@ -15,12 +17,13 @@ from tenants.models import Tenant
 KUEUE = "kueue.x-k8s.io/v1beta2"
 
 
-def release_values(kube_emulator) -> dict:
+def release_values(kube_emulator) -> dict[str, Any]:
     release = kube_emulator.get_object("helm.toolkit.fluxcd.io/v2", "HelmRelease", "vision", "tenant-vision")
-    return release["spec"]["values"]
+    values: dict[str, Any] = release["spec"]["values"]
+    return values
 
 
-def gpu_quota(kube_emulator) -> dict:
+def gpu_quota(kube_emulator) -> dict[str, Any]:
     queue = kube_emulator.get_object(KUEUE, "ClusterQueue", "tenant-vision")
     resources = [r for g in queue["spec"]["resourceGroups"] for f in g["flavors"] for r in f["resources"]]
     return next(r for r in resources if r["name"] == "nvidia.com/gpu")
@@ -41,7 +44,8 @@ def test_the_tenant_sets_its_vcluster_sleep_mode_from_its_settings(host, kube_em
     assert release_values(kube_emulator)["sleep"] == {"auto": {"afterInactivity": "2h"}}
 
     bad = client.patch("/api/v1/tenants/vision/", {"sleep_after_inactivity": "soon"}, format="json")
-    assert bad.status_code == 400 and "sleep_after_inactivity" in bad.json()["errors"]
+    assert bad.status_code == 400
+    assert "sleep_after_inactivity" in bad.json()["errors"]
 
 
 def test_an_idle_tenant_asleep_lends_its_guarantee_and_gets_it_back_when_woken(
@@ -77,7 +81,8 @@ def test_an_idle_tenant_asleep_lends_its_guarantee_and_gets_it_back_when_woken(
     from django.contrib.auth.models import User
 
     response = api(User.objects.get(username="bob")).post("/api/v1/tenants/vision/wake/")  # one click
-    assert response.status_code == 202 and response.json()["asleep_since"] is None
+    assert response.status_code == 202
+    assert response.json()["asleep_since"] is None
     reconcile.reconcile_host_cluster(host)
     assert gpu_quota(kube_emulator)["lendingLimit"] == "2"
     assert "sleep" not in release_values(kube_emulator)

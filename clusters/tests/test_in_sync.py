@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 from clusters.drivers.in_sync import contains, in_sync
 from clusters.render import ClusterProfile, render_tenant
 from clusters.tests.conftest import make_tenant
 
 
-def cluster_queue() -> dict:
+def cluster_queue() -> dict[str, Any]:
     return next(o for o in render_tenant(make_tenant(), ClusterProfile()) if o["kind"] == "ClusterQueue")
 
 

@@ -75,9 +75,8 @@ def test_a_tenant_with_two_quotas_gets_its_namespace_vcluster_and_kueue_queues(k
     assert flavors["h200-141gb"] == {"name": "nvidia.com/gpu", "nominalQuota": "4", "borrowingLimit": "2"}
     assert flavors["h200-141gb.mig-1g.18gb"]["lendingLimit"] == "3"
     assert get(KUEUE, "LocalQueue", "default", "tenant-acme")["spec"]["clusterQueue"] == "tenant-acme"
-    assert get(KUEUE, "ResourceFlavor", "h200-141gb") and get(
-        KUEUE, "ResourceFlavor", "h200-141gb.mig-1g.18gb"
-    )
+    assert get(KUEUE, "ResourceFlavor", "h200-141gb")
+    assert get(KUEUE, "ResourceFlavor", "h200-141gb.mig-1g.18gb")
     assert (
         get(KUEUE, "Cohort", "gpucloud-standard")["metadata"]["labels"]["gpucloud.io/tenant"]
         == "gpucloud.shared"
@@ -139,7 +138,8 @@ def test_changing_a_quota_rewrites_only_the_objects_it_affects(kube_emulator, ku
         ("ResourceQuota", "tenant-a", "gpucloud-gpu-quota"),
         ("ClusterQueue", None, "tenant-a"),
     }
-    assert result.writes == 2 and result.drift_repaired == 0
+    assert result.writes == 2
+    assert result.drift_repaired == 0
     assert kube_emulator.get_object(KUEUE, "ClusterQueue", "tenant-a")["metadata"]["generation"] == 2
 
 
@@ -173,7 +173,8 @@ def test_deleting_a_tenant_removes_what_it_owned_and_nothing_else(kube_emulator,
 
     second = driver.reconcile([gone, b], complete=True)
 
-    assert second.observations["a"].phase == "absent" and second.writes == 0
+    assert second.observations["a"].phase == "absent"
+    assert second.writes == 0
     assert owned_by(kube_emulator, "a") == set()
     assert owned_by(kube_emulator, "b") == b_objects
     for obj in foreign:
@@ -281,7 +282,8 @@ def test_a_create_that_timed_out_but_took_effect_is_applied_again_not_duplicated
 
         result = driver.reconcile([make_tenant()], complete=True)
 
-        assert result.errors == {} and em.emulator.injected["timeout"] == 1
+        assert result.errors == {}
+        assert em.emulator.injected["timeout"] == 1
         # Read (absent), apply (created, but the answer never came), apply again (unchanged).
         log = em.emulator.log
         first = next(i for i, (method, _, _) in enumerate(log) if method == "PATCH")
@@ -335,7 +337,8 @@ def test_injected_conflicts_throttling_errors_and_timeouts_end_in_convergence():
         em.call(setattr, em.emulator.faults, "share", 0.0)
         steady = driver.reconcile(tenants, complete=True)
 
-        assert steady.writes == 0 and steady.errors == {}
+        assert steady.writes == 0
+        assert steady.errors == {}
         assert set(em.emulator.injected) == {409, 429, 500, "timeout"}
         assert sorted(q["metadata"]["name"] for q in em.objects_of(KUEUE, "ClusterQueue")) == [
             "tenant-a",
@@ -357,7 +360,8 @@ def test_a_forbidden_namespace_is_a_permanent_error_on_that_tenant_only():
         assert result.errors["b"].startswith("Namespace tenant-b: ")
         assert "is forbidden" in result.errors["b"]
         assert result.observations["b"].phase == "failed"
-        assert result.observations["a"].phase == "provisioning" and "a" not in result.errors
+        assert result.observations["a"].phase == "provisioning"
+        assert "a" not in result.errors
         assert em.get_object(KUEUE, "ClusterQueue", "tenant-b") is None  # no partial state after the failure
 
 

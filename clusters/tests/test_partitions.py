@@ -56,11 +56,14 @@ def taints(em: Any, node: str) -> list[dict[str, str]]:
 
 def mig_configs(em: Any) -> dict[str, Any]:
     configmap = em.get_object("v1", "ConfigMap", "gpucloud-mig-config", OPERATOR_NS)
-    return yaml.safe_load(configmap["data"]["config.yaml"])["mig-configs"]
+    configs: dict[str, Any] = yaml.safe_load(configmap["data"]["config.yaml"])["mig-configs"]
+    return configs
 
 
 def hard(em: Any, slug: str) -> dict[str, str]:
-    return em.get_object("v1", "ResourceQuota", "gpucloud-gpu-quota", f"tenant-{slug}")["spec"]["hard"]
+    quota = em.get_object("v1", "ResourceQuota", "gpucloud-gpu-quota", f"tenant-{slug}")
+    limits: dict[str, str] = quota["spec"]["hard"]
+    return limits
 
 
 def advertised(cluster: HostCluster, gpu_class: str) -> int | None:
@@ -76,7 +79,8 @@ def test_a_mig_guarantee_becomes_a_layout_a_label_and_slices_counted_only_after_
 
     # Two GPUs of one node sliced into 7 × 1g.18gb; its other six stay whole.
     name = label(kube_emulator, "h200-1", "nvidia.com/mig.config")
-    assert name.startswith("gpucloud-") and label(kube_emulator, "h200-2", "nvidia.com/mig.config") is None
+    assert name.startswith("gpucloud-")
+    assert label(kube_emulator, "h200-2", "nvidia.com/mig.config") is None
     assert label(kube_emulator, "h200-1", "nvidia.com/mig.config.state") == "pending"
     assert mig_configs(kube_emulator)[name] == [
         {"devices": [0, 1], "mig-enabled": True, "mig-devices": {"1g.18gb": 7}},
@@ -91,7 +95,8 @@ def test_a_mig_guarantee_becomes_a_layout_a_label_and_slices_counted_only_after_
     reconcile.reconcile_host_cluster(cluster)
 
     assert hard(kube_emulator, "vision")["requests.nvidia.com/mig-1g.18gb"] == "14"
-    assert advertised(cluster, MIG_1G) == 14 and advertised(cluster, "h200-141gb") == 14
+    assert advertised(cluster, MIG_1G) == 14
+    assert advertised(cluster, "h200-141gb") == 14
     row = NodePartition.objects.get(node__name="h200-1")
     assert (row.mig_state, row.layouts[0], row.layouts[7]) == ("success", ["1g.18gb"] * 7, [])
 
@@ -120,7 +125,8 @@ def test_a_quarantined_gpu_gets_no_slices_counts_for_nothing_and_comes_back_once
     reconcile.reconcile_host_cluster(cluster)
     kube_emulator.play_gpu_operator("h200-1")
     reconcile.reconcile_host_cluster(cluster)
-    assert advertised(cluster, MIG_1G) == 14 and advertised(cluster, "h200-141gb") == 14
+    assert advertised(cluster, MIG_1G) == 14
+    assert advertised(cluster, "h200-141gb") == 14
 
     quarantine("h200-1", 0)  # a sliced GPU of an idle node
     reconcile.reconcile_host_cluster(cluster)
@@ -134,7 +140,8 @@ def test_a_quarantined_gpu_gets_no_slices_counts_for_nothing_and_comes_back_once
     assert label(kube_emulator, "h200-1", "nvidia.com/mig.config.state") == "pending"
     config = mig_configs(kube_emulator)[name]
     sliced = [d for group in config if group["mig-enabled"] for d in group["devices"]]
-    assert 0 not in sliced and len(sliced) == 2
+    assert 0 not in sliced
+    assert len(sliced) == 2
     assert {"devices": [0, *range(3, 8)], "mig-enabled": False} in config
     kube_emulator.play_gpu_operator("h200-1")
     reconcile.reconcile_host_cluster(cluster)
@@ -149,7 +156,8 @@ def test_a_quarantined_gpu_gets_no_slices_counts_for_nothing_and_comes_back_once
     writes = kube_emulator.writes
     reconcile.reconcile_host_cluster(cluster)
     # Back at the next pass: counted again, and the layouts in place are kept (no node relabelled).
-    assert advertised(cluster, "h200-141gb") == 14 and advertised(cluster, MIG_1G) == 14
+    assert advertised(cluster, "h200-141gb") == 14
+    assert advertised(cluster, MIG_1G) == 14
     assert label(kube_emulator, "h200-1", "nvidia.com/mig.config") == name
     assert kube_emulator.writes == writes
 
@@ -184,7 +192,8 @@ def test_a_quarantined_gpu_of_a_busy_node_keeps_its_layout_but_its_slices_are_no
     kube_emulator.remove_object("v1", "Pod", "serve-0", "jobs")
     reconcile.reconcile_host_cluster(cluster)
     new = label(kube_emulator, "h200-1", "nvidia.com/mig.config")
-    assert new is not None and new != name
+    assert new is not None
+    assert new != name
     assert not any(group["mig-enabled"] for group in mig_configs(kube_emulator)[new])
 
 
@@ -205,7 +214,8 @@ def test_a_quarantined_node_is_held_and_counts_for_nothing(cluster, kube_emulato
     assert label(kube_emulator, "h200-2", "nvidia.com/mig.config").startswith("gpucloud-")
     kube_emulator.play_gpu_operator("h200-2")
     reconcile.reconcile_host_cluster(cluster)
-    assert advertised(cluster, MIG_1G) == 7 and advertised(cluster, "h200-141gb") == 7
+    assert advertised(cluster, MIG_1G) == 7
+    assert advertised(cluster, "h200-141gb") == 7
 
 
 def test_a_busy_gpu_node_is_never_reconfigured_and_the_need_is_reported(cluster, kube_emulator, api, admin):
@@ -263,7 +273,8 @@ def test_a_failed_layout_is_reported_and_retried_with_backoff(cluster, kube_emul
     assert cluster.partitions["failed"] == ["h200-1"]
     assert "retrying at" in cluster.partitions["waiting"]["h200-1"]
     row = NodePartition.objects.get(node__name="h200-1")
-    assert row.failures == 1 and row.retry_at is not None
+    assert row.failures == 1
+    assert row.retry_at is not None
     assert row.retry_at > timezone.now() + timedelta(seconds=250)
     assert hard(kube_emulator, "vision")["requests.nvidia.com/mig-1g.18gb"] == "0"
     reconcile.reconcile_host_cluster(cluster)
@@ -386,7 +397,8 @@ def test_a_dra_cluster_gets_device_classes_claim_templates_and_device_quotas(api
         body = {"name": "gpu-east", "kubeconfig": kubeconfig_for(em.url), "scheduler": "kueue"}
         assert api(admin).post("/api/v1/host-clusters/", body, format="json").status_code == 201
         cluster = HostCluster.objects.get(name="gpu-east")
-        assert cluster.addons["dra"] and cluster.addons["nvidia_dra_driver"]
+        assert cluster.addons["dra"]
+        assert cluster.addons["nvidia_dra_driver"]
         tenant(api, admin, "vision", {"h200-141gb": 2, MIG_1G: 7})
 
         reconcile.reconcile_host_cluster(cluster)
@@ -395,7 +407,8 @@ def test_a_dra_cluster_gets_device_classes_claim_templates_and_device_quotas(api
         expression = mig["spec"]["selectors"][0]["cel"]["expression"]
         assert "device.driver == 'gpu.nvidia.com'" in expression
         assert "device.attributes['gpu.nvidia.com'].profile == '1g.18gb'" in expression
-        assert "'NVIDIA H200'" in expression and ".type == 'mig'" in expression
+        assert "'NVIDIA H200'" in expression
+        assert ".type == 'mig'" in expression
         whole = em.get_object(DRA, "DeviceClass", "gpucloud-h200-141gb")
         assert ".type == 'gpu'" in whole["spec"]["selectors"][0]["cel"]["expression"]
         template = em.get_object(DRA, "ResourceClaimTemplate", "h200-141gb.mig-1g.18gb", "tenant-vision")
@@ -453,10 +466,13 @@ def test_the_conformance_report_lists_what_the_cluster_lacks_and_is_rechecked_ev
     body = api(admin).get("/api/v1/host-clusters/gpu-east/conformance/").json()
     found = {c["name"]: c for c in body["capabilities"]}
     kueue = found["kueue"]
-    assert kueue["found"] and kueue["version"] == "kueue.x-k8s.io/v1beta2 (Kueue v0.15.2)"
-    assert found["gpu_operator"]["found"] and found["mig_manager"]["found"]
+    assert kueue["found"]
+    assert kueue["version"] == "kueue.x-k8s.io/v1beta2 (Kueue v0.15.2)"
+    assert found["gpu_operator"]["found"]
+    assert found["mig_manager"]["found"]
     sharing = found["device_plugin_sharing"]
-    assert not sharing["found"] and "gpucloud-device-plugin-config" in sharing["how"]
+    assert not sharing["found"]
+    assert "gpucloud-device-plugin-config" in sharing["how"]
     assert "time-sliced" in sharing["without"]
     assert set(body["missing"]) == {
         "device_plugin_sharing",
@@ -475,14 +491,18 @@ def test_the_conformance_report_lists_what_the_cluster_lacks_and_is_rechecked_ev
     body = api(admin).get("/api/v1/host-clusters/gpu-east/conformance/").json()
     assert "dra" not in body["missing"]
     cluster.refresh_from_db()
-    assert cluster.addons["dra"] and cluster.addons["nvidia_dra_driver"]
+    assert cluster.addons["dra"]
+    assert cluster.addons["nvidia_dra_driver"]
 
     client.force_login(admin)
     page = client.get("/host-clusters/").content.decode()
-    assert "Conformance" in page and "node_problem_detector" in page and "missing" in page
+    assert "Conformance" in page
+    assert "node_problem_detector" in page
+    assert "missing" in page
     assert "helm install node-problem-detector" in page
     addons = page.split("<dt>Add-ons</dt><dd>", 1)[1].split("</dd>", 1)[0]
-    assert "<code>kueue</code>" in addons and "<code>hami</code>" not in addons  # only what was found
+    assert "<code>kueue</code>" in addons
+    assert "<code>hami</code>" not in addons  # only what was found
 
 
 def test_a_simulated_host_cluster_reports_no_conformance(api, admin, demo_fleet):

@@ -39,9 +39,8 @@ def test_a_new_tenant_becomes_ready(make_tenant, demo_fleet, instant):
 
     tenant.refresh_from_db()
     assert tenant.state == Tenant.State.READY
-    assert (
-        tenant.cluster.state == "ready" and tenant.cluster.endpoint == "https://vision.demo.gpucloud.internal"
-    )
+    assert tenant.cluster.state == "ready"
+    assert tenant.cluster.endpoint == "https://vision.demo.gpucloud.internal"
 
 
 def test_each_lifecycle_step_is_audited_as_the_state_it_changed_and_nothing_else(
@@ -62,7 +61,8 @@ def test_a_tenant_provisions_for_the_configured_delay(make_tenant, demo_fleet, s
     outcome = reconcile.reconcile_host_cluster(demo_fleet)
 
     tenant.refresh_from_db()
-    assert tenant.state == Tenant.State.PROVISIONING and outcome.transitional == [tenant.pk]
+    assert tenant.state == Tenant.State.PROVISIONING
+    assert outcome.transitional == [tenant.pk]
 
 
 def test_running_the_reconciler_twice_on_an_unchanged_tenant_writes_nothing(
@@ -75,7 +75,9 @@ def test_running_the_reconciler_twice_on_an_unchanged_tenant_writes_nothing(
     reconcile.reconcile_host_cluster(demo_fleet)
 
     outcome, writes = writes_during(lambda: reconcile.reconcile_host_cluster(demo_fleet))
-    assert writes == [] and outcome.result.writes == 0 and outcome.db_writes == 0
+    assert writes == []
+    assert outcome.result.writes == 0
+    assert outcome.db_writes == 0
     _, writes = writes_during(lambda: reconcile.reconcile_host_cluster(demo_fleet, [tenant.pk]))
     assert writes == []
 
@@ -89,7 +91,8 @@ def test_a_quota_change_is_applied_once(make_tenant, demo_fleet, instant, admin)
 
     first = reconcile.reconcile_host_cluster(demo_fleet)
     second = reconcile.reconcile_host_cluster(demo_fleet)
-    assert first.result.writes == 1 and second.result.writes == 0
+    assert first.result.writes == 1
+    assert second.result.writes == 0
     assert SimulatedTenantCluster.objects.get().quotas[0]["guaranteed"] == 8
 
 
@@ -107,13 +110,16 @@ def test_suspend_resume_and_delete_drive_the_simulated_cluster(make_tenant, demo
     services.resume_tenant(actor=Actor.of(admin), tenant=tenant)
     reconcile.reconcile_host_cluster(demo_fleet)
     tenant.refresh_from_db()
-    assert tenant.state == Tenant.State.READY and not SimulatedTenantCluster.objects.get().suspended
+    assert tenant.state == Tenant.State.READY
+    assert not SimulatedTenantCluster.objects.get().suspended
 
     services.delete_tenant(actor=Actor.of(admin), tenant=tenant)
     reconcile.reconcile_host_cluster(demo_fleet)
     tenant.refresh_from_db()
-    assert tenant.state == Tenant.State.DELETED and tenant.deleted_at is not None
-    assert tenant.cluster.state == "deleted" and not SimulatedTenantCluster.objects.exists()
+    assert tenant.state == Tenant.State.DELETED
+    assert tenant.deleted_at is not None
+    assert tenant.cluster.state == "deleted"
+    assert not SimulatedTenantCluster.objects.exists()
 
 
 def test_a_reconcile_killed_after_the_cluster_changed_is_completed_by_the_next(
@@ -133,7 +139,8 @@ def test_a_reconcile_killed_after_the_cluster_changed_is_completed_by_the_next(
     reconcile.reconcile_host_cluster(demo_fleet)
 
     tenant.refresh_from_db()
-    assert tenant.state == Tenant.State.READY and SimulatedTenantCluster.objects.count() == 1
+    assert tenant.state == Tenant.State.READY
+    assert SimulatedTenantCluster.objects.count() == 1
 
 
 def test_a_full_pass_prunes_clusters_no_tenant_owns(make_tenant, demo_fleet, instant):
@@ -169,7 +176,8 @@ def test_a_pass_over_some_tenants_reads_only_their_simulated_clusters(
     reconcile.reconcile_host_cluster(demo_fleet, [vision.pk])
 
     # The on-change pass of one tenant among a thousand must not read the other 999 rows.
-    assert len(read) == 1 and SimulatedTenantCluster.objects.count() == 3
+    assert len(read) == 1
+    assert SimulatedTenantCluster.objects.count() == 3
 
 
 @pytest.mark.django_db(transaction=True)

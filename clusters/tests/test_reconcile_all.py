@@ -50,12 +50,14 @@ def away(kube_emulator: Any, api: Any, admin: Any, gpu_catalog: None) -> HostClu
 def on_small(make_tenant: Any, small_fleet: HostCluster, instant: None) -> Tenant:
     """A tenant of the second simulated host cluster, created before the worker starts (which empties the
     queues): only the periodic pass will look at it."""
-    return make_tenant("on-small", host_cluster=small_fleet)
+    tenant: Tenant = make_tenant("on-small", host_cluster=small_fleet)
+    return tenant
 
 
 @pytest.fixture
 def on_demo(away: HostCluster, make_tenant: Any, demo_fleet: HostCluster, instant: None) -> Tenant:
-    return make_tenant("on-demo", host_cluster=demo_fleet)
+    tenant: Tenant = make_tenant("on-demo", host_cluster=demo_fleet)
+    return tenant
 
 
 def test_a_host_cluster_whose_lock_is_busy_holds_up_no_other_host_cluster(

@@ -1,7 +1,9 @@
 from django.db import migrations
+from django.db.backends.base.schema import BaseDatabaseSchemaEditor
+from django.db.migrations.state import StateApps
 
 
-def sync(apps, schema_editor):
+def sync(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
     from fleet.services import sync_catalog
 
     sync_catalog(apps.get_model("scheduling", "GpuModel"), apps.get_model("scheduling", "GpuClass"))

@@ -2,9 +2,11 @@
 
 import django.db.models.deletion
 from django.db import migrations, models
+from django.db.backends.base.schema import BaseDatabaseSchemaEditor
+from django.db.migrations.state import StateApps
 
 
-def sync(apps, schema_editor):
+def sync(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
     """The catalog gained the HAMi fraction classes (`<model>.hami-<percent>`)."""
     from fleet.services import sync_catalog
 

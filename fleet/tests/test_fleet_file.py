@@ -70,10 +70,12 @@ def test_load_fleet_is_idempotent_and_removes_nodes_no_longer_listed(db, tmp_pat
     path = write(tmp_path, GOOD)
     call_command("load_fleet", str(path), stdout=StringIO())
     call_command("load_fleet", str(path), stdout=StringIO())
-    assert Node.objects.count() == 2 and Gpu.objects.count() == 16
+    assert Node.objects.count() == 2
+    assert Gpu.objects.count() == 16
 
     call_command("load_fleet", str(write(tmp_path, GOOD.replace("count: 2", "count: 1"))), stdout=StringIO())
-    assert Node.objects.count() == 1 and Gpu.objects.count() == 8
+    assert Node.objects.count() == 1
+    assert Gpu.objects.count() == 8
     assert HostCluster.objects.get().driver == "simulated"
 
 

@@ -58,13 +58,13 @@ def test_ecc_and_retired_pages_over_the_limit_quarantine():
 
 
 def test_counters_are_judged_by_their_rise_since_the_previous_scrape():
-    now = {name: 60.0 for name in NVLINK_ERRORS}
+    now = dict.fromkeys(NVLINK_ERRORS, 60.0)
     assert gpu_findings(now, None, None, RULES) == []  # first sight: no baseline
-    assert signals(gpu_findings(now, {n: 30.0 for n in NVLINK_ERRORS}, 30.0, RULES)) == [
+    assert signals(gpu_findings(now, dict.fromkeys(NVLINK_ERRORS, 30.0), 30.0, RULES)) == [
         ("nvlink_errors", "120", "warning", False)
     ]
-    assert gpu_findings(now, {n: 50.0 for n in NVLINK_ERRORS}, 30.0, RULES) == []  # rose by 40: below 100
-    assert gpu_findings({n: 1.0 for n in NVLINK_ERRORS}, now, 30.0, RULES) == []  # a reset
+    assert gpu_findings(now, dict.fromkeys(NVLINK_ERRORS, 50.0), 30.0, RULES) == []  # rose by 40: below 100
+    assert gpu_findings(dict.fromkeys(NVLINK_ERRORS, 1.0), now, 30.0, RULES) == []  # a reset
 
 
 def test_throttling_for_most_of_the_interval_is_a_warning():
@@ -107,5 +107,5 @@ def test_rules_come_from_settings():
     assert (rules.xid_fatal, rules.xid_unknown, rules.node_conditions_fatal) == (
         frozenset({79}),
         "warning",
-        {"A"},
+        frozenset({"A"}),
     )

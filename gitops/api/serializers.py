@@ -1,12 +1,14 @@
 from __future__ import annotations
 
+from typing import Any
+
 from rest_framework import serializers
 
 from gitops.models import GitSource
 from gpucloud.api.serializers import ModelSerializer
 
 
-class ApplySerializer(serializers.Serializer):
+class ApplySerializer(serializers.Serializer[None]):
     """Manifests to apply, as JSON objects (the same documents `manage.py apply` reads from YAML)."""
 
     documents = serializers.ListField(child=serializers.JSONField(), max_length=1000)
@@ -26,7 +28,7 @@ class ApplySerializer(serializers.Serializer):
     )
 
 
-class FieldChangeSerializer(serializers.Serializer):
+class FieldChangeSerializer(serializers.Serializer[dict[str, Any]]):
     path = serializers.CharField(help_text="a spec field, or a list item: quotas[h200-141gb], members[alice]")
     before = serializers.JSONField(allow_null=True)
     after = serializers.JSONField(allow_null=True)
@@ -45,7 +47,7 @@ ChangeSerializer = type(
 )
 
 
-class OwnershipMoveSerializer(serializers.Serializer):
+class OwnershipMoveSerializer(serializers.Serializer[dict[str, Any]]):
     action = serializers.ChoiceField(choices=["claim", "take", "release"])
     kind = serializers.CharField()
     name = serializers.CharField()
@@ -55,7 +57,7 @@ class OwnershipMoveSerializer(serializers.Serializer):
     )
 
 
-class ApplyResultSerializer(serializers.Serializer):
+class ApplyResultSerializer(serializers.Serializer[dict[str, Any]]):
     dryRun = serializers.BooleanField()
     changed = serializers.BooleanField()
     changes = ChangeSerializer(many=True)
@@ -65,18 +67,18 @@ class ApplyResultSerializer(serializers.Serializer):
     ownership = OwnershipMoveSerializer(many=True, help_text="what this apply changed about who owns what")
 
 
-class KindSerializer(serializers.Serializer):
+class KindSerializer(serializers.Serializer[dict[str, Any]]):
     kind = serializers.CharField()
     url = serializers.URLField()
 
 
-class WebhookAnswerSerializer(serializers.Serializer):
+class WebhookAnswerSerializer(serializers.Serializer[dict[str, Any]]):
     queued = serializers.BooleanField()
     reason = serializers.CharField(required=False)
     pong = serializers.BooleanField(required=False)
 
 
-class GitSourceSerializer(ModelSerializer):
+class GitSourceSerializer(ModelSerializer[GitSource]):
     """A GitOps source. The password and the webhook secret are written, kept encrypted, and never shown."""
 
     id = serializers.CharField(source="public_id", read_only=True)

@@ -3,9 +3,11 @@
 import django.db.models.deletion
 import django.utils.timezone
 from django.db import migrations, models
+from django.db.backends.base.schema import BaseDatabaseSchemaEditor
+from django.db.migrations.state import StateApps
 
 
-def release_unowned_claims(apps, schema_editor):
+def release_unowned_claims(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
     """Before issue 24 every POST /apply/ without a source recorded `api`, whoever called and whatever they
     changed, and any caller could name `gitops:<anything>`: release what `api` and GitOps sources that do not
     exist hold (they are no longer a source anyone can apply as, so nothing could ever change or prune them)."""

@@ -26,14 +26,16 @@ def test_each_kind_has_a_json_schema_anyone_may_read(client):
 
     schema = client.get("/api/v1/schemas/tenant/")
 
-    assert schema.status_code == 200 and schema["Content-Type"].startswith("application/schema+json")
+    assert schema.status_code == 200
+    assert schema["Content-Type"].startswith("application/schema+json")
     assert schema.json()["properties"]["spec"]["properties"]["trustTier"]["enum"] == [
         "isolated",
         "standard",
         "trusted",
     ]
     missing = client.get("/api/v1/schemas/fleet/")
-    assert missing.status_code == 404 and "kinds: HostCluster, RateCard, Tenant" in missing.json()["detail"]
+    assert missing.status_code == 404
+    assert "kinds: HostCluster, RateCard, Tenant" in missing.json()["detail"]
 
 
 def test_a_dry_run_shows_the_changes_and_writes_nothing(api, admin, demo_fleet):
@@ -59,7 +61,8 @@ def test_a_dry_run_shows_the_changes_and_writes_nothing(api, admin, demo_fleet):
             ],
         }
     ]
-    assert not Tenant.objects.filter(slug="vision").exists() and not ManagedObject.objects.exists()
+    assert not Tenant.objects.filter(slug="vision").exists()
+    assert not ManagedObject.objects.exists()
 
 
 def test_the_query_dry_run_of_the_other_writes_is_refused_on_apply_not_ignored(api, admin, demo_fleet):
@@ -67,9 +70,11 @@ def test_the_query_dry_run_of_the_other_writes_is_refused_on_apply_not_ignored(a
 
     answer = api(admin).post("/api/v1/apply/?dry_run=true", body, format="json")
 
-    assert answer.status_code == 400 and answer.json()["errors"] == {"dry_run": ["not offered here"]}
+    assert answer.status_code == 400
+    assert answer.json()["errors"] == {"dry_run": ["not offered here"]}
     assert "POST /apply/ takes dryRun in its body" in answer.json()["detail"]
-    assert not Tenant.objects.filter(slug="vision").exists() and not ManagedObject.objects.exists()
+    assert not Tenant.objects.filter(slug="vision").exists()
+    assert not ManagedObject.objects.exists()
 
 
 def test_a_refused_document_is_a_problem_naming_document_field_and_reason(api, admin, demo_fleet):
@@ -77,7 +82,8 @@ def test_a_refused_document_is_a_problem_naming_document_field_and_reason(api, a
 
     answer = api(admin).post("/api/v1/apply/", {"documents": documents}, format="json")
 
-    assert answer.status_code == 400 and answer["Content-Type"] == "application/problem+json"
+    assert answer.status_code == 400
+    assert answer["Content-Type"] == "application/problem+json"
     problem = answer.json()
     assert problem["type"].endswith("/manifest-rejected")
     assert problem["problems"] == [
@@ -104,9 +110,11 @@ def test_an_owner_applies_to_their_tenant_what_the_services_let_them_and_no_more
     )
     pruning = alice.post("/api/v1/apply/", {"documents": [], "prune": True}, format="json")
 
-    assert renamed.status_code == 200 and Tenant.objects.get(slug="tenant-a").display_name == "Team A"
+    assert renamed.status_code == 200
+    assert Tenant.objects.get(slug="tenant-a").display_name == "Team A"
     assert AuditEvent.objects.get(action="tenant.update").actor_label == "alice (token test)"
-    assert quota.status_code == 403 and "platform administrator" in quota.json()["detail"]
+    assert quota.status_code == 403
+    assert "platform administrator" in quota.json()["detail"]
     assert pruning.status_code == 403
     assert not Quota.objects.exists()
 

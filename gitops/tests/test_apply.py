@@ -91,7 +91,8 @@ def test_a_quota_over_capacity_applies_nothing_of_the_file_and_names_file_line_a
     problem = refusal.value.problems[0]
     assert (problem.file, problem.field) == ("team.yaml", "spec.quotas[0]")
     assert problem.line == 27  # the speech document (from line 16): its first quota
-    assert "capacity" in problem.reason and refusal.value.status == 422
+    assert "capacity" in problem.reason
+    assert refusal.value.status == 422
     assert not Tenant.objects.filter(slug__in=["vision", "speech"]).exists()
     assert not ManagedObject.objects.exists()
 
@@ -119,7 +120,8 @@ def test_a_rolled_back_apply_and_a_dry_run_enqueue_nothing(demo_fleet, monkeypat
     assert not Tenant.objects.filter(slug="vision").exists()
     assert sent == []
     apply(docs(VISION.replace("    - {user: alice, role: owner}\n", "")), actor=CONSOLE, source="t")
-    assert sent and all(name == "workers.reconcile_tenant" for name, _ in sent)
+    assert sent
+    assert all(name == "workers.reconcile_tenant" for name, _ in sent)
 
 
 def test_an_unknown_user_and_an_unknown_gpu_class_are_both_reported_before_anything_is_written(demo_fleet):
@@ -178,7 +180,8 @@ def test_fields_a_manifest_leaves_out_are_left_alone(people, demo_fleet):
 
     assert [str(f) for f in result.changes[0].fields] == ["  ~ displayName: 'tenant-a' → 'A'"]
     tenant = Tenant.objects.get(slug="tenant-a")
-    assert tenant.display_name == "A" and tenant.quotas.get().guaranteed == 3
+    assert tenant.display_name == "A"
+    assert tenant.quotas.get().guaranteed == 3
     assert set(tenant.memberships.values_list("user__username", flat=True)) == {"admin", "alice", "bob"}
 
 
@@ -195,9 +198,9 @@ def test_prune_removes_only_what_the_same_source_applied_and_no_longer_declares(
 
     assert [(c.action, c.name) for c in result.changes] == [("delete", "vision")]
     states = dict(Tenant.objects.values_list("slug", "state"))
-    assert (
-        states["vision"] == "deleting" and states["speech"] != "deleting" and states[loose.slug] == "pending"
-    )
+    assert states["vision"] == "deleting"
+    assert states["speech"] != "deleting"
+    assert states[loose.slug] == "pending"
     assert not ManagedObject.objects.filter(source="repo-a").exists()
 
 
@@ -253,13 +256,16 @@ def test_export_then_apply_changes_nothing_on_a_populated_database(populated, tm
     sleep = {d["metadata"]["name"]: d["spec"]["sleep"] for d in exported if d["kind"] == "Tenant"}
     assert sleep["tenant-a"] == {"whenIdle": True, "afterInactivity": "4h"}
     assert sleep["tenant-b"] == {"whenIdle": False, "afterInactivity": ""}
-    assert kinds.count("Tenant") == 3 and kinds.count("RateCard") == 2 and kinds.count("HostCluster") == 2
+    assert kinds.count("Tenant") == 3
+    assert kinds.count("RateCard") == 2
+    assert kinds.count("HostCluster") == 2
     audit_rows, cards = AuditEvent.objects.count(), RateCard.objects.count()
     documents = read_texts([(str(manifest), manifest.read_text())])
 
     result = apply(documents, actor=CONSOLE, source="export")
 
-    assert result.changes == [] and RateCard.objects.count() == cards
+    assert result.changes == []
+    assert RateCard.objects.count() == cards
     # Nothing changed but who owns what: the console's source claimed the 7 objects, each claim audited.
     written = AuditEvent.objects.order_by("id")[audit_rows:]
     assert [e.action for e in written] == ["ownership.claim"] * 7 + ["manifests.apply"]
@@ -310,7 +316,8 @@ def test_diff_shows_exactly_what_apply_then_does(populated, tmp_path):
 
     assert applied.getvalue().splitlines()[:-1] == shown.getvalue().splitlines()
     tenant = Tenant.objects.get(slug="tenant-a")
-    assert tenant.display_name == "Team A" and tenant.quotas.get().guaranteed == 6
+    assert tenant.display_name == "Team A"
+    assert tenant.quotas.get().guaranteed == 6
     assert not tenant.memberships.filter(user__username="bob").exists()
     assert (tenant.sleep_when_idle, tenant.sleep_after_inactivity) == (True, "90m")
     quiet = io.StringIO()
@@ -397,7 +404,8 @@ def test_an_invitation_becomes_a_membership_at_first_sign_in(demo_fleet, make_us
     assert not Invitation.objects.filter(accepted_at=None).exists()
     assert Invitation.objects.get(login="newcomer@example.com").user == newcomer
     event = AuditEvent.objects.get(action="member.add", object_id="vision/newcomer")
-    assert event.actor_label == "system:invitation" and event.after["invited_as"] == "newcomer@example.com"
+    assert event.actor_label == "system:invitation"
+    assert event.after["invited_as"] == "newcomer@example.com"
     # the manifest naming the e-mail address still matches: the invitee is now a user with that address
     assert (
         apply(
@@ -426,7 +434,8 @@ def test_a_manifest_changes_the_role_of_the_portals_invitation_whatever_the_case
 
 def test_parse_keeps_lines_and_refuses_repeated_keys():
     (document,) = parse(VISION, "v.yaml")
-    assert document.line("spec.quotas[1].guaranteed") == 14 and document.line("spec.budget.monthly") == 15
+    assert document.line("spec.quotas[1].guaranteed") == 14
+    assert document.line("spec.budget.monthly") == 15
 
     with pytest.raises(ManifestInvalid) as refusal:
         parse(
@@ -486,7 +495,9 @@ def test_bad_documents_are_refused_naming_the_field_and_why(change, field, reaso
         docs(VISION.replace(*change))
 
     problem = refusal.value.problems[0]
-    assert problem.field == field and reason in problem.reason and problem.line is not None
+    assert problem.field == field
+    assert reason in problem.reason
+    assert problem.line is not None
 
 
 def test_nothing_is_half_applied_when_a_later_step_of_the_same_tenant_fails(alice, demo_fleet):
@@ -497,7 +508,8 @@ def test_nothing_is_half_applied_when_a_later_step_of_the_same_tenant_fails(alic
 
     assert refusal.value.problems[0].field == "spec.quotas[1]"
     assert "isolated" in refusal.value.problems[0].reason
-    assert not Tenant.objects.filter(slug="vision").exists() and not Quota.objects.exists()
+    assert not Tenant.objects.filter(slug="vision").exists()
+    assert not Quota.objects.exists()
 
 
 SLEEPY = VISION + "  sleep: {whenIdle: true, afterInactivity: 1h30m}\n"
@@ -539,7 +551,8 @@ def test_a_sleep_delay_under_a_minute_is_refused_with_its_field_and_nothing_is_w
 
     (problem,) = refusal.value.problems
     assert (problem.field, problem.line) == ("spec.sleep.afterInactivity", 16)
-    assert "'30s' is not a delay of at least a minute" in problem.reason and refusal.value.status == 400
+    assert "'30s' is not a delay of at least a minute" in problem.reason
+    assert refusal.value.status == 400
     vision = Tenant.objects.get(slug="vision")
     assert (vision.display_name, vision.quotas.get(gpu_class__name="h200-141gb").guaranteed) == (
         "Vision Team",

@@ -137,7 +137,8 @@ def test_a_tenant_resource_becomes_a_ready_tenant_with_its_quotas(watching, cont
     controller.sync(TENANT_RESOURCE)
 
     tenant = Tenant.objects.get(slug="vision")
-    assert tenant.display_name == "Vision Team" and tenant.cluster.host_cluster == demo_fleet
+    assert tenant.display_name == "Vision Team"
+    assert tenant.cluster.host_cluster == demo_fleet
     quota = Quota.objects.get(tenant=tenant)
     assert (quota.gpu_class.name, quota.guaranteed, quota.burst) == ("h200-141gb", 8, 8)
     assert list(tenant.memberships.values_list("user__username", "role")) == [("alice", "owner")]
@@ -145,7 +146,8 @@ def test_a_tenant_resource_becomes_a_ready_tenant_with_its_quotas(watching, cont
     assert obj["metadata"]["finalizers"] == [FINALIZER]
     found = conditions(obj)
     assert (found["Ready"]["status"], found["Ready"]["reason"]) == ("False", "Provisioning")
-    assert found["Reconciling"]["status"] == "True" and "Stalled" not in found
+    assert found["Reconciling"]["status"] == "True"
+    assert "Stalled" not in found
     assert obj["status"]["observedGeneration"] == obj["metadata"]["generation"] == 1
     assert obj["status"]["tenantId"] == tenant.public_id
 
@@ -198,7 +200,9 @@ def test_argo_cd_health_follows_the_tenant_from_creation_to_deletion(
     assert argo_health(cr(emulator))[0] == "Progressing"  # generation 2 not observed yet
     controller.sync(TENANT_RESOURCE)
     status, message = argo_health(cr(emulator))
-    assert status == "Degraded" and "spec.quotas[0]" in message and "capacity" in message
+    assert status == "Degraded"
+    assert "spec.quotas[0]" in message
+    assert "capacity" in message
 
     emulator.edit_object(GROUP, "Tenant", "vision", NS, {"spec": {"quotas": []}})
     controller.sync(TENANT_RESOURCE)
@@ -232,7 +236,8 @@ def test_a_spec_change_arrives_by_watch_and_is_applied(watching, controller, emu
     assert (tenant.sleep_when_idle, tenant.sleep_after_inactivity) == (True, "2h")
     assert Quota.objects.get(tenant=tenant).guaranteed == 4
     obj = cr(emulator)
-    assert obj["metadata"]["generation"] == 2 and obj["status"]["observedGeneration"] == 2
+    assert obj["metadata"]["generation"] == 2
+    assert obj["status"]["observedGeneration"] == 2
     assert conditions(obj)["Ready"]["observedGeneration"] == 2
 
 
@@ -259,7 +264,8 @@ def test_a_spec_that_cannot_be_applied_is_a_false_condition_and_writes_nothing(
     assert not AuditEvent.objects.filter(actor_label=ACTOR_LABEL).exists()
     found = conditions(cr(emulator))
     assert (found["Ready"]["status"], found["Ready"]["reason"]) == ("False", reason)
-    assert found["Stalled"]["status"] == "True" and words in found["Stalled"]["message"]
+    assert found["Stalled"]["status"] == "True"
+    assert words in found["Stalled"]["message"]
 
 
 def test_a_bad_change_to_a_live_tenant_changes_none_of_it(watching, controller, emulator):
@@ -276,9 +282,11 @@ def test_a_bad_change_to_a_live_tenant_changes_none_of_it(watching, controller, 
     controller.sync(TENANT_RESOURCE)
 
     tenant = Tenant.objects.get(slug="vision")
-    assert tenant.display_name == "Vision Team" and Quota.objects.get(tenant=tenant).guaranteed == 8
+    assert tenant.display_name == "Vision Team"
+    assert Quota.objects.get(tenant=tenant).guaranteed == 8
     obj = cr(emulator)
-    assert conditions(obj)["Stalled"]["reason"] == "Refused" and obj["status"]["observedGeneration"] == 2
+    assert conditions(obj)["Stalled"]["reason"] == "Refused"
+    assert obj["status"]["observedGeneration"] == 2
 
 
 def test_deleting_the_resource_deletes_the_tenant_before_the_finalizer_goes(
@@ -460,7 +468,8 @@ def test_the_api_registers_a_host_cluster_that_watches_tenants(emulator, api, ad
         {**registration, "name": "gpu-west", "watch_tenants": "Not_A_NS"},
         format="json",
     )
-    assert bad.status_code == 400 and "not a namespace name" in bad.json()["errors"]["watch_tenants"][0]
+    assert bad.status_code == 400
+    assert "not a namespace name" in bad.json()["errors"]["watch_tenants"][0]
 
 
 @pytest.mark.worker

@@ -127,7 +127,8 @@ def test_a_signed_in_user_cannot_claim_a_host_cluster_or_a_rate_card(caller, peo
     quiet = charlie.apply(*claims)
 
     assert forged.status_code == 403, forged.text
-    assert quiet.status_code == 200 and quiet.json()["changed"] is False, quiet.text
+    assert quiet.status_code == 200, quiet.text
+    assert quiet.json()["changed"] is False, quiet.text
     assert not ManagedObject.objects.exists()
     # the platform's own apply is not refused ("managed by evil")
     platform = caller(admin).apply(document("HostCluster", "demo", region="eu-west"), source="platform")
@@ -179,7 +180,8 @@ def test_taking_an_object_over_is_an_explicit_audited_act_of_a_platform_administ
     not_hers = alice.apply(declared, takeOwnership=True)
     taken = platform.apply(declared, source="platform", takeOwnership=True)
 
-    assert refused.status_code == 409 and "managed by ci" in refused.json()["detail"], refused.text
+    assert refused.status_code == 409, refused.text
+    assert "managed by ci" in refused.json()["detail"], refused.text
     assert not_hers.status_code == 403, not_hers.text
     assert taken.status_code == 200, taken.text
     assert taken.json()["ownership"] == [
@@ -197,7 +199,8 @@ def test_taking_an_object_over_is_an_explicit_audited_act_of_a_platform_administ
 def test_every_claim_is_audited_with_the_real_actor_in_the_tenants_log(caller, delta, admin):
     answer = caller(admin).apply(document("Tenant", "delta"), source="platform")
 
-    assert answer.status_code == 200 and answer.json()["changed"] is False
+    assert answer.status_code == 200
+    assert answer.json()["changed"] is False
     assert answer.json()["ownership"][0]["action"] == "claim"
     event = AuditEvent.objects.get(action="ownership.claim")
     assert (event.actor_label, event.tenant, event.after) == (
@@ -225,7 +228,8 @@ def test_the_default_api_source_prunes_only_what_its_caller_created(
     assert [(c["name"], c["action"]) for c in pruned.json()["changes"]] == [("made", "delete")]
     assert wait_for(lambda: Tenant.objects.get(slug="made").state, lambda s: s == "deleted") == "deleted"
     kept.refresh_from_db()
-    assert kept.state not in ("deleting", "deleted") and kept.display_name == "K"  # renamed, not pruned
+    assert kept.state not in ("deleting", "deleted")
+    assert kept.display_name == "K"  # renamed, not pruned
     assert Tenant.objects.get(slug="theirs").state not in ("deleting", "deleted")
     assert ManagedObject.objects.get(name="theirs").source == "api:other-admin"
 
@@ -243,6 +247,9 @@ def test_a_token_bound_to_a_source_applies_as_that_source_only(caller, people, a
         "/tenants/tenant-a/tokens/", {"name": "x", "scope": "write", "source": "ci-a"}
     )
 
-    assert answer.status_code == 200 and answer.json()["source"] == "ci-a", answer.text
-    assert other.status_code == 403 and "bound to the source 'ci-a'" in other.json()["detail"]
-    assert by_owner.status_code == 403 and "platform administrators" in by_owner.json()["detail"]
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["source"] == "ci-a", answer.text
+    assert other.status_code == 403
+    assert "bound to the source 'ci-a'" in other.json()["detail"]
+    assert by_owner.status_code == 403
+    assert "platform administrators" in by_owner.json()["detail"]

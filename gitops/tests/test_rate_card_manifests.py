@@ -65,7 +65,8 @@ def test_a_rate_card_manifest_out_of_range_is_refused_naming_line_field_and_rang
     (problem,) = refused.value.problems
     assert (problem.file, problem.field) == ("money.yaml", field)
     assert problem.line is not None
-    assert says in problem.reason and "from 0 to" in problem.reason
+    assert says in problem.reason
+    assert "from 0 to" in problem.reason
     assert not RateCard.objects.exists()
 
 
@@ -78,7 +79,8 @@ def test_a_budget_out_of_range_in_a_manifest_is_refused_and_nothing_is_written(d
         apply(docs(TENANT.replace('"20000.00"', f'"{monthly}"')), actor=CONSOLE, source="tenants")
     (problem,) = refused.value.problems
     assert problem.field == "spec.budget" or problem.field == "spec.budget.monthly"
-    assert says in problem.reason and "a monthly budget is a decimal number from 0.01" in problem.reason
+    assert says in problem.reason
+    assert "a monthly budget is a decimal number from 0.01" in problem.reason
     assert not Budget.objects.exists()
 
 

@@ -95,7 +95,9 @@ def test_a_bad_commit_applies_nothing_and_the_source_says_why(repo, source):
     )
     synced = services.sync(source)
 
-    assert synced.state == "failed" and synced.last_revision == good and synced.last_attempted_revision == bad
+    assert synced.state == "failed"
+    assert synced.last_revision == good
+    assert synced.last_attempted_revision == bad
     assert synced.error.startswith(f"commit {bad[:12]} was not applied: tenants/zeta.yaml:8: spec.colour:")
     assert synced.problems == [
         {
@@ -106,7 +108,8 @@ def test_a_bad_commit_applies_nothing_and_the_source_says_why(repo, source):
             "members, quotas, sleep, trustTier",
         }
     ]
-    assert h200_quota("vision") == 8 and not Tenant.objects.filter(slug="zeta").exists()
+    assert h200_quota("vision") == 8
+    assert not Tenant.objects.filter(slug="zeta").exists()
 
     with pytest.raises(CommandError) as refusal:
         call_command("gitops", "sync", "platform", stderr=io.StringIO())
@@ -123,7 +126,8 @@ def test_a_commit_over_capacity_is_refused_whole_with_the_services_reason(repo, 
 
     synced = services.sync(source)
 
-    assert synced.state == "failed" and "tenants/b.yaml:9: spec.quotas[0]:" in synced.error
+    assert synced.state == "failed"
+    assert "tenants/b.yaml:9: spec.quotas[0]:" in synced.error
     assert "at most 52 can be guaranteed" in synced.error
     assert not Tenant.objects.filter(slug__in=["alpha", "beta"]).exists()
 
@@ -148,7 +152,8 @@ def test_a_change_made_behind_the_services_back_is_reported_as_drift_and_restore
         "{'guaranteed': 8, 'burst': 4, 'lendable': None, 'weight': 1}"
     ]
     vision.refresh_from_db()
-    assert vision.display_name == "Vision Team" and h200_quota("vision") == 8
+    assert vision.display_name == "Vision Team"
+    assert h200_quota("vision") == 8
     assert AuditEvent.objects.filter(action="gitops.drift_restored", object_id="platform").count() == 1
     assert services.sync(source).drift == []
 
@@ -158,7 +163,8 @@ def test_an_unreachable_repository_fails_the_sync_with_gits_reason(source, tmp_p
 
     synced = services.sync(source)
 
-    assert synced.state == "failed" and synced.error.startswith("git fetch failed:")
+    assert synced.state == "failed"
+    assert synced.error.startswith("git fetch failed:")
     assert "Could not read from remote repository" in synced.error
 
 
@@ -169,7 +175,8 @@ def test_a_folder_without_manifests_prunes_nothing(repo, source):
 
     synced = services.sync(source)
 
-    assert synced.state == "failed" and "nothing was pruned" in synced.error
+    assert synced.state == "failed"
+    assert "nothing was pruned" in synced.error
     assert Tenant.objects.get(slug="vision").state != "deleting"
 
 
@@ -202,9 +209,11 @@ def test_a_source_over_smart_https_needs_its_credentials(repo, demo_fleet, setti
 
         refused, synced = services.sync(wrong), services.sync(right)
 
-    assert refused.state == "failed" and "the git server refused the credentials given" in refused.error
+    assert refused.state == "failed"
+    assert "the git server refused the credentials given" in refused.error
     assert "s3cret" not in refused.error
-    assert synced.state == "synced" and h200_quota("vision") == 8
+    assert synced.state == "synced"
+    assert h200_quota("vision") == 8
 
 
 def sign(secret: str, body: bytes) -> str:
@@ -259,7 +268,9 @@ def test_a_push_to_another_branch_is_acknowledged_and_ignored(hooked, client, mo
         HTTP_X_HUB_SIGNATURE_256="sha256=" + sign("hook-secret", body),
     )
 
-    assert response.status_code == 202 and response.json()["queued"] is False and sent == []
+    assert response.status_code == 202
+    assert response.json()["queued"] is False
+    assert sent == []
 
 
 def test_the_periodic_task_syncs_the_sources_that_are_due(repo, source, monkeypatch):
@@ -269,7 +280,8 @@ def test_the_periodic_task_syncs_the_sources_that_are_due(repo, source, monkeypa
     monkeypatch.setattr(tasks, "enqueue", lambda name, source_id: tasks.sync_source(source_id))
 
     tasks.sync_due_sources()
-    assert GitSource.objects.get(pk=source.pk).state == "synced" and h200_quota("vision") == 8
+    assert GitSource.objects.get(pk=source.pk).state == "synced"
+    assert h200_quota("vision") == 8
 
     repo.commit("grow", {"tenants/vision.yaml": tenant("vision", 9)})
     tasks.sync_due_sources()  # not due: its interval has not passed
@@ -288,7 +300,8 @@ def test_the_gitops_command_adds_and_syncs_a_source(repo, demo_fleet, settings, 
     )  # fmt: skip
     call_command("gitops", "sync", "cli", stdout=out)
 
-    assert "cli synced at" in out.getvalue() and h200_quota("vision") == 8
+    assert "cli synced at" in out.getvalue()
+    assert h200_quota("vision") == 8
     assert GitSource.objects.get(name="cli").password_ciphertext not in ("", "t0ken")
 
 
@@ -307,18 +320,23 @@ def test_the_api_registers_sources_for_platform_administrators_and_hides_secrets
 
     assert created.status_code == 201, created.json()
     shown = api(admin).get("/api/v1/gitops/sources/api/").json()
-    assert shown["has_password"] and shown["has_webhook_secret"] and "password" not in shown
-    assert shown["state"] == "pending" and shown["last_revision"] == ""
+    assert shown["has_password"]
+    assert shown["has_webhook_secret"]
+    assert "password" not in shown
+    assert shown["state"] == "pending"
+    assert shown["last_revision"] == ""
     local = api(admin).post(
         "/api/v1/gitops/sources/", {**body, "name": "local", "url": "file:///etc"}, format="json"
     )
-    assert local.status_code == 400 and "file:// URLs read the server's own disk" in local.json()["detail"]
+    assert local.status_code == 400
+    assert "file:// URLs read the server's own disk" in local.json()["detail"]
     inline = api(admin).post(
         "/api/v1/gitops/sources/",
         {**body, "name": "x", "url": "https://u:p@git.example.com/r.git"},
         format="json",
     )
-    assert inline.status_code == 400 and "not in the URL" in inline.json()["detail"]
+    assert inline.status_code == 400
+    assert "not in the URL" in inline.json()["detail"]
 
 
 def test_a_source_takes_over_what_another_source_manages_only_when_the_console_says_so(
@@ -333,8 +351,10 @@ def test_a_source_takes_over_what_another_source_manages_only_when_the_console_s
     out = io.StringIO()
     call_command("gitops", "sync", "platform", "--take-ownership", stdout=out)
 
-    assert refused.state == "failed" and "Tenant vision is managed by legacy" in refused.error
-    assert "platform synced at" in out.getvalue() and h200_quota("vision") == 12
+    assert refused.state == "failed"
+    assert "Tenant vision is managed by legacy" in refused.error
+    assert "platform synced at" in out.getvalue()
+    assert h200_quota("vision") == 12
     assert ManagedObject.objects.get(name="vision").source == "gitops:platform"
     taken = AuditEvent.objects.get(action="ownership.take")
     assert (taken.actor_label, taken.before, taken.after["source"]) == (

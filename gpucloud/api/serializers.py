@@ -3,21 +3,27 @@
 An integer column is bounded to what the column holds on any database (gpucloud.limits), with the allowed
 range in the message. Serializers that are not model serializers take a model's field with `model_field()`,
 so a length is never written twice.
+
+A serializer names what it renders: `ModelSerializer[Tenant]` its model, a plain one the model it reads,
+`Serializer[dict[str, Any]]` a dict the view builds (or only documents), and `Serializer[None]` a request body
+that is validated and never rendered.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import MutableMapping
-from typing import Any
+from typing import Any, TypeVar
 
 from django.db import models
 from rest_framework import serializers
 
 from gpucloud.limits import INTEGER_RANGES
 
+_M = TypeVar("_M", bound=models.Model)
 
-class ModelSerializer(serializers.ModelSerializer):
+
+class ModelSerializer(serializers.ModelSerializer[_M]):
     """DRF's model serializer with every integer bounded to its column's range, named in the refusal.
 
     DRF builds a model serializer's fields from the model's metadata again for every instance, which costs
@@ -26,7 +32,7 @@ class ModelSerializer(serializers.ModelSerializer):
     does with declared fields.
     """
 
-    def get_fields(self) -> dict[str, serializers.Field]:
+    def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
         cls = type(self)
         built = cls.__dict__.get("_built_fields")  # this class's own, never a parent's (its Meta differs)
         if built is None:
@@ -34,7 +40,9 @@ class ModelSerializer(serializers.ModelSerializer):
             cls._built_fields = built  # type: ignore[attr-defined]
         return copy.deepcopy(built)
 
-    def build_standard_field(self, field_name: str, model_field: models.Field) -> tuple[type, dict[str, Any]]:
+    def build_standard_field(
+        self, field_name: str, model_field: models.Field[Any, Any]
+    ) -> tuple[type, dict[str, Any]]:
         field_class, kwargs = super().build_standard_field(field_name, model_field)
         column = INTEGER_RANGES.get(model_field.get_internal_type())
         if column is not None and issubclass(field_class, serializers.IntegerField):
@@ -58,8 +66,10 @@ def range_messages(low: int, high: int) -> dict[str, str]:
     return {"min_value": message, "max_value": message, "max_string_length": message}
 
 
-def model_field(model: type[models.Model], name: str, **kwargs: Any) -> serializers.Field:
+def model_field(model: type[models.Model], name: str, **kwargs: Any) -> serializers.Field[Any, Any, Any, Any]:
     """The serializer field a ModelSerializer would build for `model.name`, with `kwargs` on top."""
     meta = type("Meta", (), {"model": model, "fields": [name], "extra_kwargs": {name: kwargs}})
-    serializer = type(f"{model.__name__}Field", (ModelSerializer,), {"Meta": meta})()
+    serializer: ModelSerializer[models.Model] = type(
+        f"{model.__name__}Field", (ModelSerializer,), {"Meta": meta}
+    )()
     return serializer.fields[name]

@@ -237,15 +237,16 @@ class KubeApi:
     def get(self, path: str, query: dict[str, str] | None = None) -> Any:
         return self.request("GET", path, query=query)
 
-    def apply(self, path: str, manifest: dict[str, Any]) -> Any:
-        """Server-side apply, taking ownership of every field gpucloud sets."""
-        return self.request(
+    def apply(self, path: str, manifest: dict[str, Any]) -> dict[str, Any]:
+        """Server-side apply, taking ownership of every field gpucloud sets; the object as it is now."""
+        applied: dict[str, Any] = self.request(
             "PATCH",
             path,
             query={"fieldManager": FIELD_MANAGER, "force": "true"},
             body=manifest,
             content_type=APPLY,
         )
+        return applied
 
     def delete(self, path: str) -> bool:
         """Delete in the background (dependents are garbage-collected); False when it was already gone."""

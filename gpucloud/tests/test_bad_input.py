@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -14,11 +15,12 @@ from tests.fixtures import SYSTEM
 PROBLEM_JSON = "application/problem+json"
 
 
-def assert_problem(response, status: int, type_: str) -> dict:
+def assert_problem(response, status: int, type_: str) -> dict[str, Any]:
     assert response.status_code == status, response.content[:300]
     assert response["Content-Type"] == PROBLEM_JSON
-    body = response.json()
-    assert body["type"] == f"/problems/{type_}" and body["status"] == status
+    body: dict[str, Any] = response.json()
+    assert body["type"] == f"/problems/{type_}"
+    assert body["status"] == status
     return body
 
 
@@ -42,7 +44,8 @@ def test_a_nul_byte_in_a_path_or_a_filter_is_a_400_problem(api, admin, demo_flee
 def test_a_nul_byte_in_a_portal_path_or_a_header_is_a_400(client, api, admin, demo_fleet):
     client.force_login(admin)
     page = client.get("/tenants/%00/")
-    assert page.status_code == 400 and b"NUL" in page.content
+    assert page.status_code == 400
+    assert b"NUL" in page.content
 
     keyed = api(admin).post(
         "/api/v1/tenants/", {"slug": "vision"}, format="json", HTTP_IDEMPOTENCY_KEY="k\x00"
@@ -64,7 +67,8 @@ def test_a_nul_anywhere_in_a_json_body_is_refused_naming_where(api, admin, demo_
     body = {"effective_from": "2026-01-01T00:00:00Z", "prices": {"h200-141gb": "2.5", "a\x00": "1"}}
     response = api(admin).post("/api/v1/rate-cards/", body, format="json")
     problem = assert_problem(response, 400, "invalid-request")
-    assert "NUL" in problem["detail"] and any(key.startswith("prices.") for key in problem["errors"])
+    assert "NUL" in problem["detail"]
+    assert any(key.startswith("prices.") for key in problem["errors"])
 
 
 def test_an_oversized_body_is_a_413_problem_naming_the_limit(api, admin, demo_fleet, settings):
@@ -89,7 +93,8 @@ def test_the_sign_in_page_says_when_to_retry_too(client, make_user, settings):
     make_user("alice")
     client.post("/login/", {"username": "alice", "password": "wrong"})
     refused = client.post("/login/", {"username": "alice", "password": "pw-alice"})
-    assert refused.status_code == 429 and refused["Retry-After"] == str(settings.LOGIN_ATTEMPTS_WINDOW)
+    assert refused.status_code == 429
+    assert refused["Retry-After"] == str(settings.LOGIN_ATTEMPTS_WINDOW)
 
 
 def test_a_token_without_the_scope_gets_forbidden_naming_the_scope_it_needs(client, admin, demo_fleet):
@@ -101,4 +106,5 @@ def test_a_token_without_the_scope_gets_forbidden_naming_the_scope_it_needs(clie
         HTTP_AUTHORIZATION=f"Bearer {token}",
     )
     detail = assert_problem(response, 403, "forbidden")["detail"]
-    assert "scope 'write'" in detail and "ApiToken" not in detail
+    assert "scope 'write'" in detail
+    assert "ApiToken" not in detail

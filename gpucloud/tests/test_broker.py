@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import redis
-from kombu import Connection
+from kombu.connection import Connection
 
 from gpucloud import broker
 from gpucloud import celery as names
@@ -29,7 +29,7 @@ def connect(path: Path) -> Connection:
     return Connection(f"sqlite:///{path}", transport=TRANSPORT)
 
 
-def consume(path: str, results: multiprocessing.Queue) -> None:
+def consume(path: str, results: multiprocessing.Queue[list[Any]]) -> None:
     taken = []
     with connect(Path(path)) as conn:
         queue = conn.SimpleQueue("work")

@@ -28,7 +28,9 @@ def family(name: str) -> str:
 
 def test_the_dashboard_is_valid_json_with_a_query_per_panel():
     dashboard = json.loads(DASHBOARD.read_text())
-    assert dashboard["uid"] and dashboard["title"] and dashboard["panels"]
+    assert dashboard["uid"]
+    assert dashboard["title"]
+    assert dashboard["panels"]
     ids = [panel["id"] for panel in dashboard["panels"]]
     assert len(ids) == len(set(ids))
     assert all(panel["targets"] and all(t["expr"] for t in panel["targets"]) for panel in dashboard["panels"])

@@ -117,12 +117,15 @@ def instructions() -> list[tuple[str, str]]:
 def test_the_dockerfile_is_multi_stage_slim_non_root_and_runs_the_build_script():
     steps = instructions()
     froms = [arg for op, arg in steps if op == "FROM"]
-    assert len(froms) >= 2 and "AS build" in froms[0]
+    assert len(froms) >= 2
+    assert "AS build" in froms[0]
     base = next(arg for op, arg in steps if op == "ARG" and arg.startswith("PYTHON_IMAGE="))
     assert re.fullmatch(r"PYTHON_IMAGE=python:3\.\d+-slim(-\w+)?", base)
     assert ("RUN", "gpucloud-build /src /opt/gpucloud") in steps
     user = [arg for op, arg in steps if op == "USER"]
-    assert user and user[-1].split(":")[0].isdigit() and int(user[-1].split(":")[0]) >= 1000
+    assert user
+    assert user[-1].split(":")[0].isdigit()
+    assert int(user[-1].split(":")[0]) >= 1000
     assert [arg for op, arg in steps if op == "CMD"][-1] == '["gpucloud", "web"]'
     assert any(op == "HEALTHCHECK" and "/healthz" in arg for op, arg in steps)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
+from typing import Any
 
 import pytest
 
@@ -31,7 +32,7 @@ def probed():
     server.server_close()
 
 
-def probe(url: str) -> tuple[int, dict]:
+def probe(url: str) -> tuple[int, dict[str, Any]]:
     try:
         with urllib.request.urlopen(url, timeout=5) as response:
             return response.status, json.loads(response.read())

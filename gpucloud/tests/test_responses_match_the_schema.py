@@ -142,7 +142,8 @@ def published(client, admin) -> dict[str, Any]:
     client.force_login(admin)
     response = client.get("/api/schema/?format=json")
     assert response.status_code == 200
-    return response.json()
+    schema: dict[str, Any] = response.json()
+    return schema
 
 
 def url_for(route: str, name: str, values: dict[str, dict[str, str]]) -> str:

@@ -17,5 +17,6 @@ def test_production_serves_the_collected_static_files_with_debug_off(settings, t
     swagger = client.get("/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js")
 
     assert (css.status_code, css["Content-Type"]) == (200, 'text/css; charset="utf-8"')
-    assert swagger.status_code == 200 and "javascript" in swagger["Content-Type"]
+    assert swagger.status_code == 200
+    assert "javascript" in swagger["Content-Type"]
     assert client.get("/static/portal/missing.css").status_code == 404

@@ -96,7 +96,8 @@ T0 = timezone.now().replace(microsecond=0) - timedelta(minutes=10)
 
 
 def node_obj(kube_emulator, name: str) -> dict[str, Any]:
-    return kube_emulator.get_object("v1", "Node", name)
+    node: dict[str, Any] = kube_emulator.get_object("v1", "Node", name)
+    return node
 
 
 def eventually(check: Callable[[], bool], timeout: float = 20.0) -> None:
@@ -156,7 +157,8 @@ def test_a_fatal_node_problem_detector_condition_quarantines_the_node_and_a_clea
     outcome = health_pass(host)
     assert outcome.writes == 1  # one patch cordons and taints h200-2; h200-1 needs none
     node = node_obj(kube_emulator, "h200-2")
-    assert node["spec"]["unschedulable"] is True and our_taint(node)["value"] == "condition-KernelDeadlock"
+    assert node["spec"]["unschedulable"] is True
+    assert our_taint(node)["value"] == "condition-KernelDeadlock"
     events = {e.signal: e for e in HealthEvent.objects.filter(node__name="h200-2")}
     assert events["condition:KernelDeadlock"].severity == "fatal"
     assert events["condition:FrequentDockerRestart"].severity == "warning"
@@ -166,7 +168,8 @@ def test_a_fatal_node_problem_detector_condition_quarantines_the_node_and_a_clea
     kube_emulator.set_node_condition("h200-2", "KernelDeadlock", "False", "KernelHasNoDeadlock", "")
     assert health_pass(host).released == 1
     node = node_obj(kube_emulator, "h200-2")
-    assert not node["spec"].get("unschedulable") and our_taint(node) is None
+    assert not node["spec"].get("unschedulable")
+    assert our_taint(node) is None
     assert CORDONED not in (node["metadata"].get("annotations") or {})
     assert node["spec"]["taints"] == [{"key": "example.com/dedicated", "value": "ml", "effect": "NoSchedule"}]
     assert Node.objects.get(name="h200-2").state == Node.State.READY
@@ -184,7 +187,8 @@ def test_release_keeps_a_cordon_gpucloud_did_not_make(host, kube_emulator, setti
     kube_emulator.set_node_condition("h200-1", "ReadonlyFilesystem", "False", "", "")
     health_pass(host)
     node = node_obj(kube_emulator, "h200-1")
-    assert our_taint(node) is None and node["spec"]["unschedulable"] is True
+    assert our_taint(node) is None
+    assert node["spec"]["unschedulable"] is True
 
 
 def test_a_node_not_ready_is_a_warning_and_quarantines_nothing(host, kube_emulator):
@@ -226,7 +230,9 @@ def test_the_notification_names_the_gpu_and_the_models_over_the_alert_share(host
     scrape(host, 30, faults={0: 79})
     first = Quarantine.objects.get()
     message = health.notify(first.pk)
-    assert message is not None and message["gpu"] == real_uuid("h200-1", 0) and message["reason"] == "xid-79"
+    assert message is not None
+    assert message["gpu"] == real_uuid("h200-1", 0)
+    assert message["reason"] == "xid-79"
     assert message["models_over_threshold"] == []  # 1 of 16 out
     scrape(host, 60, faults=dict.fromkeys(range(7), 79))  # 7 of 16 H200s out: 44 %
     message = health.notify(Quarantine.objects.order_by("id").last().pk)

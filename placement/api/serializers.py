@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 from rest_framework import serializers
 
 from fleet.models import GpuClass
@@ -7,7 +9,7 @@ from gpucloud.api.serializers import ModelSerializer
 from tenants.models import Tenant
 
 
-class GpuClassSerializer(ModelSerializer):
+class GpuClassSerializer(ModelSerializer[GpuClass]):
     gpu_model = serializers.CharField(source="gpu_model.slug")
     gpu_fraction = serializers.SerializerMethodField(help_text="share of one physical GPU, e.g. '1/7'")
     units_per_gpu = serializers.IntegerField(help_text="most units of this class one GPU gives")
@@ -28,7 +30,7 @@ class GpuClassSerializer(ModelSerializer):
         return str(gpu_class.gpu_fraction)
 
 
-class CapacitySerializer(serializers.Serializer):
+class CapacitySerializer(serializers.Serializer[dict[str, Any]]):
     host_cluster = serializers.CharField(help_text="guarantees are admitted per host cluster")
     gpu_class = serializers.CharField()
     gpu_model = serializers.CharField()
@@ -58,7 +60,7 @@ class CapacitySerializer(serializers.Serializer):
     )
 
 
-class QuotaWhatIfSerializer(serializers.Serializer):
+class QuotaWhatIfSerializer(serializers.Serializer[None]):
     tenant = serializers.CharField(
         required=False, default="", allow_blank=True, help_text="slug of one of your tenants"
     )
@@ -71,7 +73,7 @@ class QuotaWhatIfSerializer(serializers.Serializer):
     guaranteed = serializers.IntegerField(min_value=0, max_value=100_000)
 
 
-class TopologySerializer(serializers.Serializer):
+class TopologySerializer(serializers.Serializer[None]):
     level = serializers.ChoiceField(choices=["zone", "block", "rack", "nvlink", "node"])
     mode = serializers.ChoiceField(
         choices=["required", "preferred"],
@@ -81,7 +83,7 @@ class TopologySerializer(serializers.Serializer):
     )
 
 
-class GangWhatIfSerializer(serializers.Serializer):
+class GangWhatIfSerializer(serializers.Serializer[None]):
     pods = serializers.IntegerField(min_value=1, max_value=1024)
     gpus_per_pod = serializers.IntegerField(min_value=1, max_value=64, default=1)
     gpu_class = serializers.CharField(
@@ -92,14 +94,14 @@ class GangWhatIfSerializer(serializers.Serializer):
     trust_tier = serializers.ChoiceField(choices=Tenant.TrustTier.choices, required=False)
 
 
-class WhatIfSerializer(serializers.Serializer):
+class WhatIfSerializer(serializers.Serializer[None]):
     quotas = QuotaWhatIfSerializer(many=True, required=False)
     gang = GangWhatIfSerializer(required=False)
     host_cluster = serializers.CharField(
         required=False, default="", allow_blank=True, help_text="default: your tenant's, or the first"
     )
 
-    def validate(self, attrs: dict) -> dict:
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if ("quotas" in attrs) == ("gang" in attrs):
             raise serializers.ValidationError("ask about either quotas or a gang, not both and not neither")
         if "quotas" in attrs and not attrs["quotas"]:
@@ -107,12 +109,12 @@ class WhatIfSerializer(serializers.Serializer):
         return attrs
 
 
-class WhatIfNodeSerializer(serializers.Serializer):
+class WhatIfNodeSerializer(serializers.Serializer[dict[str, Any]]):
     node = serializers.CharField()
     units = serializers.IntegerField()
 
 
-class WhatIfQuotaAnswerSerializer(serializers.Serializer):
+class WhatIfQuotaAnswerSerializer(serializers.Serializer[dict[str, Any]]):
     tenant = serializers.CharField(allow_null=True)
     trust_tier = serializers.CharField()
     gpu_class = serializers.CharField()
@@ -122,7 +124,7 @@ class WhatIfQuotaAnswerSerializer(serializers.Serializer):
     nodes = WhatIfNodeSerializer(many=True)
 
 
-class WhatIfAnswerSerializer(serializers.Serializer):
+class WhatIfAnswerSerializer(serializers.Serializer[dict[str, Any]]):
     kind = serializers.ChoiceField(choices=["quotas", "gang"])
     fits = serializers.BooleanField()
     host_cluster = serializers.CharField()

@@ -52,7 +52,8 @@ class CapacityViewSet(mixins.ListModelMixin, BaseViewSet):
         if gpu_model:
             rows = [row for row in rows if row["gpu_model"] == gpu_model]
         page = self.paginate_queryset(rows)
-        return self.get_paginated_response(CapacitySerializer(page, many=True).data)
+        # DRF's stubs type a serializer's instance as one object, even with many=True
+        return self.get_paginated_response(CapacitySerializer(page, many=True).data)  # type: ignore[arg-type]
 
 
 class WhatIfViewSet(BaseViewSet):

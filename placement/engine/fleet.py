@@ -245,23 +245,31 @@ class Fleet:
         if not self._occupants:
             return ok
         owner = self.gpu_owner
+        allowed: np.ndarray
         if tid is None:  # a pod of no tenant (operator, trace replay) never joins a tenant's GPU
-            return ok & (owner == FREE)
-        allowed = (owner == FREE) | (owner == tid)
-        if self.tenant_tiers[tid] == Tier.TRUSTED:
-            trusted = np.array([t == Tier.TRUSTED for t in self.tenant_tiers])
-            allowed |= (owner == SHARED_TRUSTED) | ((owner >= 0) & trusted[np.maximum(owner, 0)])
-        return ok & allowed
+            allowed = owner == FREE
+        else:
+            allowed = (owner == FREE) | (owner == tid)
+            if self.tenant_tiers[tid] == Tier.TRUSTED:
+                trusted = np.array([t == Tier.TRUSTED for t in self.tenant_tiers])
+                allowed |= (owner == SHARED_TRUSTED) | ((owner >= 0) & trusted[np.maximum(owner, 0)])
+        usable: np.ndarray = ok & allowed
+        return usable
 
     def node_mask(self, pod: PodRequest, tid: int | None) -> np.ndarray:
         """Nodes allowed for this pod by health, ownership, CPU, memory and GPU model (not GPU count)."""
-        mask = self.node_healthy & (self.cpu_free >= pod.cpu_milli) & (self.mem_free >= pod.memory_mib)
-        mask &= self.model_mask(pod)
+        mask: np.ndarray = (
+            self.node_healthy & (self.cpu_free >= pod.cpu_milli) & (self.mem_free >= pod.memory_mib)
+        )
+        mask &= self.model_mask(pod)  # a fresh array: narrowing it in place touches no field of the fleet
         if tid is None:
-            return mask & (self.node_owner == FREE) if self.tenant_ids else mask
-        if self.tenant_tiers[tid] == Tier.ISOLATED:
-            return mask & (self.node_owner == tid)
-        return mask & (self.node_owner == FREE)
+            if self.tenant_ids:
+                mask &= self.node_owner == FREE
+        elif self.tenant_tiers[tid] == Tier.ISOLATED:
+            mask &= self.node_owner == tid
+        else:
+            mask &= self.node_owner == FREE
+        return mask
 
     def candidates(self, pod: PodRequest, tid: int | None) -> tuple[np.ndarray, np.ndarray]:
         """Indices of nodes that fit the pod now, and the [candidate, slot] mask of GPUs it may use."""

@@ -130,7 +130,8 @@ def _expected_stranded(
     free = np.maximum(gpu, 0)
     total = free.sum(axis=1).astype(np.float64)  # [K]
     if not len(typ.freq):
-        return total * 0.0
+        nothing: np.ndarray = total * 0.0
+        return nothing
     # Shapes share few GPU sizes (the openb default: 91 shapes, 22 sizes): which GPUs have room is worked
     # out once per size, [K, sizes, slots], and read per shape.
     sizes, size_of = np.unique(np.maximum(typ.milli, 1), return_inverse=True)
@@ -146,4 +147,5 @@ def _expected_stranded(
         usable = np.minimum(usable, copies * (typ.milli * typ.num)[None, :])
     stranded = np.where(access, 1.0, typ.barred[None, :]) * total[:, None]  # a barred shape: its share only
     per_shape = np.where(satisfied, total[:, None] - usable, stranded)
-    return per_shape @ typ.freq
+    stranded_per_node: np.ndarray = per_shape @ typ.freq
+    return stranded_per_node

@@ -191,7 +191,8 @@ class FGDPolicy(Policy):
                 measure, fleet, stale, fleet.cpu_free[stale], self._effective_gpu(fleet, stale)
             )
             c.version[stale] = fleet.version[stale]
-        return c.after[cand]
+        after: np.ndarray = c.after[cand]
+        return after
 
     def after(
         self,

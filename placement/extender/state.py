@@ -450,14 +450,18 @@ class Extender:
         if tid is None or not self._isolated.any():
             return None
         counts = self._tenant_pods
+        allowed: np.ndarray
         if self._isolated[tid]:
-            return counts.sum(axis=1) == counts[:, tid]
-        return counts[:, self._isolated].sum(axis=1) == 0
+            allowed = counts.sum(axis=1) == counts[:, tid]
+        else:
+            allowed = counts[:, self._isolated].sum(axis=1) == 0
+        return allowed
 
     def _mig_free(self, profile: str) -> np.ndarray:
         """Instances of a MIG profile per node: advertised less booked (negative when overbooked)."""
         none = np.zeros(len(self.fleet), dtype=np.int64)
-        return self.mig_allocatable.get(profile, none) - self._mig_used.get(profile, none)
+        free: np.ndarray = self.mig_allocatable.get(profile, none) - self._mig_used.get(profile, none)
+        return free
 
     def _candidates(self, pod: PodRequest, tid: int | None) -> tuple[np.ndarray, np.ndarray] | None:
         """The fleet's candidates, less the nodes the extender's own rules (isolation, MIG) refuse."""
@@ -474,7 +478,9 @@ class Extender:
         keep = allowed[cand]
         return cand[keep], gpu_ok[keep]
 
-    def _filter(self, pod: PodRequest, tid: int | None, names: Sequence[str]) -> tuple[list[str], dict, dict]:
+    def _filter(
+        self, pod: PodRequest, tid: int | None, names: Sequence[str]
+    ) -> tuple[list[str], dict[str, str], dict[str, str]]:
         idx = self._index_of(names)
         found = self._candidates(pod, tid)
         if found is None:  # no node of the fleet has a model the pod accepts
@@ -512,7 +518,8 @@ class Extender:
             self._mig_free(pod.mig_profile) < 1 if pod.mig_profile else nowhere,
             self._held_by_tenants(pod, tid) if self._tenant_pods.size else nowhere,
         ]
-        return np.select(conditions, list(range(len(conditions))), len(conditions))
+        reasons: np.ndarray = np.select(conditions, list(range(len(conditions))), len(conditions))
+        return reasons
 
     def _held_by_tenants(self, pod: PodRequest, tid: int | None) -> np.ndarray:
         """Nodes with enough GPUs that have room for the pod, but not enough the sharing rules let it use."""
@@ -520,7 +527,8 @@ class Extender:
         if not pod.num_gpu:
             return np.zeros(len(f), dtype=bool)
         room = ((f.gpu_free >= pod.gpu_milli) & f.gpu_healthy).sum(axis=1) >= pod.num_gpu
-        return room & (f.usable_gpus(pod, tid).sum(axis=1) < pod.num_gpu)
+        held: np.ndarray = room & (f.usable_gpus(pod, tid).sum(axis=1) < pod.num_gpu)
+        return held
 
     def _texts(self, pod: PodRequest, tid: int | None) -> list[str]:
         models = "|".join(sorted(pod.gpu_models))
@@ -569,7 +577,8 @@ class Extender:
         full[chosen] = MAX_PRIORITY
         self._allocate(pod, chosen, gpus, tid)
         self.assumed[pod.name] = self.clock() + self.assume_seconds
-        return np.where(idx >= 0, full[np.maximum(idx, 0)], 0).tolist()
+        scores: list[int] = np.where(idx >= 0, full[np.maximum(idx, 0)], 0).tolist()
+        return scores
 
     def _pack_mig(self, pod: PodRequest, cand: np.ndarray) -> tuple[int, tuple[int, ...], np.ndarray]:
         """A MIG pod is packed, as the engine packs MIG pods: the candidate with the fewest free instances

@@ -33,7 +33,7 @@ def v1_pod(
     if gpus is not None:
         requests["nvidia.com/gpu"] = gpus
     requests.update({f"nvidia.com/mig-{profile}": count for profile, count in (mig or {}).items()})
-    spec: dict = {"containers": [{"name": "c", "resources": {"requests": requests}}]}
+    spec: dict[str, Any] = {"containers": [{"name": "c", "resources": {"requests": requests}}]}
     if init:
         spec["initContainers"] = [{"name": "i", "resources": {"requests": init}}]
     if models:
@@ -71,7 +71,8 @@ def test_a_pod_is_read_with_its_largest_init_container_gpus_share_and_models():
     pod = pod_request(v1_pod(cpu="500m", memory="1Gi", gpus="1", init={"cpu": "2"}, models=("G2", "T4")))
     assert pod == PodRequest("ns/p", 2000, 1024, 1, 1000, frozenset({"G2", "T4"}))
     share = pod_request(v1_pod(gpus="1", annotations={"gpucloud.io/gpu-milli": "460"}))
-    assert share.is_share and share.gpu_milli == 460
+    assert share.is_share
+    assert share.gpu_milli == 460
     hami = v1_pod(gpus="1")
     hami["spec"]["containers"][0]["resources"]["limits"] = {"nvidia.com/gpucores": "30"}
     assert pod_request(hami).gpu_milli == 300
@@ -105,15 +106,18 @@ def test_filter_keeps_the_nodes_that_fit_and_says_why_the_others_do_not():
     result = ext.filter(args(v1_pod(gpus="4", models=("G2",)), [*NAMES, "cpu-node"]))
     assert result["NodeNames"] == ["a", "b", "cpu-node"]  # a node gpucloud does not know passes untouched
     assert result["FailedAndUnresolvableNodes"] == {"t": "GPU model is not one the pod accepts (G2)"}
-    assert result["Error"] == "" and result["FailedNodes"] == {}
+    assert result["Error"] == ""
+    assert result["FailedNodes"] == {}
     ext.observe([ObservedPod(PodRequest("ns/big", 30_000, 1000, 1, 1000), "a")], complete=True)
     after = ext.filter(args(v1_pod(gpus="4", models=("G2",))))
-    assert after["NodeNames"] == ["b"] and after["FailedNodes"]["a"] == "not enough free CPU for 4000m"
+    assert after["NodeNames"] == ["b"]
+    assert after["FailedNodes"]["a"] == "not enough free CPU for 4000m"
 
 
 def test_a_model_no_node_has_fails_every_known_node_unresolvably():
     result = Extender(NODES).filter(args(v1_pod(gpus="1", models=("H100",))))
-    assert result["NodeNames"] == [] and set(result["FailedAndUnresolvableNodes"]) == set(NAMES)
+    assert result["NodeNames"] == []
+    assert set(result["FailedAndUnresolvableNodes"]) == set(NAMES)
 
 
 def test_prioritize_gives_the_engines_choice_the_top_score_and_assumes_it():
@@ -123,7 +127,8 @@ def test_prioritize_gives_the_engines_choice_the_top_score_and_assumes_it():
     assert ranked == [{"Host": "a", "Score": 0}, {"Host": "b", "Score": MAX_PRIORITY}]
     assert ext.fleet.placements()["ns/p"].node == "b"  # booked before any binding is reported
     again = ext.filter(args(v1_pod("q", gpus="2", models=("G2",)), ["b"]))
-    assert again["NodeNames"] == ["b"] and ext.fleet.gpu_free[ext.fleet.node("b")].tolist().count(1000) == 2
+    assert again["NodeNames"] == ["b"]
+    assert ext.fleet.gpu_free[ext.fleet.node("b")].tolist().count(1000) == 2
 
 
 def test_an_assumption_lapses_unless_the_cluster_confirms_it():
@@ -143,9 +148,11 @@ def test_the_cluster_wins_where_it_bound_a_pod_elsewhere_and_a_deleted_pod_is_re
     ext.prioritize(args(v1_pod("p", gpus="1"), ["a", "b"]))
     other = "b" if ext.fleet.placements()["ns/p"].node == "a" else "a"
     ext.observe([ObservedPod(PodRequest("ns/p", 4000, 8192, 1, 1000), other, (3,))], complete=True)
-    assert ext.fleet.placements()["ns/p"].node == other and ext.fleet.placements()["ns/p"].gpus == (3,)
+    assert ext.fleet.placements()["ns/p"].node == other
+    assert ext.fleet.placements()["ns/p"].gpus == (3,)
     ext.gone("ns/p")
-    assert ext.fleet.placements() == {} and int(ext.fleet.gpu_free.clip(0).sum()) == 18_000
+    assert ext.fleet.placements() == {}
+    assert int(ext.fleet.gpu_free.clip(0).sum()) == 18_000
 
 
 def test_a_complete_list_drops_what_the_cluster_no_longer_runs():
@@ -183,7 +190,8 @@ def test_a_standard_tenants_share_never_joins_a_gpu_another_tenant_holds():
     ext = tenanted(alpha="standard", beta="standard")
     bind(ext, v1_pod("held", gpus="1", annotations=SHARE, ns="alpha"), "a")
     beta = ext.filter(args(v1_pod(gpus="1", annotations=SHARE, ns="beta"), ["a", "b"]))
-    assert beta["NodeNames"] == ["b"] and beta["FailedAndUnresolvableNodes"] == {}
+    assert beta["NodeNames"] == ["b"]
+    assert beta["FailedAndUnresolvableNodes"] == {}
     assert beta["FailedNodes"] == {"a": "GPU shared with another tenant (standard tier: never shares a GPU)"}
     alpha = ext.filter(args(v1_pod(gpus="1", annotations=SHARE, ns="alpha"), ["a", "b"]))
     assert alpha["NodeNames"] == ["a", "b"]  # its own tenant's GPU is open to it
@@ -194,7 +202,8 @@ def test_trusted_tenants_share_a_gpu_among_themselves_only():
     bind(ext, v1_pod("held", gpus="1", annotations=SHARE, ns="alpha"), "a")
     assert ext.filter(args(v1_pod(gpus="1", annotations=SHARE, ns="beta"), ["a"]))["NodeNames"] == ["a"]
     gamma = ext.filter(args(v1_pod(gpus="1", annotations=SHARE, ns="gamma"), ["a"]))
-    assert gamma["NodeNames"] == [] and "GPU shared with another tenant" in gamma["FailedNodes"]["a"]
+    assert gamma["NodeNames"] == []
+    assert "GPU shared with another tenant" in gamma["FailedNodes"]["a"]
 
 
 def test_a_pod_of_no_tenant_never_joins_a_tenants_gpu():
@@ -221,14 +230,14 @@ def test_an_isolated_tenant_shares_no_node_with_another_tenant():
     ext = tenanted(NODES, "fgd", alpha="standard", solo="isolated")
     bind(ext, v1_pod("cpu-only", ns="alpha"), "a")  # any pod of a tenant counts, GPU or not
     solo = ext.filter(args(v1_pod("s", gpus="1", ns="solo"), ["a", "b"]))
-    assert solo["NodeNames"] == ["b"] and solo["FailedAndUnresolvableNodes"] == {}
+    assert solo["NodeNames"] == ["b"]
+    assert solo["FailedAndUnresolvableNodes"] == {}
     assert solo["FailedNodes"] == {"a": "node runs pods of another tenant (isolated tier)"}
     ranked = ext.prioritize(args(v1_pod("s", gpus="1", ns="solo"), ["b"]))
     assert ranked == [{"Host": "b", "Score": MAX_PRIORITY}]
     alpha = ext.filter(args(v1_pod("x", gpus="1", ns="alpha"), ["a", "b"]))
-    assert alpha["NodeNames"] == ["a"] and alpha["FailedNodes"] == {
-        "b": "node runs pods of an isolated tenant"
-    }
+    assert alpha["NodeNames"] == ["a"]
+    assert alpha["FailedNodes"] == {"b": "node runs pods of an isolated tenant"}
     system = ext.filter(args(v1_pod("y", gpus="1", ns="kube-system"), ["b"]))
     assert system["NodeNames"] == ["b"]  # a pod of no tenant is no other tenant
     ext.gone("solo/s")
@@ -253,7 +262,9 @@ MIG_1G = {"1g.10gb": "1"}
 
 def test_a_mig_pod_is_read_as_one_instance_of_its_profile():
     pod = pod_request(v1_pod(mig=MIG_1G))
-    assert pod.mig_profile == "1g.10gb" and pod.num_gpu == 0 and pod.gpu_milli == 0
+    assert pod.mig_profile == "1g.10gb"
+    assert pod.num_gpu == 0
+    assert pod.gpu_milli == 0
     assert pod_request(v1_pod(mig={"1g.10gb": "0"})).mig_profile == ""
 
 
@@ -263,7 +274,8 @@ def test_filter_keeps_only_nodes_with_a_free_instance_of_the_pods_profile():
         {"a": {"1g.10gb": 1, "2g.20gb": 3}, "b": {"2g.20gb": 1}, "nowhere": {"1g.10gb": 7}}
     )
     result = ext.filter(args(v1_pod(mig=MIG_1G), [*NAMES, "cpu-node"]))
-    assert result["NodeNames"] == ["a", "cpu-node"] and result["FailedAndUnresolvableNodes"] == {}
+    assert result["NodeNames"] == ["a", "cpu-node"]
+    assert result["FailedAndUnresolvableNodes"] == {}
     reason = "no free nvidia.com/mig-1g.10gb instance"
     assert result["FailedNodes"] == {"b": reason, "t": reason}
     whole = ext.filter(args(v1_pod(gpus="8")))
@@ -276,9 +288,8 @@ def test_bound_mig_pods_use_up_their_nodes_instances_until_they_are_gone():
     bind(ext, v1_pod("one", mig=MIG_1G), "a")
     bind(ext, v1_pod("two", mig=MIG_1G), "a")
     result = ext.filter(args(v1_pod(mig=MIG_1G), ["a", "b"]))
-    assert result["NodeNames"] == ["b"] and result["FailedNodes"] == {
-        "a": "no free nvidia.com/mig-1g.10gb instance"
-    }
+    assert result["NodeNames"] == ["b"]
+    assert result["FailedNodes"] == {"a": "no free nvidia.com/mig-1g.10gb instance"}
     ext.gone("ns/one")
     assert ext.filter(args(v1_pod(mig=MIG_1G), ["a", "b"]))["NodeNames"] == ["a", "b"]
 
@@ -294,7 +305,8 @@ def test_prioritize_packs_a_mig_pod_onto_the_node_with_fewest_free_instances_and
 def test_a_bad_mig_quantity_is_answered_with_400():
     body = json.dumps(args(v1_pod(mig={"1g.10gb": "2"}))).encode()
     code, answer = handle(Extender(NODES), "filter", body)
-    assert code == 400 and "one MIG instance of one profile" in answer["Error"]
+    assert code == 400
+    assert "one MIG instance of one profile" in answer["Error"]
 
 
 @pytest.mark.parametrize(
@@ -311,12 +323,14 @@ def test_a_bad_mig_quantity_is_answered_with_400():
 )
 def test_bad_calls_get_a_4xx_with_the_reason(verb, body, status):
     code, answer = handle(Extender(NODES), verb, body)
-    assert code == status and answer["Error"]
+    assert code == status
+    assert answer["Error"]
 
 
 def test_a_good_call_round_trips_as_json():
     code, answer = handle(Extender(NODES), "filter", json.dumps(args(v1_pod(gpus="1"))).encode())
-    assert code == 200 and answer["NodeNames"] == NAMES
+    assert code == 200
+    assert answer["NodeNames"] == NAMES
 
 
 json_values = st.recursive(
@@ -367,13 +381,14 @@ def _replaced(document, path, new):
     return copy
 
 
-def _every_field() -> dict:
+def _every_field() -> dict[str, Any]:
     pod = v1_pod(gpus="1", models=("G2",), annotations={"gpucloud.io/gpu-milli": "500"}, init={"cpu": "1"})
     pod["spec"]["containers"][0]["resources"]["limits"] = {"nvidia.com/gpucores": "30"}
-    return args(pod)
+    document: dict[str, Any] = args(pod)
+    return document
 
 
-def _with_node_selector() -> dict:
+def _with_node_selector() -> dict[str, Any]:
     document = _every_field()
     document["Pod"]["spec"]["nodeSelector"] = {"nvidia.com/gpu.product": "G2"}
     return document

@@ -10,9 +10,11 @@ from placement.tests.factories import make_pod
 def test_typical_pods_cover_the_popular_shapes_and_sum_to_one():
     pods = [make_pod(f"a{i}", milli=500) for i in range(90)] + [make_pod(f"b{i}", gpus=2) for i in range(10)]
     typ = typical_pods(pods, ["H100"], popularity=0.9)
-    assert list(typ.milli) == [500] and typ.freq.sum() == pytest.approx(1.0)
+    assert list(typ.milli) == [500]
+    assert typ.freq.sum() == pytest.approx(1.0)
     typ = typical_pods(pods, ["H100"], popularity=0.95)
-    assert list(typ.num) == [1, 2] and list(typ.freq) == pytest.approx([0.9, 0.1])
+    assert list(typ.num) == [1, 2]
+    assert list(typ.freq) == pytest.approx([0.9, 0.1])
 
 
 def test_a_half_free_gpu_is_fragmented_for_whole_gpu_pods_only():

@@ -3,12 +3,13 @@
 import pytest
 
 from placement.engine.errors import EngineError, UnplaceablePod
+from placement.engine.fleet import NodeSpec
 from placement.engine.gang import GangRequest
 from placement.engine.placer import Engine
 from placement.tests.factories import make_node, make_pod
 
 
-def rack_fleet() -> list:
+def rack_fleet() -> list[NodeSpec]:
     """Two racks: r0 has 2 nodes (one NVLink domain each), r1 has 4 nodes in two NVLink domains."""
     nodes = [make_node(f"r0-n{i}", zone="z", block="b", rack="r0", nvlink=f"r0-nv{i}") for i in range(2)]
     nodes += [
@@ -32,7 +33,8 @@ def test_it_picks_the_tightest_rack_and_keeps_the_big_one_free():
     placed = engine.place_gang(gang("small", 2))
     assert {p.node for p in placed} == {"r0-n0", "r0-n1"}
     big = engine.place_gang(gang("big", 4))
-    assert big is not None and len(big) == 4
+    assert big is not None
+    assert len(big) == 4
 
 
 def test_it_places_nothing_when_the_gang_does_not_fit():
@@ -52,7 +54,8 @@ def test_a_preferred_level_falls_back_to_a_wider_domain():
     engine = Engine(rack_fleet(), "best-fit")
     engine.place_gang(gang("fill", 3))  # leaves r0: 2 nodes, r1: 1 node
     placed = engine.place_gang(gang("g", 3, level="rack", required=False))
-    assert placed is not None and len({p.node for p in placed}) == 3
+    assert placed is not None
+    assert len({p.node for p in placed}) == 3
 
 
 def test_it_honours_the_nvlink_level():
@@ -75,6 +78,7 @@ def test_it_names_a_gang_member_that_can_never_fit():
 def test_what_if_answers_without_changing_the_fleet():
     engine = Engine(rack_fleet(), "best-fit")
     answer = engine.what_if(gangs=[gang("g", 4)], pods=[make_pod("p", gpus=8)])
-    assert answer.fits and len(answer.placements) == 5
+    assert answer.fits
+    assert len(answer.placements) == 5
     assert engine.fleet.placements() == {}
     assert not engine.what_if(gangs=[gang("g", 7)]).fits

@@ -45,7 +45,8 @@ def test_the_same_parameters_give_the_same_bytes_and_another_seed_does_not(pod_c
     a = to_csv(generate(base, nodes, VOCAB, Params(7, spec=30, share=50, cpu=10)))
     b = to_csv(generate(base, nodes, VOCAB, Params(7, spec=30, share=50, cpu=10)))
     c = to_csv(generate(base, nodes, VOCAB, Params(8, spec=30, share=50, cpu=10)))
-    assert a == b and a != c
+    assert a == b
+    assert a != c
 
 
 def test_a_share_the_base_cannot_supply_is_a_clear_error(pod_csv, node_csv, capsys):
@@ -67,7 +68,8 @@ def test_a_generated_list_is_an_openb_list_the_benchmark_reads(pod_csv, node_csv
     (base / "openb_pod_list_gpuspec10.csv").write_text(pod_csv.read_text().replace(",,LS,", ",T4,LS,", 3))
     assert main([*argv, "--nodes", str(node_csv), "--trace-dir", str(base)]) == 0
     pods = read_pods(out)
-    assert pods and all(p.request.name.startswith("gen-pod-") for p in pods)
+    assert pods
+    assert all(p.request.name.startswith("gen-pod-") for p in pods)
     gpu = [p for p in pods if p.request.num_gpu]
     assert sum(1 for p in gpu if p.request.gpu_models) == round(0.4 * len(gpu))
 
@@ -92,7 +94,8 @@ def test_every_model_constraint_names_models_that_could_host_the_pod(trace):
     base, nodes = read_rows(trace[0] / "openb_pod_list_default.csv"), read_nodes(trace[1])
     rows = generate(base, nodes, Counter({"T4": 5, "G2": 1}), Params(3, spec=50))
     eight = [r for r in rows if r["num_gpu"] == "8" and r["gpu_spec"]]
-    assert eight and all(r["gpu_spec"] == "G2" for r in eight)  # no 8-GPU T4 node exists
+    assert eight
+    assert all(r["gpu_spec"] == "G2" for r in eight)  # no 8-GPU T4 node exists
 
 
 @pytest.mark.parametrize("name", [n for s in SETS.values() for n in s])
@@ -102,7 +105,8 @@ def test_every_committed_workload_regenerates_byte_identically(name, trace):
 
 
 def test_validation_and_test_sets_are_disjoint_and_large_enough():
-    assert len(SETS["validation"]) >= 12 and len(SETS["test"]) >= 6
+    assert len(SETS["validation"]) >= 12
+    assert len(SETS["test"]) >= 6
     params = [w.params for s in SETS.values() for w in s.values()]
     assert len(set(params)) == len(params)
     assert {p.seed for p in params}.isdisjoint(range(42, 52))  # none shares a protocol seed
@@ -112,4 +116,5 @@ def test_the_set_command_reports_every_digest_matching(tmp_path, capsys, trace):
     argv = ["generate", "--set", "test", "--out", str(tmp_path / "out"), "--json"]
     assert main([*argv, "--trace-dir", str(trace[0]), "--nodes", str(trace[1])]) == 0
     written = json.loads(capsys.readouterr().out)["workloads"]
-    assert written.keys() == SETS["test"].keys() and all(w["matches"] for w in written.values())
+    assert written.keys() == SETS["test"].keys()
+    assert all(w["matches"] for w in written.values())

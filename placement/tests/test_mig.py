@@ -86,7 +86,8 @@ def test_it_grows_a_busy_gpu_only_when_nothing_else_is_left():
     busy = MigGpu("busy", "h100-80gb", ("3g.40gb",), ("3g.40gb",))
     plan = plan_mig({"h100-80gb.mig-3g.40gb": 1, "h100-80gb.mig-1g.10gb": 3}, [busy])
     assert plan.reconfigured_busy == ["busy"]
-    assert "3g.40gb" in plan.layouts["busy"] and plan.layouts["busy"].count("1g.10gb") >= 3
+    assert "3g.40gb" in plan.layouts["busy"]
+    assert plan.layouts["busy"].count("1g.10gb") >= 3
     assert plan.unsatisfied == {}
 
 
@@ -105,4 +106,5 @@ def test_it_matches_the_integer_programming_optimum_where_plain_greedy_does_not(
     counts = {"1g.10gb": 23, "1g.20gb": 28, "2g.20gb": 40, "3g.40gb": 27, "4g.40gb": 6}
     demand = {f"h100-80gb.mig-{name}": n for name, n in counts.items()}
     plan = plan_mig(demand, [MigGpu(f"g{k}", "h100-80gb") for k in range(60)])
-    assert plan.unsatisfied == {} and plan.gpus_used == 37
+    assert plan.unsatisfied == {}
+    assert plan.gpus_used == 37

@@ -31,7 +31,10 @@ def test_the_curve_reads_the_state_after_the_last_arrival_below_each_mark():
     arrived = np.array([400, 800, 1200])
     allocated = np.array([400, 400, 1200])
     points = curve(arrived, allocated, capacity_milli=1000)
-    assert points[0] == 0 and points[40] == 40 and points[80] == 40 and points[120] == 120
+    assert points[0] == 0
+    assert points[40] == 40
+    assert points[80] == 40
+    assert points[120] == 120
 
 
 def test_a_run_on_the_slice_never_allocates_more_than_arrived(node_csv, pod_csv):
@@ -47,7 +50,8 @@ def test_the_command_prints_json_with_the_whole_curve(node_csv, pod_csv, capsys)
         main(["openb", "--nodes", str(node_csv), "--pods", str(pod_csv), "--seeds", "42-43", "--json"]) == 0
     )
     summary = json.loads(capsys.readouterr().out)
-    assert len(summary["runs"]) == 2 and len(summary["mean_curve"]) == 131
+    assert len(summary["runs"]) == 2
+    assert len(summary["mean_curve"]) == 131
 
 
 def test_the_command_rejects_a_csv_with_wrong_columns(node_csv, capsys):
@@ -71,19 +75,16 @@ def test_the_suite_sets_each_policy_beside_the_published_figures(node_csv, pod_c
     assert main([*args, "--policies", "default,fgd", "--seeds", "42", "--jobs", "1", "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     (row,) = summary["rows"]
-    assert (
-        row["workload"] == "slice"
-        and row["set"] == "published"
-        and set(row)
-        == {
-            "workload",
-            "set",
-            "default",
-            "fgd",
-            "published fgd",
-            "published best-fit",
-        }
-    )
+    assert row["workload"] == "slice"
+    assert row["set"] == "published"
+    assert set(row) == {
+        "workload",
+        "set",
+        "default",
+        "fgd",
+        "published fgd",
+        "published best-fit",
+    }
     assert row["published fgd"] == {"unallocated": 99.0, "band": "1.00-1.00"}
     assert summary["first_policy_below"]["published fgd"] == [1, 1]
     assert summary["first_policy_below"]["published best-fit"] == [1, 1]
@@ -99,9 +100,11 @@ def test_the_replay_through_the_extender_places_exactly_as_in_process(node_csv, 
     argv = ["openb", "--via-extender", "--nodes", str(node_csv), "--pods", str(pod_csv), "--seeds", "42-43"]
     assert main([*argv, "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
-    assert summary["all_identical"] and len(summary["seeds"]) == 2
+    assert summary["all_identical"]
+    assert len(summary["seeds"]) == 2
     assert summary["mean_unallocated_via_extender"] == summary["mean_unallocated_in_process"]
-    assert all(s["calls"] > 100 for s in summary["seeds"]) and summary["prioritize_ms_p99"] > 0
+    assert all(s["calls"] > 100 for s in summary["seeds"])
+    assert summary["prioritize_ms_p99"] > 0
 
 
 def test_the_suite_refuses_an_unknown_set(capsys):
@@ -121,4 +124,5 @@ def test_the_suite_draws_one_curve_file_per_workload(node_csv, pod_csv, tmp_path
     assert main([*argv, "--plot", str(tmp_path / "plots"), "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     (png,) = summary["plots"]
-    assert png.endswith("slice.png") and (tmp_path / "plots" / "slice.png").read_bytes()[:4] == b"\x89PNG"
+    assert png.endswith("slice.png")
+    assert (tmp_path / "plots" / "slice.png").read_bytes()[:4] == b"\x89PNG"

@@ -22,14 +22,16 @@ def test_slices_go_to_an_idle_node_and_a_busy_one_keeps_its_gpus():
         [node("a", busy=True), node("b")], {"h200-141gb.mig-1g.18gb": 7}, {}, max_changes=2
     )
     assert plan.apply_now == ["b"]
-    assert plan.targets["a"].layouts == WHOLE8 and plan.targets["b"].layouts == SLICED
+    assert plan.targets["a"].layouts == WHOLE8
+    assert plan.targets["b"].layouts == SLICED
 
 
 def test_slices_nobody_guarantees_any_more_go_back_to_whole_gpus_on_idle_nodes_only():
     plan = plan_partitions(
         [node("a", layouts=SLICED), node("b", layouts=SLICED, busy=True)], {}, {}, max_changes=2
     )
-    assert plan.targets["a"].layouts == WHOLE8 and plan.apply_now == ["a"]
+    assert plan.targets["a"].layouts == WHOLE8
+    assert plan.apply_now == ["a"]
     assert plan.targets["b"].layouts == SLICED
 
 
@@ -37,7 +39,8 @@ def test_a_failed_node_in_backoff_waits_and_one_due_for_retry_is_changed_again()
     held = node("a", layouts=SLICED, held="retrying at 12:00")
     due = node("b", layouts=SLICED, retry=True)
     plan = plan_partitions([held, due], {"h200-141gb.mig-1g.18gb": 14}, {}, max_changes=2)
-    assert plan.waiting == {"a": "retrying at 12:00"} and plan.apply_now == ["b"]
+    assert plan.waiting == {"a": "retrying at 12:00"}
+    assert plan.apply_now == ["b"]
 
 
 def test_time_slicing_takes_whole_idle_nodes_and_keeps_busy_ones():
@@ -47,8 +50,11 @@ def test_time_slicing_takes_whole_idle_nodes_and_keeps_busy_ones():
         {"h200-141gb": 12},
         max_changes=3,
     )
-    assert plan.targets["a"].sharing and plan.targets["b"].sharing and not plan.targets["c"].sharing
-    assert plan.apply_now == ["b"] and plan.shared_short == {}
+    assert plan.targets["a"].sharing
+    assert plan.targets["b"].sharing
+    assert not plan.targets["c"].sharing
+    assert plan.apply_now == ["b"]
+    assert plan.shared_short == {}
 
 
 def test_a_quarantined_gpu_gets_no_slices_and_its_slices_supply_nothing():
@@ -59,23 +65,27 @@ def test_a_quarantined_gpu_gets_no_slices_and_its_slices_supply_nothing():
         {},
         max_changes=2,
     )
-    assert plan.targets["a"].layouts == ((), ("1g.18gb",) * 7, *WHOLE8[2:]) and plan.apply_now == ["a"]
+    assert plan.targets["a"].layouts == ((), ("1g.18gb",) * 7, *WHOLE8[2:])
+    assert plan.apply_now == ["a"]
     # Every GPU out: nothing planned there, the demand is unsatisfied.
     plan = plan_partitions(
         [node("a", unavailable=frozenset(range(8)))], {"h200-141gb.mig-1g.18gb": 7}, {}, max_changes=2
     )
-    assert plan.targets["a"].layouts == WHOLE8 and plan.unsatisfied == {"h200-141gb.mig-1g.18gb": 7}
+    assert plan.targets["a"].layouts == WHOLE8
+    assert plan.unsatisfied == {"h200-141gb.mig-1g.18gb": 7}
     # Busy node: the layout stays until the node is idle, but the demand is laid out elsewhere.
     busy = node("a", layouts=SLICED, busy=True, unavailable=frozenset({0}))
     plan = plan_partitions([busy, node("b")], {"h200-141gb.mig-1g.18gb": 7}, {}, max_changes=2)
-    assert plan.targets["a"].layouts == SLICED and plan.targets["b"].layouts == SLICED
+    assert plan.targets["a"].layouts == SLICED
+    assert plan.targets["b"].layouts == SLICED
     assert plan.apply_now == ["b"]
 
 
 def test_time_slicing_counts_gpus_in_service_only():
     out = node("a", unavailable=frozenset(range(8)))
     plan = plan_partitions([out, node("b", unavailable=frozenset({7}))], {}, {"h200-141gb": 8}, max_changes=2)
-    assert not plan.targets["a"].sharing and plan.targets["b"].sharing
+    assert not plan.targets["a"].sharing
+    assert plan.targets["b"].sharing
     assert plan.shared_short == {"h200-141gb": 1}
 
 
@@ -103,7 +113,8 @@ def test_no_plan_ever_changes_a_busy_node_or_exceeds_the_budget():
 def test_when_idle_gpus_cannot_hold_the_slices_the_busy_node_with_fewest_pods_is_cordoned_for_mig():
     nodes = [node("a", busy=True, pods=3), node("b", busy=True, pods=1), node("c", busy=True, pods=1)]
     plan = plan_partitions(nodes, {"h200-141gb.mig-1g.18gb": 14}, {}, max_changes=2)
-    assert plan.apply_now == [] and plan.drain == ["b"]
+    assert plan.apply_now == []
+    assert plan.drain == ["b"]
     assert plan.unsatisfied == {"h200-141gb.mig-1g.18gb": 14}
     assert plan.waiting["b"].startswith("cordoned for MIG")
     # Once cordoned, a node stays the one drained even if another now runs fewer pods.

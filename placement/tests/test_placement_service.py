@@ -74,7 +74,9 @@ def test_two_trusted_tenants_may_share_one_gpu(new_tenant, demo_fleet):
     first = model.place(pod_request("p1", share, 1, a.slug, a.trust_tier))
     second = model.place(pod_request("p2", share, 1, b.slug, b.trust_tier))
 
-    assert first and second and model.holding(first).gpu_uuids == model.holding(second).gpu_uuids
+    assert first
+    assert second
+    assert model.holding(first).gpu_uuids == model.holding(second).gpu_uuids
 
 
 @pytest.mark.parametrize(
@@ -114,11 +116,13 @@ def test_mig_slices_of_one_gpu_go_to_different_standard_tenants(new_tenant, demo
     mine = model.place(pod_request("p1", mig, 1, a.slug, a.trust_tier))
     theirs = model.place(pod_request("p2", mig, 1, b.slug, b.trust_tier))
 
-    assert mine and theirs
+    assert mine
+    assert theirs
     held = model.holding(mine), model.holding(theirs)
     assert held[0].gpu_uuids == held[1].gpu_uuids == [first_gpu()]
     assert held[0].gpu_instance_id != held[1].gpu_instance_id
-    assert held[0].mig_layout == ["1g.18gb"] * 7 and held[0].gpu_milli == 143
+    assert held[0].mig_layout == ["1g.18gb"] * 7
+    assert held[0].gpu_milli == 143
 
 
 def test_a_running_mig_pod_keeps_its_instance_when_the_fleet_is_rebuilt(new_tenant, demo_fleet, quota):
@@ -133,7 +137,8 @@ def test_a_running_mig_pod_keeps_its_instance_when_the_fleet_is_rebuilt(new_tena
     again = [rebuilt.place(pod_request(f"q{n}", mig, 1, a.slug, a.trust_tier)) for n in range(7)]
 
     ids = {rebuilt.holding(p).gpu_instance_id for p in again if p}
-    assert len(ids) == 6 and row.gpu_instance_id not in ids
+    assert len(ids) == 6
+    assert row.gpu_instance_id not in ids
 
 
 def test_an_isolated_tenant_gets_whole_gpus_on_nodes_dedicated_to_it(new_tenant, demo_fleet, quota):
@@ -146,9 +151,11 @@ def test_an_isolated_tenant_gets_whole_gpus_on_nodes_dedicated_to_it(new_tenant,
     mine = model.place(pod_request("solo-1", h200, 8, solo.slug, solo.trust_tier))
     others = [model.place(pod_request(f"o{n}", h200, 8, other.slug, other.trust_tier)) for n in range(8)]
 
-    assert len(pool) == 1 and mine.node in pool
+    assert len(pool) == 1
+    assert mine.node in pool
     placed = [p for p in others if p]
-    assert len(placed) == 7 and not {p.node for p in placed} & pool, "7 other H200 nodes, none of the pool"
+    assert len(placed) == 7, "7 other H200 nodes"
+    assert not {p.node for p in placed} & pool, "none of the pool"
 
 
 def test_an_isolated_tenant_without_a_pool_carves_one_node_of_its_model(new_tenant, demo_fleet):
@@ -173,7 +180,8 @@ def test_quarantined_nodes_and_gpus_are_never_used(new_tenant, demo_fleet):
     placed = [model.place(pod_request(f"p{n}", h200, 1, a.slug, a.trust_tier)) for n in range(70)]
 
     used = [uuid for p in placed if p for uuid in model.holding(p).gpu_uuids]
-    assert len(used) == 64 - 8 - 2 and not set(used) & sick
+    assert len(used) == 64 - 8 - 2
+    assert not set(used) & sick
 
 
 def test_a_gang_is_placed_whole_inside_one_domain_or_not_at_all(new_tenant, demo_fleet):
@@ -185,7 +193,8 @@ def test_a_gang_is_placed_whole_inside_one_domain_or_not_at_all(new_tenant, demo
     assert model.place_gang(GangRequest("too-big", pods(5), "nvlink", required=True)) is None
     assert model.engine.fleet.placements() == {}, "nothing of a refused gang is held"
     placed = model.place_gang(GangRequest("fits", pods(4), "nvlink", required=True)) or []
-    assert len(placed) == 4 and len({p.node.rsplit("-", 1)[0] for p in placed}) == 1
+    assert len(placed) == 4
+    assert len({p.node.rsplit("-", 1)[0] for p in placed}) == 1
 
 
 def test_finished_pods_hold_nothing(new_tenant, demo_fleet):
@@ -211,5 +220,6 @@ def test_hami_fractions_take_their_declared_share_of_a_gpu(new_tenant, demo_flee
         for i, c in enumerate([half, quarter, quarter])
     ]
 
-    assert all(placed) and [model.holding(p).gpu_milli for p in placed if p] == [500, 250, 250]
+    assert all(placed)
+    assert [model.holding(p).gpu_milli for p in placed if p] == [500, 250, 250]
     assert model.place(pod_request("p3", quarter, 1, a.slug, a.trust_tier)) is None  # the GPU is full

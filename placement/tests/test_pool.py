@@ -3,19 +3,17 @@
 import pytest
 
 from placement.engine.errors import EngineError, UnplaceablePod
-from placement.engine.fleet import Tier
+from placement.engine.fleet import NodeSpec, Tier
 from placement.engine.placer import Engine
 from placement.tests.factories import make_node, make_pod
 
 
-def fleet() -> list:
-    nodes = []
-    for r in range(3):
-        for n in range(4):
-            nodes.append(
-                make_node(f"r{r}-n{n}", zone="z", block="b", rack=f"r{r}", nvlink=f"r{r}-nv{n // 2}")
-            )
-    return nodes
+def fleet() -> list[NodeSpec]:
+    return [
+        make_node(f"r{r}-n{n}", zone="z", block="b", rack=f"r{r}", nvlink=f"r{r}-nv{n // 2}")
+        for r in range(3)
+        for n in range(4)
+    ]
 
 
 def test_it_carves_a_pool_inside_one_nvlink_domain_when_it_can():

@@ -74,7 +74,10 @@ def test_mig_slices_of_one_gpu_go_to_different_standard_tenants():
     engine.fleet.configure_mig("n0", 0, ["1g.10gb"] * 7)
     a = engine.place(make_pod("a", gpus=0, tenant="alice", tier=Tier.STANDARD, mig_profile="1g.10gb"))
     b = engine.place(make_pod("b", gpus=0, tenant="bob", tier=Tier.STANDARD, mig_profile="1g.10gb"))
-    assert a and b and a.gpus == b.gpus == (0,) and a.mig_slot != b.mig_slot
+    assert a
+    assert b
+    assert a.gpus == b.gpus == (0,)
+    assert a.mig_slot != b.mig_slot
 
 
 def test_a_mig_gpu_takes_no_fractional_pods():

@@ -8,15 +8,18 @@ from placement.engine.errors import MalformedTraceRow
 
 def test_it_reads_the_committed_slices(node_csv, pod_csv):
     nodes, pods = read_nodes(node_csv), read_pods(pod_csv)
-    assert len(nodes) == 24 and nodes[0].gpus > 0
-    assert len(pods) == 60 and all(p.created is not None for p in pods)
+    assert len(nodes) == 24
+    assert nodes[0].gpus > 0
+    assert len(pods) == 60
+    assert all(p.created is not None for p in pods)
 
 
 def test_it_reads_the_short_multigpu_format(tmp_path):
     path = tmp_path / "multigpu.csv"
     path.write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli\np0,1000,1024,2,1000\n")
     (pod,) = read_pods(path)
-    assert pod.request.num_gpu == 2 and pod.created is None
+    assert pod.request.num_gpu == 2
+    assert pod.created is None
 
 
 def test_it_rejects_wrong_columns_naming_the_file(tmp_path):

@@ -51,9 +51,12 @@ def test_a_gang_that_fits_is_answered_with_its_nodes_and_its_domain(api, people)
 
     assert response.status_code == 200, response.json()
     body = response.json()
-    assert body["kind"] == "gang" and body["fits"] is True and body["host_cluster"] == "demo"
+    assert body["kind"] == "gang"
+    assert body["fits"] is True
+    assert body["host_cluster"] == "demo"
     assert [n["units"] for n in body["nodes"]] == [8, 8]
-    assert body["domain"]["level"] == "nvlink" and body["domain"]["name"].startswith("zone-a/block-1/rack-")
+    assert body["domain"]["level"] == "nvlink"
+    assert body["domain"]["name"].startswith("zone-a/block-1/rack-")
     assert body["topology"] == {"level": "nvlink", "mode": "required"}
 
 
@@ -65,8 +68,11 @@ def test_a_gang_larger_than_any_nvlink_domain_fits_only_when_the_level_is_prefer
         URL, gang(pods=5, topology={"level": "nvlink", "mode": "preferred"}), format="json"
     )
 
-    assert required.status_code == 200 and required.json()["fits"] is False and required.json()["nodes"] == []
-    assert preferred.json()["fits"] is True and preferred.json()["domain"]["level"] == "block"
+    assert required.status_code == 200
+    assert required.json()["fits"] is False
+    assert required.json()["nodes"] == []
+    assert preferred.json()["fits"] is True
+    assert preferred.json()["domain"]["level"] == "block"
 
 
 def test_running_pods_and_quarantined_hardware_shrink_what_fits(api, people):
@@ -83,7 +89,8 @@ def test_running_pods_and_quarantined_hardware_shrink_what_fits(api, people):
     ).json()
 
     assert four["fits"] is False
-    assert three["fits"] is True and {n["node"] for n in three["nodes"]} == {
+    assert three["fits"] is True
+    assert {n["node"] for n in three["nodes"]} == {
         "h200-r2-1",
         "h200-r2-2",
         "h200-r2-3",
@@ -95,7 +102,8 @@ def test_an_impossible_gang_is_a_clear_400(api, people):
 
     assert response.status_code == 400
     body = response.json()
-    assert body["type"] == "/problems/invalid-request" and "never fit" in body["detail"]
+    assert body["type"] == "/problems/invalid-request"
+    assert "never fit" in body["detail"]
     assert "largest node has 8 GPUs" in body["detail"]
 
 
@@ -119,7 +127,8 @@ def test_bad_input_is_a_problem_naming_the_field(api, people, body, field, words
 
     assert response.status_code == 400, response.json()
     errors = response.json()["errors"]
-    assert field in errors and words in " ".join(errors[field])
+    assert field in errors
+    assert words in " ".join(errors[field])
 
 
 def test_quotas_that_fit_next_to_running_pods_are_answered_per_line(api, people):
@@ -132,10 +141,13 @@ def test_quotas_that_fit_next_to_running_pods_are_answered_per_line(api, people)
 
     body = api(people["alice"]).post(URL, {"quotas": quotas}, format="json").json()
 
-    assert body["kind"] == "quotas" and body["fits"] is True
+    assert body["kind"] == "quotas"
+    assert body["fits"] is True
     lines = body["quotas"]
-    assert [q["placeable"] for q in lines] == [48, 20, 10] and lines[0]["tenant"] == "tenant-a"
-    assert lines[1]["tenant"] is None and lines[1]["trust_tier"] == "trusted"
+    assert [q["placeable"] for q in lines] == [48, 20, 10]
+    assert lines[0]["tenant"] == "tenant-a"
+    assert lines[1]["tenant"] is None
+    assert lines[1]["trust_tier"] == "trusted"
     assert sum(n["units"] for n in lines[0]["nodes"]) == 48
     assert sum(n["units"] for n in lines[2]["nodes"]) == 10, "MIG units, on idle GPUs laid out anew"
     assert "h200-r1-0" not in {n["node"] for n in lines[0]["nodes"]}
@@ -154,7 +166,8 @@ def test_quotas_beyond_what_is_free_do_not_fit_and_say_how_much_would(api, peopl
         .json()
     )
 
-    assert body["fits"] is False and body["quotas"][0]["placeable"] == 56
+    assert body["fits"] is False
+    assert body["quotas"][0]["placeable"] == 56
 
 
 def test_an_isolated_quota_needs_whole_empty_nodes(api, people):
@@ -175,7 +188,8 @@ def test_a_member_may_ask_about_their_tenant_but_not_about_another(api, people):
     assert api(people["alice"]).post(URL, ask, format="json").status_code == 200
     assert api(people["bob"]).post(URL, ask, format="json").status_code == 200
     refused = api(people["charlie"]).post(URL, ask, format="json")
-    assert refused.status_code == 404 and "tenant-a" in refused.json()["detail"]
+    assert refused.status_code == 404
+    assert "tenant-a" in refused.json()["detail"]
     gang_ask = gang(tenant="tenant-a")
     assert api(people["charlie"]).post(URL, gang_ask, format="json").status_code == 404
     assert api(people["admin"]).post(URL, gang_ask, format="json").status_code == 200
@@ -187,7 +201,9 @@ def test_answers_name_nodes_and_counts_but_never_other_tenants(api, people):
     response = api(people["charlie"]).post(URL, gang(pods=4, topology={"level": "rack"}), format="json")
 
     text = response.content.decode()
-    assert response.status_code == 200 and "tenant-a" not in text and "held-" not in text
+    assert response.status_code == 200
+    assert "tenant-a" not in text
+    assert "held-" not in text
 
 
 def test_a_named_tenant_with_another_trust_tier_is_refused(api, people):
@@ -199,7 +215,8 @@ def test_a_named_tenant_with_another_trust_tier_is_refused(api, people):
 
     response = api(people["alice"]).post(URL, ask, format="json")
 
-    assert response.status_code == 400 and "tenant-a is standard" in response.json()["detail"]
+    assert response.status_code == 400
+    assert "tenant-a is standard" in response.json()["detail"]
 
 
 def test_fleet_capacity_shows_what_running_pods_hold_and_the_largest_free_blocks(api, people):
@@ -211,9 +228,11 @@ def test_fleet_capacity_shows_what_running_pods_hold_and_the_largest_free_blocks
     h200 = next(r for r in rows if r["gpu_class"] == "h200-141gb")
     assert (h200["capacity"], h200["guaranteed"], h200["available"]) == (63 * 1, 0, 63)
     assert (h200["allocated"], h200["free"]) == (3, 64 - 3 - 1)
-    assert h200["largest_free_on_node"] == 8 and h200["largest_free_in_nvlink_domain"] == 32 - 1
+    assert h200["largest_free_on_node"] == 8
+    assert h200["largest_free_in_nvlink_domain"] == 32 - 1
     shared = next(r for r in rows if r["gpu_class"] == "h200-141gb.shared")
-    assert shared["allocated"] == 0 and shared["free"] == 60 * 4
+    assert shared["allocated"] == 0
+    assert shared["free"] == 60 * 4
 
 
 def test_fleet_capacity_counts_mig_instances_of_the_planned_layouts(api, people, admin):
@@ -229,7 +248,8 @@ def test_fleet_capacity_counts_mig_instances_of_the_planned_layouts(api, people,
     by_class = {r["gpu_class"]: r for r in rows}
     assert by_class["h200-141gb.mig-3g.71gb"]["free"] == 4
     assert by_class["h200-141gb.mig-3g.71gb"]["largest_free_on_node"] == 4, "MIG GPUs gather on one node"
-    assert by_class["h200-141gb"]["free"] == 64 - 2 and by_class["h200-141gb.mig-1g.18gb"]["free"] == 0
+    assert by_class["h200-141gb"]["free"] == 64 - 2
+    assert by_class["h200-141gb.mig-1g.18gb"]["free"] == 0
 
 
 def test_nodes_dedicated_to_an_isolated_tenant_are_not_free_to_others(api, people, make_tenant, admin):

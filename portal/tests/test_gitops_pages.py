@@ -93,7 +93,8 @@ def test_the_gitops_page_shows_state_revision_error_with_file_and_line_and_drift
     assert page.status_code == 200
     shown = text(page)
     assert "platform failed" in shown
-    assert f"Refused {bad[:12]}" in shown and good[:12] != bad[:12]
+    assert f"Refused {bad[:12]}" in shown
+    assert good[:12] != bad[:12]
     assert "tenants/vision.yaml:5 spec.displayname — 'displayname' is not a field of Tenant" in shown
     assert "~ displayName: 'Renamed by hand' → 'Vision Team'" in shown
     assert 'href="/tenants/vision/"' in page.content.decode()
@@ -113,5 +114,6 @@ def test_the_gitops_page_is_for_platform_administrators_and_queues_a_sync(
     with django_capture_on_commit_callbacks(execute=True):
         queued = client.post("/gitops/platform/sync/")
 
-    assert queued.status_code == 302 and sent == [("gitops.sync_source", (platform.pk,))]
+    assert queued.status_code == 302
+    assert sent == [("gitops.sync_source", (platform.pk,))]
     assert client.post("/gitops/nowhere/sync/").status_code == 404

@@ -52,7 +52,8 @@ def test_every_tenant_page_is_not_found_to_another_tenants_owner(client, people)
 def test_every_tenant_page_sends_anonymous_callers_to_sign_in(client, people):
     for name, url in tenant_pages():
         response = client.get(url)
-        assert response.status_code == 302 and response["Location"].startswith("/login/"), name
+        assert response.status_code == 302, name
+        assert response["Location"].startswith("/login/"), name
 
 
 def test_the_owner_reads_every_page_of_the_tenant(client, people):

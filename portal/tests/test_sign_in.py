@@ -17,9 +17,9 @@ __all__ = ["fresh_database"]  # a fixture: imported to be used here
 
 
 def sign_in(client, username: str, password: str, address: str = "10.0.0.7") -> int:
-    return client.post(
-        "/login/", {"username": username, "password": password}, REMOTE_ADDR=address
-    ).status_code
+    response = client.post("/login/", {"username": username, "password": password}, REMOTE_ADDR=address)
+    status: int = response.status_code
+    return status
 
 
 def test_a_locked_out_account_does_not_lock_out_others_at_the_same_address(client, make_user, settings):
@@ -61,8 +61,11 @@ def test_a_failed_sign_in_is_audited_with_the_name_tried_and_the_address(client,
     sign_in(client, "alice", "wrong")
 
     row = AuditEvent.objects.get(action="user.sign_in_failed")
-    assert row.object_id == "alice" and row.actor_label == "anonymous" and row.source_ip == "10.0.0.7"
-    assert row.after["method"] == "password" and "do not match" in row.after["reason"]
+    assert row.object_id == "alice"
+    assert row.actor_label == "anonymous"
+    assert row.source_ip == "10.0.0.7"
+    assert row.after["method"] == "password"
+    assert "do not match" in row.after["reason"]
 
 
 def test_there_is_no_django_admin_site_to_sign_in_through(client, make_user):

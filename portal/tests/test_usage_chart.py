@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -31,10 +32,11 @@ def one_day_of_usage(people, mini):
     return people
 
 
-def chart_of(page: str) -> dict:
+def chart_of(page: str) -> dict[str, Any]:
     found = re.search(r'<script id="usage-data" type="application/json">(.*?)</script>', page, re.S)
     assert found, "the page has no chart data"
-    return json.loads(found.group(1))
+    chart: dict[str, Any] = json.loads(found.group(1))
+    return chart
 
 
 def test_a_week_with_one_day_of_usage_has_every_day_on_the_axis(client, one_day_of_usage):

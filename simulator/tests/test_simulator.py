@@ -86,7 +86,8 @@ def test_the_same_seed_gives_the_same_pods_and_another_seed_other_pods(demo_flee
     SimulatedPod.objects.all().delete()
     SimulatedClock.objects.all().delete()
     replay(demo_fleet, seed=7)
-    assert rows() == first and summary.placed == len(first) > 20
+    assert rows() == first
+    assert summary.placed == len(first) > 20
 
     SimulatedPod.objects.all().delete()
     SimulatedClock.objects.all().delete()
@@ -98,13 +99,17 @@ def test_pods_start_and_finish_and_every_pod_is_recorded_in_full(demo_fleet, ten
     summary = replay(demo_fleet)
 
     pods = list(SimulatedPod.objects.select_related("gpu_class"))
-    assert summary.steps == 120 and summary.finished > 0
+    assert summary.steps == 120
+    assert summary.finished > 0
     assert sum(p.finished_at is not None for p in pods) == summary.finished
     for pod in pods:
         assert pod.finished_at is None or pod.finished_at > pod.started_at
-        assert pod.namespace == f"tenant-{pod.tenant.slug}" and pod.gpu_uuids
+        assert pod.namespace == f"tenant-{pod.tenant.slug}"
+        assert pod.gpu_uuids
         if pod.gpu_class.kind == "mig":
-            assert pod.gpu_instance_id is not None and len(pod.gpu_uuids) == 1 and pod.mig_layout
+            assert pod.gpu_instance_id is not None
+            assert len(pod.gpu_uuids) == 1
+            assert pod.mig_layout
         else:
             assert pod.gpu_instance_id is None
             assert pod.gpu_milli == (250 if pod.gpu_class.kind == "shared" else 1000)
@@ -129,7 +134,8 @@ def test_every_tenancy_rule_holds_at_every_minute(demo_fleet, tenants):
     replay(demo_fleet)
 
     isolated_nodes = {p.node_id for p in SimulatedPod.objects.filter(tenant__slug="iso")}
-    assert isolated_nodes and SimulatedPod.objects.filter(tenant__slug="iso", gpu_class__kind="whole").count()
+    assert isolated_nodes
+    assert SimulatedPod.objects.filter(tenant__slug="iso", gpu_class__kind="whole").count()
     assert not SimulatedPod.objects.filter(tenant__slug="iso").exclude(gpu_class__kind="whole").exists()
     for minute in range(0, 120, 4):
         by_gpu = defaultdict(set)
@@ -167,7 +173,8 @@ def test_a_gang_lands_all_at_once(demo_fleet, tenants):
         gangs[pod.name.rsplit("-", 1)[0]].append(pod)
     assert gangs
     for members in gangs.values():
-        assert len(members) >= 2 and len({p.started_at for p in members}) == 1
+        assert len(members) >= 2
+        assert len({p.started_at for p in members}) == 1
 
 
 def test_running_twice_over_the_same_span_adds_nothing(demo_fleet, tenants):
@@ -176,7 +183,8 @@ def test_running_twice_over_the_same_span_adds_nothing(demo_fleet, tenants):
 
     again = replay(demo_fleet, hours=1)
 
-    assert again.steps == 0 and rows() == first
+    assert again.steps == 0
+    assert rows() == first
 
 
 def test_pods_that_do_not_fit_stay_pending_and_are_counted(demo_fleet, tenants):
@@ -184,7 +192,8 @@ def test_pods_that_do_not_fit_stay_pending_and_are_counted(demo_fleet, tenants):
 
     summary = replay(demo_fleet, hours=1)
 
-    assert summary.pending > 0 and summary.arrived > summary.placed
+    assert summary.pending > 0
+    assert summary.arrived > summary.placed
 
 
 def test_the_command_replays_hours_from_a_start_and_then_continues(demo_fleet, tenants):

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 from rest_framework import serializers
 
 from core.models import AuditEvent
@@ -9,7 +11,7 @@ from tenants.models import ApiToken, Invitation, Membership, Quota, Tenant, Tena
 from tenants.tokens import SCOPES
 
 
-class ClusterAccessSerializer(serializers.Serializer):
+class ClusterAccessSerializer(serializers.Serializer[TenantCluster]):
     """Whether the bindings inside the tenant's cluster reflect its latest membership change."""
 
     in_sync = serializers.BooleanField(source="access_in_sync", help_text="the cluster reflects every change")
@@ -21,7 +23,7 @@ class ClusterAccessSerializer(serializers.Serializer):
     )
 
 
-class TenantClusterSerializer(ModelSerializer):
+class TenantClusterSerializer(ModelSerializer[TenantCluster]):
     host_cluster = serializers.CharField(source="host_cluster.name")
     access = ClusterAccessSerializer(source="*", read_only=True)
 
@@ -30,7 +32,7 @@ class TenantClusterSerializer(ModelSerializer):
         fields = ["host_cluster", "namespace", "state", "endpoint", "message", "observed_at", "access"]
 
 
-class TenantSerializer(ModelSerializer):
+class TenantSerializer(ModelSerializer[Tenant]):
     id = serializers.CharField(source="public_id", read_only=True)
     cluster = TenantClusterSerializer(read_only=True)
     host_cluster = serializers.CharField(
@@ -76,7 +78,7 @@ class TenantSerializer(ModelSerializer):
         }
 
 
-class TenantUpdateSerializer(serializers.Serializer):
+class TenantUpdateSerializer(serializers.Serializer[None]):
     display_name = model_field(Tenant, "display_name", required=False, allow_blank=True)
     trust_tier = serializers.CharField(
         required=False, max_length=Tenant._meta.get_field("trust_tier").max_length
@@ -92,7 +94,7 @@ class TenantUpdateSerializer(serializers.Serializer):
     )
 
 
-class MemberSerializer(ModelSerializer):
+class MemberSerializer(ModelSerializer[Membership]):
     username = serializers.CharField(source="user.username")
     role = serializers.CharField()
 
@@ -102,7 +104,7 @@ class MemberSerializer(ModelSerializer):
         read_only_fields = ["source", "created_at"]
 
 
-class InvitationSerializer(ModelSerializer):
+class InvitationSerializer(ModelSerializer[Invitation]):
     """A role waiting for someone without an account yet: theirs at their first sign-in."""
 
     class Meta:
@@ -110,11 +112,11 @@ class InvitationSerializer(ModelSerializer):
         fields = ["login", "role", "created_at"]
 
 
-class MemberRoleSerializer(serializers.Serializer):
+class MemberRoleSerializer(serializers.Serializer[None]):
     role = serializers.CharField()
 
 
-class QuotaSerializer(ModelSerializer):
+class QuotaSerializer(ModelSerializer[Quota]):
     """The numbers and their ranges come from the model (tenants.models.Quota)."""
 
     gpu_class = serializers.CharField(
@@ -140,7 +142,7 @@ class QuotaValuesSerializer(QuotaSerializer):
         fields = ["guaranteed", "burst", "lendable", "weight", "updated_at"]
 
 
-class AuditChangeSerializer(serializers.Serializer):
+class AuditChangeSerializer(serializers.Serializer[dict[str, Any]]):
     """One field a write changed: its value before and after (null where that side has none)."""
 
     field = serializers.CharField()
@@ -148,7 +150,7 @@ class AuditChangeSerializer(serializers.Serializer):
     after = serializers.JSONField(allow_null=True)
 
 
-class AuditEventSerializer(ModelSerializer):
+class AuditEventSerializer(ModelSerializer[AuditEvent]):
     id = serializers.CharField(source="public_id")
     changes = AuditChangeSerializer(many=True, read_only=True)
     actor = serializers.CharField(source="actor_label")
@@ -177,7 +179,7 @@ class AuditEventSerializer(ModelSerializer):
         ]
 
 
-class TokenSerializer(ModelSerializer):
+class TokenSerializer(ModelSerializer[ApiToken]):
     """A token as listed: never its secret."""
 
     id = serializers.CharField(source="public_id", read_only=True)
@@ -207,7 +209,7 @@ class TokenSerializer(ModelSerializer):
         read_only_fields = fields
 
 
-class TokenCreateSerializer(serializers.Serializer):
+class TokenCreateSerializer(serializers.Serializer[None]):
     name = serializers.CharField(max_length=100)
     scope = serializers.ChoiceField(choices=list(SCOPES), default=ApiToken.Scope.READ)
     expires_at = serializers.DateTimeField(required=False, allow_null=True, default=None)
@@ -221,7 +223,7 @@ class TokenCreateSerializer(serializers.Serializer):
     )
 
 
-class ScimTokenCreateSerializer(serializers.Serializer):
+class ScimTokenCreateSerializer(serializers.Serializer[None]):
     name = serializers.CharField(max_length=100, help_text="the identity provider it is for, e.g. okta")
     expires_at = serializers.DateTimeField(required=False, allow_null=True, default=None)
 

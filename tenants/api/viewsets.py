@@ -119,7 +119,7 @@ class DryRunMixin:
             )
 
 
-class BaseViewSet(DryRunMixin, IdempotencyMixin, viewsets.GenericViewSet):
+class BaseViewSet(DryRunMixin, IdempotencyMixin, viewsets.GenericViewSet[Any]):
     """Scoping starts here: `visible_tenants()` is every tenant the caller may see, and nothing else.
 
     The 403/404 rule of `tenants.selectors` is applied here for every view whose objects belong to a tenant:

@@ -6,6 +6,8 @@ default, nothing is installed: Django flushes SQLite with DELETE, which a trigge
 """
 
 from django.db import migrations
+from django.db.backends.base.schema import BaseDatabaseSchemaEditor
+from django.db.migrations.state import StateApps
 
 FORWARD = """
 CREATE OR REPLACE FUNCTION gpucloud_audit_append_only() RETURNS trigger AS $$
@@ -25,12 +27,12 @@ DROP FUNCTION IF EXISTS gpucloud_audit_append_only();
 """
 
 
-def forward(apps, schema_editor):
+def forward(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
     if schema_editor.connection.vendor == "postgresql":
         schema_editor.execute(FORWARD)
 
 
-def backward(apps, schema_editor):
+def backward(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
     if schema_editor.connection.vendor == "postgresql":
         schema_editor.execute(BACKWARD)
 

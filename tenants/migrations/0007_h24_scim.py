@@ -5,12 +5,14 @@ import django.db.models.functions.text
 import django.utils.timezone
 from django.conf import settings
 from django.db import migrations, models
+from django.db.backends.base.schema import BaseDatabaseSchemaEditor
+from django.db.migrations.state import StateApps
 
 import gpucloud.ids
 from gpucloud.ids import new_public_id
 
 
-def give_sso_accounts_a_scim_record(apps, schema_editor):
+def give_sso_accounts_a_scim_record(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
     """Accounts made by single sign-on before SCIM existed: the provider can find and adopt them."""
     Identity = apps.get_model("tenants", "Identity")
     ScimUser = apps.get_model("tenants", "ScimUser")

@@ -4,17 +4,19 @@ migrate`, `make run`, the tests) has it, on PostgreSQL and SQLite alike, whateve
 
 from django.core.management.commands.createcachetable import Command as CreateCacheTable
 from django.db import migrations
+from django.db.backends.base.schema import BaseDatabaseSchemaEditor
+from django.db.migrations.state import StateApps
 
 from gpucloud.cache import TABLE
 
 
-def create(apps, schema_editor):
+def create(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
     command = CreateCacheTable()
     command.verbosity = 0
     command.create_table(schema_editor.connection.alias, TABLE, dry_run=False)  # skipped if it exists
 
 
-def drop(apps, schema_editor):
+def drop(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
     schema_editor.execute(f"DROP TABLE IF EXISTS {schema_editor.quote_name(TABLE)}")
 
 

@@ -231,7 +231,7 @@ def update_group(*, actor: Actor, row: ScimGroup, team: Team) -> ScimGroup:
     row.external_id, row.attributes = team.external_id, team.attributes
     _touch(row)
     row.members.set(new)
-    dropped = {person: before["display_name"] for person in (old if renamed else old - new)}
+    dropped = dict.fromkeys(old if renamed else old - new, before["display_name"])
     after = {
         **group_snapshot(row),
         "added": sorted(m.user.username for m in new - old),
@@ -253,4 +253,4 @@ def delete_group(*, actor: Actor, row: ScimGroup) -> None:
     members = set(row.members.select_related("user"))
     row.delete()
     audit.record(actor, "group.delete", object_type="group", object_id=public_id, before=before)
-    _sync_people(actor, members, {person: before["display_name"] for person in members})
+    _sync_people(actor, members, dict.fromkeys(members, before["display_name"]))

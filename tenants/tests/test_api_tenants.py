@@ -10,14 +10,16 @@ def test_the_flow_of_the_readme_through_the_api(api, admin, demo_fleet):
     assert created.json()["cluster"]["namespace"] == "tenant-vision"
 
     quota = client.put("/api/v1/tenants/vision/quotas/h200-141gb/", {"guaranteed": 8}, format="json")
-    assert quota.status_code == 201 and quota.json()["guaranteed"] == 8
+    assert quota.status_code == 201
+    assert quota.json()["guaranteed"] == 8
 
     refused = client.put("/api/v1/tenants/vision/quotas/h200-141gb/", {"guaranteed": 65}, format="json")
     assert refused.status_code == 422
     assert refused["Content-Type"] == "application/problem+json"
     body = refused.json()
     assert (body["capacity"], body["guaranteed"], body["requested"], body["available"]) == (64, 0, 65, 64)
-    assert body["type"] == "/problems/quota-exceeds-capacity" and body["instance"].endswith("h200-141gb/")
+    assert body["type"] == "/problems/quota-exceeds-capacity"
+    assert body["instance"].endswith("h200-141gb/")
 
     capacity = client.get("/api/v1/fleet/capacity/?gpu_model=h200-141gb").json()["results"]
     assert {"gpu_class": "h200-141gb", "capacity": 64, "guaranteed": 8, "available": 56}.items() <= capacity[
@@ -25,7 +27,8 @@ def test_the_flow_of_the_readme_through_the_api(api, admin, demo_fleet):
     ].items()
 
     deleted = client.delete("/api/v1/tenants/vision/")
-    assert deleted.status_code == 202 and deleted.json()["state"] == "deleting"
+    assert deleted.status_code == 202
+    assert deleted.json()["state"] == "deleting"
 
 
 def test_another_tenants_objects_are_not_found(api, people):
@@ -47,7 +50,8 @@ def test_a_viewer_sees_but_a_change_is_forbidden(api, people):
     bob = api(people["bob"])
     assert bob.get("/api/v1/tenants/tenant-a/").status_code == 200
     response = bob.post("/api/v1/tenants/tenant-a/suspend/")
-    assert response.status_code == 403 and response.json()["type"] == "/problems/forbidden"
+    assert response.status_code == 403
+    assert response.json()["type"] == "/problems/forbidden"
 
 
 def test_field_errors_come_back_as_problem_details(api, admin, demo_fleet):
@@ -58,11 +62,14 @@ def test_field_errors_come_back_as_problem_details(api, admin, demo_fleet):
 
     client.post("/api/v1/tenants/", {"slug": "vision"}, format="json")
     unknown = client.put("/api/v1/tenants/vision/quotas/h900/", {"guaranteed": 1}, format="json")
-    assert unknown.status_code == 400 and "gpu-classes" in unknown.json()["errors"]["gpu_class"][0]
+    assert unknown.status_code == 400
+    assert "gpu-classes" in unknown.json()["errors"]["gpu_class"][0]
     not_int = client.put("/api/v1/tenants/vision/quotas/h200-141gb/", {"guaranteed": "lots"}, format="json")
-    assert not_int.status_code == 400 and "guaranteed" in not_int.json()["errors"]
+    assert not_int.status_code == 400
+    assert "guaranteed" in not_int.json()["errors"]
     negative = client.put("/api/v1/tenants/vision/quotas/h200-141gb/", {"guaranteed": -3}, format="json")
-    assert negative.status_code == 400 and "0 to 2147483647" in negative.json()["errors"]["guaranteed"][0]
+    assert negative.status_code == 400
+    assert "0 to 2147483647" in negative.json()["errors"]["guaranteed"][0]
 
 
 def test_a_forbidden_transition_is_a_409_problem(api, admin, demo_fleet):
@@ -77,7 +84,9 @@ def test_lists_are_paginated(api, admin, make_tenant):
     for n in range(3):
         make_tenant(f"team-{n}")
     page = api(admin).get("/api/v1/tenants/?limit=2").json()
-    assert page["count"] == 3 and len(page["results"]) == 2 and page["next"]
+    assert page["count"] == 3
+    assert len(page["results"]) == 2
+    assert page["next"]
 
 
 def test_a_repeated_post_with_the_same_idempotency_key_creates_once(api, admin, demo_fleet):
@@ -87,13 +96,16 @@ def test_a_repeated_post_with_the_same_idempotency_key_creates_once(api, admin, 
     again = client.post("/api/v1/tenants/", body, format="json", HTTP_IDEMPOTENCY_KEY="k-1")
 
     assert first.status_code == again.status_code == 201
-    assert again["Idempotent-Replayed"] == "true" and again.json()["id"] == first.json()["id"]
+    assert again["Idempotent-Replayed"] == "true"
+    assert again.json()["id"] == first.json()["id"]
     assert Tenant.objects.count() == 1
 
     other = client.post("/api/v1/tenants/", {"slug": "speech"}, format="json", HTTP_IDEMPOTENCY_KEY="k-1")
-    assert other.status_code == 422 and "different request" in other.json()["detail"]
+    assert other.status_code == 422
+    assert "different request" in other.json()["detail"]
 
 
 def test_anonymous_callers_get_401(api, demo_fleet):
     response = api(None).get("/api/v1/tenants/")
-    assert response.status_code == 401 and response["WWW-Authenticate"].startswith("Bearer")
+    assert response.status_code == 401
+    assert response["WWW-Authenticate"].startswith("Bearer")

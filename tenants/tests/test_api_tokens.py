@@ -23,8 +23,10 @@ def test_a_personal_token_is_shown_once_and_listed_without_its_secret(api, peopl
     token = created.json()["token"]
     listed = client.get("/api/v1/tokens/").json()["results"]
     laptop = next(t for t in listed if t["name"] == "laptop")
-    assert laptop["scope"] == "read" and laptop["prefix"] == token[4:12]
-    assert "token" not in laptop and token not in str(listed)
+    assert laptop["scope"] == "read"
+    assert laptop["prefix"] == token[4:12]
+    assert "token" not in laptop
+    assert token not in str(listed)
     assert AuditEvent.objects.filter(action="token.create", object_id=laptop["id"]).exists()
 
 
@@ -60,12 +62,14 @@ def test_an_expired_or_revoked_token_is_refused_with_401_and_the_reason(api, peo
     ApiToken.objects.filter(pk=row.pk).update(expires_at=timezone.now() - timedelta(minutes=1))
 
     expired = client.get("/api/v1/tenants/")
-    assert expired.status_code == 401 and "expired at" in expired.json()["detail"]
+    assert expired.status_code == 401
+    assert "expired at" in expired.json()["detail"]
 
     ApiToken.objects.filter(pk=row.pk).update(expires_at=None)
     assert api(alice).delete(f"/api/v1/tokens/{row.public_id}/").json()["revoked_at"]
     revoked = client.get("/api/v1/tenants/")
-    assert revoked.status_code == 401 and "revoked at" in revoked.json()["detail"]
+    assert revoked.status_code == 401
+    assert "revoked at" in revoked.json()["detail"]
     assert AuditEvent.objects.filter(action="token.revoke", object_id=row.public_id).exists()
 
 
@@ -73,7 +77,8 @@ def test_an_expiry_in_the_past_is_refused(api, people):
     response = api(people["alice"]).post(
         "/api/v1/tokens/", {"name": "old", "expires_at": "2001-01-01T00:00:00Z"}, format="json"
     )
-    assert response.status_code == 400 and "expires_at" in response.json()["errors"]
+    assert response.status_code == 400
+    assert "expires_at" in response.json()["errors"]
 
 
 def test_a_token_records_when_and_from_where_it_was_last_used(api, people):
@@ -81,7 +86,8 @@ def test_a_token_records_when_and_from_where_it_was_last_used(api, people):
     bearer(api(None), token).get("/api/v1/tenants/", REMOTE_ADDR="10.1.2.3")
 
     row.refresh_from_db()
-    assert row.last_used_ip == "10.1.2.3" and row.last_used_at is not None
+    assert row.last_used_ip == "10.1.2.3"
+    assert row.last_used_at is not None
 
 
 def test_a_service_token_acts_only_in_its_tenant_with_its_scopes_role(api, people):

@@ -95,7 +95,8 @@ def test_concurrent_guarantees_of_every_class_of_one_model_never_exceed_its_gpus
         headers={"Authorization": f"Bearer {token}"},
         timeout=30,
     ).json()["results"]
-    assert rows and all(row["guaranteed"] <= row["capacity"] for row in rows), rows
+    assert rows
+    assert all(row["guaranteed"] <= row["capacity"] for row in rows), rows
     assert sum(gpus_needed(GpuClass.objects.get(name=r["gpu_class"]), r["guaranteed"]) for r in rows) <= 64
     assert held_gpus_in_the_database("h200-141gb") <= healthy_gpus("h200-141gb") == 64
 

@@ -16,7 +16,8 @@ def test_it_creates_a_pending_tenant_with_its_cluster_owner_and_audit_row(admin,
     assert tenant.cluster.host_cluster == demo_fleet
     assert Membership.objects.get(tenant=tenant).role == "owner"
     event = AuditEvent.objects.get(action="tenant.create")
-    assert event.after["slug"] == "vision" and event.actor == admin
+    assert event.after["slug"] == "vision"
+    assert event.actor == admin
 
 
 @pytest.mark.parametrize("slug", ["Vision", "-vision", "vision-", "9lives", "a" * 41, "vi_sion", ""])
@@ -25,7 +26,8 @@ def test_it_refuses_a_slug_that_is_not_dns_safe(admin, demo_fleet, slug):
         services.create_tenant(actor=Actor.of(admin), slug=slug)
 
     assert "slug" in refusal.value.errors
-    assert Tenant.objects.count() == 0 and TenantCluster.objects.count() == 0
+    assert Tenant.objects.count() == 0
+    assert TenantCluster.objects.count() == 0
 
 
 def test_it_refuses_a_duplicate_slug_even_of_a_deleted_tenant(admin, make_tenant):

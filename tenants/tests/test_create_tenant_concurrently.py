@@ -33,6 +33,7 @@ def test_twenty_concurrent_creates_of_one_slug_give_one_201_and_nineteen_409(
     assert statuses == [201] + [409] * (PARALLEL - 1)
     for refusal in (r for r in responses if r.status_code == 409):
         assert refusal.headers["Content-Type"] == "application/problem+json"
-        assert refusal.json()["type"] == "/problems/conflict" and "slug" in refusal.json()["errors"]
+        assert refusal.json()["type"] == "/problems/conflict"
+        assert "slug" in refusal.json()["errors"]
     assert Tenant.objects.filter(slug="vision").count() == 1
     assert TenantCluster.objects.filter(tenant__slug="vision").count() == 1

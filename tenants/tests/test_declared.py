@@ -48,7 +48,8 @@ def test_a_rename_through_the_api_is_refused_naming_the_source_and_where_to_chan
 
     assert answer.status_code == 409, answer.json()
     problem = answer.json()
-    assert problem["type"].endswith("/managed-by-source") and problem["managed_by"] == "gitops:platform"
+    assert problem["type"].endswith("/managed-by-source")
+    assert problem["managed_by"] == "gitops:platform"
     assert (
         f"Tenant vision is declared by the GitOps source platform ({repo.url}, branch main, folder tenants)"
         in problem["detail"]
@@ -78,7 +79,8 @@ def test_every_door_refuses_what_the_next_sync_would_undo_even_for_a_platform_ad
         assert "is declared by the GitOps source platform" in answer.json()["detail"]
     assert "remove it there (the sync then prunes it)" in refused["deletion"].json()["detail"]
     vision.refresh_from_db()
-    assert vision.state != "deleting" and vision.quotas.get().guaranteed == 8
+    assert vision.state != "deleting"
+    assert vision.quotas.get().guaranteed == 8
     assert sorted(vision.memberships.values_list("user__username", flat=True)) == ["alice"]
 
 

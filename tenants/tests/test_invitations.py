@@ -14,7 +14,9 @@ def test_inviting_someone_with_an_account_adds_them_at_once_by_e_mail(people):
     row = invitations.invite(
         actor=Actor.of(people["alice"]), tenant=people["a"], login="Charlie@Example.com", role="viewer"
     )
-    assert isinstance(row, Membership) and row.user == people["charlie"] and row.role == "viewer"
+    assert isinstance(row, Membership)
+    assert row.user == people["charlie"]
+    assert row.role == "viewer"
     assert not Invitation.objects.exists()
 
 
@@ -37,7 +39,8 @@ def test_inviting_again_changes_the_pending_role_and_withdrawing_removes_it(peop
     alice, tenant = Actor.of(people["alice"]), people["a"]
     invitations.invite(actor=alice, tenant=tenant, login="heidi@example.com", role="viewer")
     row = invitations.invite(actor=alice, tenant=tenant, login="heidi@example.com", role="admin")
-    assert isinstance(row, Invitation) and Invitation.objects.get().role == "admin"
+    assert isinstance(row, Invitation)
+    assert Invitation.objects.get().role == "admin"
     invitations.cancel(actor=alice, invitation=row)
     assert not Invitation.objects.exists()
     assert invitations.accept(User.objects.create_user("heidi", "heidi@example.com")) == []

@@ -24,7 +24,8 @@ def test_the_console_names_a_platform_administrator_and_the_audit_log_says_so(pe
     assert "alice is now a platform administrator" in out.getvalue()
     assert set(visible_tenants(alice)) == {people["a"], people["b"]}
     row = AuditEvent.objects.get(action="user.platform_admin")
-    assert row.actor_label == "console:platform_admin" and row.after == {"platform_admin": True}
+    assert row.actor_label == "console:platform_admin"
+    assert row.after == {"platform_admin": True}
 
     call_command("platform_admin", "alice", "--revoke", stdout=out)
     alice.refresh_from_db()

@@ -25,8 +25,10 @@ def test_a_guarantee_within_capacity_is_admitted_and_audited(admin, make_tenant,
     tenant = make_tenant("vision")
     quota, created = set_quota(admin, tenant, h200(), 8, burst=4, lendable=2, weight=3)
 
-    assert created and (quota.guaranteed, quota.burst, quota.lendable, quota.weight) == (8, 4, 2, 3)
-    assert capacity_of(h200(), demo_fleet).guaranteed == 8 and capacity_of(h200(), demo_fleet).available == 56
+    assert created
+    assert (quota.guaranteed, quota.burst, quota.lendable, quota.weight) == (8, 4, 2, 3)
+    assert capacity_of(h200(), demo_fleet).guaranteed == 8
+    assert capacity_of(h200(), demo_fleet).available == 56
     assert AuditEvent.objects.get(action="quota.set").after["guaranteed"] == 8
 
 
@@ -54,7 +56,8 @@ def test_raising_ones_own_quota_does_not_count_the_old_value_twice(admin, make_t
     tenant = make_tenant("vision")
     set_quota(admin, tenant, h200(), 60)
     quota, created = set_quota(admin, tenant, h200(), 64)
-    assert not created and quota.guaranteed == 64
+    assert not created
+    assert quota.guaranteed == 64
 
 
 def test_mig_guarantees_hold_whole_gpus_of_their_model(admin, make_tenant, demo_fleet):
@@ -140,7 +143,8 @@ def test_a_guarantee_is_admitted_against_its_own_host_clusters_gpus_only(admin, 
         "requested": 60,
         "available": 8,
     }
-    assert "on host cluster small" in refusal.value.detail and "at most 8" in refusal.value.detail
+    assert "on host cluster small" in refusal.value.detail
+    assert "at most 8" in refusal.value.detail
     set_quota(admin, small, h200(), 8)
     # The demo fleet's 64 are untouched by the small cluster's guarantee, and the other way round.
     set_quota(admin, make_tenant("big-team"), h200(), 64)
@@ -186,4 +190,5 @@ def test_the_admission_lock_is_held_only_for_the_reads_and_writes_that_need_it(a
     # GPUs and the guarantees are read, then the quota and its audit row written (the commit follows).
     held = [sql.split()[0] + (" audit" if "tenants_auditevent" in sql else "") for sql in statements]
     assert held[locked + 1 :] == ["SELECT", "SELECT", "UPDATE", "INSERT audit"]
-    assert '"scheduling_gpu"' in statements[locked + 1] and '"tenants_quota"' in statements[locked + 2]
+    assert '"scheduling_gpu"' in statements[locked + 1]
+    assert '"tenants_quota"' in statements[locked + 2]

@@ -14,7 +14,8 @@ def test_groups_give_roles_in_existing_tenants_and_the_strongest_role_wins(make_
 
     grants = grants_from(["/gpucloud:vision:viewer", "gpucloud:vision:admin", "gpucloud:speech:billing"])
 
-    assert grants.tenants == {vision: "admin", speech: "billing"} and not grants.admin
+    assert grants.tenants == {vision: "admin", speech: "billing"}
+    assert not grants.admin
     assert grants_from(["/platform"]).admin
 
 
@@ -39,10 +40,13 @@ def test_the_group_pattern_can_be_changed(make_tenant, settings):
 def test_the_example_keycloak_realm_sends_groups_the_default_pattern_reads(db):
     realm = json.loads((django_settings.BASE_DIR / "deploy" / "keycloak" / "gpucloud-realm.json").read_text())
     client = next(c for c in realm["clients"] if c["clientId"] == "gpucloud")
-    assert client["attributes"]["pkce.code.challenge.method"] == "S256" and not client["publicClient"]
+    assert client["attributes"]["pkce.code.challenge.method"] == "S256"
+    assert not client["publicClient"]
     assert "groups" in client["defaultClientScopes"]
     mapper = realm["clientScopes"][0]["protocolMappers"][0]["config"]
-    assert mapper["claim.name"] == "groups" and mapper["full.path"] == "false"
+    assert mapper["claim.name"] == "groups"
+    assert mapper["full.path"] == "false"
     pattern = group_pattern("gpucloud:{tenant}:{role}")
     tenant_groups = [g["name"] for g in realm["groups"] if g["name"].startswith("gpucloud:")]
-    assert tenant_groups and all(pattern.match(name) for name in tenant_groups)
+    assert tenant_groups
+    assert all(pattern.match(name) for name in tenant_groups)

@@ -17,10 +17,12 @@ def test_a_ready_tenant_can_be_suspended_and_resumed(admin, make_tenant):
     _set_state(tenant, Tenant.State.READY)
 
     suspended = services.suspend_tenant(actor=Actor.of(admin), tenant=tenant)
-    assert suspended.state == Tenant.State.SUSPENDED and suspended.desired == "suspended"
+    assert suspended.state == Tenant.State.SUSPENDED
+    assert suspended.desired == "suspended"
 
     resumed = services.resume_tenant(actor=Actor.of(admin), tenant=suspended)
-    assert resumed.state == Tenant.State.PROVISIONING and resumed.desired == "running"
+    assert resumed.state == Tenant.State.PROVISIONING
+    assert resumed.desired == "running"
     assert list(AuditEvent.objects.filter(tenant=tenant).values_list("action", flat=True)) == [
         "tenant.resume",
         "tenant.suspend",
@@ -56,7 +58,8 @@ def test_deleting_starts_deletion_and_needs_an_owner(people):
         services.delete_tenant(actor=Actor.of(people["bob"]), tenant=people["a"])
 
     tenant = services.delete_tenant(actor=Actor.of(people["alice"]), tenant=people["a"])
-    assert tenant.state == Tenant.State.DELETING and tenant.desired == "absent"
+    assert tenant.state == Tenant.State.DELETING
+    assert tenant.desired == "absent"
 
 
 def test_a_viewer_cannot_suspend(people):

@@ -14,8 +14,10 @@ from tenants.tokens import authenticate, create_token
 def test_a_token_is_stored_only_as_prefix_and_hmac(make_user):
     row, token = create_token(actor=Actor.system("t"), user=make_user("alice"), name="laptop")
 
-    assert token.startswith("gpc_") and len(token) == 44
-    assert token not in (row.digest, row.prefix) and token[4:12] == row.prefix
+    assert token.startswith("gpc_")
+    assert len(token) == 44
+    assert token not in (row.digest, row.prefix)
+    assert token[4:12] == row.prefix
     with connection.cursor() as cursor:
         cursor.execute("SELECT * FROM tenants_apitoken")
         assert all(token[12:] not in str(value) for value in cursor.fetchone())

@@ -37,7 +37,8 @@ def test_each_tier_is_admitted_only_the_classes_it_allows(admin, make_tenant, ti
             set_quota(admin, tenant, name)
         assert f"tenant team ({tier}) may not hold {name}" in refusal.value.detail
         assert "isolated tenants get whole GPUs only" in refusal.value.detail
-        assert refusal.value.errors["gpu_class"] and refusal.value.extra["trust_tier"] == tier
+        assert refusal.value.errors["gpu_class"]
+        assert refusal.value.extra["trust_tier"] == tier
     assert sorted(Quota.objects.filter(tenant=tenant).values_list("gpu_class__name", flat=True)) == allowed
 
 
@@ -63,9 +64,8 @@ def test_a_tier_cannot_drop_below_the_quotas_the_tenant_holds(admin, make_tenant
 
     with pytest.raises(Conflict) as refusal:
         services.update_tenant(actor=as_admin, tenant=tenant, trust_tier="isolated")
-    assert (
-        refusal.value.extra["quotas"] == [MIG, SHARED] and "remove those quotas first" in refusal.value.detail
-    )
+    assert refusal.value.extra["quotas"] == [MIG, SHARED]
+    assert "remove those quotas first" in refusal.value.detail
     with pytest.raises(Conflict):
         services.update_tenant(actor=as_admin, tenant=tenant, trust_tier="standard")
     assert Tenant.objects.get(pk=tenant.pk).trust_tier == "trusted"
@@ -82,7 +82,8 @@ def test_a_tier_downgrade_under_quotas_is_a_409_through_the_api(api, admin, make
 
     response = api(admin).patch("/api/v1/tenants/team/", {"trust_tier": "isolated"}, format="json")
 
-    assert response.status_code == 409 and response.json()["quotas"] == [MIG]
+    assert response.status_code == 409
+    assert response.json()["quotas"] == [MIG]
     assert response.json()["errors"]["trust_tier"]
 
 

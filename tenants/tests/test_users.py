@@ -11,12 +11,14 @@ from tenants import tokens, users
 
 def test_an_administrator_makes_an_account_whose_generated_password_works_once_shown(admin, client):
     user, secret = users.create_local_user(actor=Actor.of(admin), username="judy", email="judy@example.com")
-    assert secret and not User.objects.filter(password=secret).exists()  # only the hash is kept
+    assert secret
+    assert not User.objects.filter(password=secret).exists()  # only the hash is kept
     assert client.login(username="judy", password=secret)
     assert AuditEvent.objects.filter(action="user.create", object_id="judy").exists()
 
     new = users.reset_password(actor=Actor.of(admin), user=user)
-    assert new != secret and client.login(username="judy", password=new)
+    assert new != secret
+    assert client.login(username="judy", password=new)
     assert not client.login(username="judy", password=secret)
 
 
@@ -56,7 +58,8 @@ def test_deactivating_an_account_revokes_its_tokens_and_ends_its_sessions_at_onc
 
     assert client.get("/", follow=False).status_code == 302
     answer = api(None).get("/api/v1/tenants/", HTTP_AUTHORIZATION=f"Bearer {token}")
-    assert answer.status_code == 401 and "revoked" in answer.json()["detail"]
+    assert answer.status_code == 401
+    assert "revoked" in answer.json()["detail"]
     row = AuditEvent.objects.get(action="user.deactivate", object_id="bob")
     assert row.after == {"active": False, "tokens_revoked": 1, "sessions_ended": 1}
     users.set_active(actor=Actor.of(admin), user=bob, active=True)

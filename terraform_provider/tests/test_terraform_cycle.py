@@ -88,7 +88,8 @@ def test_the_example_goes_through_the_whole_terraform_cycle(terraform: Terraform
     assert api.put(f"{base}/quotas/h200-141gb/", json={"guaranteed": 2, "burst": 8}).status_code == 200
     assert api.patch(f"{base}/", json={"display_name": "Renamed by hand"}).status_code == 200
     drift = " ".join(terraform.plan(expect=2).split())
-    assert "guaranteed = 2 -> 4" in drift and '"Renamed by hand" -> "Vision"' in drift
+    assert "guaranteed = 2 -> 4" in drift
+    assert '"Renamed by hand" -> "Vision"' in drift
     terraform.apply()
     quota.refresh_from_db()
     vision.refresh_from_db()

@@ -38,12 +38,12 @@ def test_a_plan_with_bad_input_is_refused_with_the_apis_messages_and_writes_noth
     )
     terraform.run("init")
     refused = " ".join(terraform.plan(expect=1).split())  # terraform wraps long lines
-    assert (
-        "asked to guarantee 100 on host cluster demo" in refused and "at most 64 can be guaranteed" in refused
-    )
+    assert "asked to guarantee 100 on host cluster demo" in refused
+    assert "at most 64 can be guaranteed" in refused
     assert "there is no user called 'nobody'" in refused
     assert "'Bad_Slug' is not a valid slug: use 1-40 lowercase letters" in refused
-    assert not Quota.objects.exists() and not Membership.objects.filter(user__username="nobody").exists()
+    assert not Quota.objects.exists()
+    assert not Membership.objects.filter(user__username="nobody").exists()
 
     assert not Tenant.objects.filter(slug="Bad_Slug").exists()
 
@@ -80,7 +80,8 @@ def test_an_apply_fails_with_the_tenants_reason_or_its_timeout(terraform: Terraf
     assert apply.returncode == 1
     assert "Error: tenant broken did not become ready: failed" in output
     assert "namespace quota exceeded on demo" in output  # the tenant's reason, as the detail
-    assert "tenant late did not become ready: still " in output and "after 1s" in output
+    assert "tenant late did not become ready: still " in output
+    assert "after 1s" in output
     state = terraform.run("state", "list").stdout.split()
     assert sorted(state) == ["gpucloud_tenant.broken", "gpucloud_tenant.late"]  # kept (tainted), not lost
 

@@ -55,11 +55,13 @@ def test_vcluster_values_carry_the_oidc_flags_and_the_tenants_own_sleep_delay(ma
     oidc = OidcSettings(issuer="https://sso.example/realms/x", client_id="cli")
     values = render_values(make_tenant(sleep_after_inactivity="2h"), ClusterProfile(oidc=oidc))
     args = values["controlPlane"]["distro"]["k8s"]["apiServer"]["extraArgs"]
-    assert "--oidc-issuer-url=https://sso.example/realms/x" in args and "--oidc-groups-prefix=oidc:" in args
+    assert "--oidc-issuer-url=https://sso.example/realms/x" in args
+    assert "--oidc-groups-prefix=oidc:" in args
     assert values["controlPlane"]["advanced"]["virtualScheduler"]["enabled"] is False  # kept
     assert values["sleep"] == {"auto": {"afterInactivity": "2h"}}
     asleep = render_values(make_tenant(sleep_after_inactivity="2h", asleep=True), ClusterProfile())
-    assert asleep["sleep"] == {"auto": {"afterInactivity": "1m"}} and "distro" not in asleep["controlPlane"]
+    assert asleep["sleep"] == {"auto": {"afterInactivity": "1m"}}
+    assert "distro" not in asleep["controlPlane"]
     assert render_values(make_tenant(), ClusterProfile(sleep_after_inactivity="3h"))["sleep"]["auto"] == {
         "afterInactivity": "3h"
     }

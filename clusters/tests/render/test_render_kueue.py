@@ -12,7 +12,8 @@ from gpucloud.kube.meta import SHARED, TENANT
 
 def test_a_flavor_per_gpu_class_pins_its_nodes(make_tenant):
     flavor = render_resource_flavor(MIG, ClusterProfile())
-    assert flavor["apiVersion"] == "kueue.x-k8s.io/v1beta2" and flavor["kind"] == "ResourceFlavor"
+    assert flavor["apiVersion"] == "kueue.x-k8s.io/v1beta2"
+    assert flavor["kind"] == "ResourceFlavor"
     assert flavor["metadata"]["name"] == "h200-141gb.mig-1g.18gb"
     assert flavor["metadata"]["labels"][TENANT] == SHARED
     assert flavor["spec"]["nodeLabels"] == {"nvidia.com/gpu.product": "NVIDIA-H200"}
@@ -23,7 +24,8 @@ def test_a_flavor_per_gpu_class_pins_its_nodes(make_tenant):
 def test_the_cluster_queue_maps_guaranteed_burst_and_lendable(make_tenant):
     cq = render_cluster_queue(make_tenant(trust_tier="trusted"))
     spec = cq["spec"]
-    assert cq["metadata"]["name"] == "tenant-acme" and "namespace" not in cq["metadata"]
+    assert cq["metadata"]["name"] == "tenant-acme"
+    assert "namespace" not in cq["metadata"]
     assert spec["cohortName"] == "gpucloud-trusted"
     assert spec["stopPolicy"] == "None"
     assert spec["fairSharing"] == {"weight": "3"}
@@ -77,7 +79,8 @@ def test_a_suspended_tenant_is_held(make_tenant):
 
 def test_the_local_queue_is_default_in_the_host_namespace(make_tenant):
     lq = render_local_queue(make_tenant())
-    assert lq["metadata"]["name"] == "default" and lq["metadata"]["namespace"] == "tenant-acme"
+    assert lq["metadata"]["name"] == "default"
+    assert lq["metadata"]["namespace"] == "tenant-acme"
     assert lq["spec"]["clusterQueue"] == "tenant-acme"
 
 
@@ -89,7 +92,8 @@ def test_shared_objects_cover_the_tenants_classes_and_tiers(make_tenant):
     ]
     shared = render_shared(tenants, ClusterProfile())
     names = {(o["kind"], o["metadata"]["name"]) for o in shared}
-    assert ("ResourceFlavor", "b200") in names and ("ResourceFlavor", "h200-141gb.mig-1g.18gb") in names
+    assert ("ResourceFlavor", "b200") in names
+    assert ("ResourceFlavor", "h200-141gb.mig-1g.18gb") in names
     assert ("ResourceFlavor", "l40s") not in names
     assert {n for kind, n in names if kind == "Cohort"} == {"gpucloud-standard", "gpucloud-isolated"}
     assert {n for kind, n in names if kind == "WorkloadPriorityClass"} >= {"gpucloud-inference"}

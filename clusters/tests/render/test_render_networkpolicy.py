@@ -6,7 +6,8 @@ from gpucloud.kube.meta import TENANT
 def test_it_admits_only_its_own_namespace_and_non_tenant_namespaces(make_tenant):
     (policy,) = render_network_policies(make_tenant(), ClusterProfile())
     spec = policy["spec"]
-    assert spec["podSelector"] == {} and spec["policyTypes"] == ["Ingress"]
+    assert spec["podSelector"] == {}
+    assert spec["policyTypes"] == ["Ingress"]
     sources = [peer for rule in spec["ingress"] for peer in rule["from"]]
     assert {"podSelector": {}} in sources
     assert {

@@ -6,7 +6,8 @@ from clusters.render.vcluster import render_vcluster
 
 def test_a_helm_release_installs_the_vcluster_chart_from_loft(make_tenant):
     repo, release = render_vcluster(make_tenant(), ClusterProfile(vcluster_chart_version="0.37.0"))
-    assert repo["apiVersion"] == "source.toolkit.fluxcd.io/v1" and repo["kind"] == "HelmRepository"
+    assert repo["apiVersion"] == "source.toolkit.fluxcd.io/v1"
+    assert repo["kind"] == "HelmRepository"
     assert repo["spec"]["url"] == "https://charts.loft.sh"
     assert release["apiVersion"] == "helm.toolkit.fluxcd.io/v2"
     assert release["metadata"] == release["metadata"] | {"name": "acme", "namespace": "tenant-acme"}
@@ -29,7 +30,8 @@ def test_values_sync_pods_show_gpu_nodes_and_leave_scheduling_to_the_host(make_t
     }
     assert values["controlPlane"]["advanced"]["virtualScheduler"]["enabled"] is False
     assert values["exportKubeConfig"]["server"] == "https://acme.vc.gpu.example"
-    assert "experimental" not in values and "sleep" not in values
+    assert "experimental" not in values
+    assert "sleep" not in values
 
 
 def test_kai_clusters_do_not_set_owner_references(make_tenant):
@@ -49,7 +51,8 @@ def test_platform_mode_renders_a_virtual_cluster_instance(make_tenant):
         vcluster_mode="platform", platform_project_namespace="p-gpu", platform_cluster="h1"
     )
     (instance,) = render_vcluster(make_tenant(), profile)
-    assert instance["apiVersion"] == "management.loft.sh/v1" and instance["kind"] == "VirtualClusterInstance"
+    assert instance["apiVersion"] == "management.loft.sh/v1"
+    assert instance["kind"] == "VirtualClusterInstance"
     assert instance["metadata"]["namespace"] == "p-gpu"
     spec = instance["spec"]
     assert spec["clusterRef"] == {"cluster": "h1", "namespace": "tenant-acme", "virtualCluster": "acme"}

@@ -35,14 +35,16 @@ class Scim:
             "POST", "Users", {"schemas": [USER_SCHEMA], "userName": username, **attributes}
         )
         assert status == 201, body
-        return body
+        user: dict[str, Any] = body
+        return user
 
     def group(self, name: str, members: list[str] = (), **attributes: Any) -> dict[str, Any]:  # type: ignore[assignment]
         document = {"schemas": [GROUP_SCHEMA], "displayName": name, **attributes}
         document["members"] = [{"value": m} for m in members]
         status, body = self.call("POST", "Groups", document)
         assert status == 201, body
-        return body
+        group: dict[str, Any] = body
+        return group
 
     def patch(self, path: str, *operations: dict[str, Any]) -> tuple[int, Any]:
         return self.call("PATCH", path, {"schemas": [PATCH_OP], "Operations": list(operations)})

@@ -46,13 +46,17 @@ def test_a_body_that_is_not_json_is_415_and_an_unknown_method_405(scim):
     response = scim.client.post(
         "/scim/v2/Users", data="userName=ada", content_type="application/x-www-form-urlencoded"
     )
-    assert response.status_code == 415 and response.json()["schemas"] == [ERROR_SCHEMA]
+    assert response.status_code == 415
+    assert response.json()["schemas"] == [ERROR_SCHEMA]
     status, body = scim.call("PATCH", "Users", {})
-    assert status == 405 and body["schemas"] == [ERROR_SCHEMA]
+    assert status == 405
+    assert body["schemas"] == [ERROR_SCHEMA]
     status, body = scim.call("POST", "Bulk", {})
     assert status == 501
 
 
 def test_an_overlong_group_name_is_a_scim_400(scim):
     status, body = scim.call("POST", "Groups", {"schemas": [GROUP_SCHEMA], "displayName": "g" * 256})
-    assert status == 400 and body["scimType"] == "invalidValue" and "at most 255" in body["detail"]
+    assert status == 400
+    assert body["scimType"] == "invalidValue"
+    assert "at most 255" in body["detail"]

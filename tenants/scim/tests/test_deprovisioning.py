@@ -41,7 +41,8 @@ def test_deactivation_over_scim_refuses_the_token_and_ends_the_session_at_once(
     sso_on.person("ada", [])  # the provider pushes groups over SCIM and puts none in the claim
 
     browser, page = sign_in(base, "ada")  # the first sign-in links the provisioned account
-    assert page.status_code == 200 and "vision" in page.text
+    assert page.status_code == 200
+    assert "vision" in page.text
     account = User.objects.get(scim__public_id=ada["id"])
     assert Identity.objects.get(subject="ada").user == account
     assert User.objects.count() == 3  # admin, the SCIM token's account, ada: no second ada
@@ -55,16 +56,19 @@ def test_deactivation_over_scim_refuses_the_token_and_ends_the_session_at_once(
         base, scim_token, "PATCH", f"Users/{ada['id']}", {"schemas": [PATCH_OP], "Operations": [operation]}
     )
 
-    assert status == 200 and body["active"] is False
+    assert status == 200
+    assert body["active"] is False
     answer = requests.get(f"{base}/api/v1/tenants/vision/", headers=bearer, timeout=10)
-    assert answer.status_code == 401 and "revoked" in answer.json()["detail"]
+    assert answer.status_code == 401
+    assert "revoked" in answer.json()["detail"]
     assert browser.get(f"{base}/", allow_redirects=False).status_code == 302  # signed out
     assert not [s for s in Session.objects.all() if s.get_decoded().get("_auth_user_id") == str(account.pk)]
     deactivated = AuditEvent.objects.get(action="user.deactivate", object_id="ada")
     assert deactivated.after == {"active": False, "tokens_revoked": 1, "sessions_ended": 1}
     assert deactivated.actor_label.endswith("(SCIM token okta)")
     _, again = sign_in(base, "ada")
-    assert again.status_code == 403 and "deactivated" in again.text
+    assert again.status_code == 403
+    assert "deactivated" in again.text
     assert Membership.objects.filter(user=account).exists()  # kept for a reactivation
 
 
@@ -80,11 +84,13 @@ def test_deleting_a_person_over_scim_deprovisions_them_and_keeps_the_name_reserv
 
     assert status == 204
     ada.refresh_from_db()
-    assert not ada.is_active and not ScimUser.objects.filter(user=ada).exists()
+    assert not ada.is_active
+    assert not ScimUser.objects.filter(user=ada).exists()
     assert not Membership.objects.filter(user=ada).exists()
     assert ApiToken.objects.get(user=ada).revoked_at is not None
     assert client.get("/", follow=False).status_code == 302
     assert scim.call("GET", f"Users/{ada_id}")[0] == 404
     status, body = scim.call("POST", "Users", {"schemas": [USER_SCHEMA], "userName": "ada"})
-    assert status == 409 and body["scimType"] == "uniqueness"
+    assert status == 409
+    assert body["scimType"] == "uniqueness"
     assert AuditEvent.objects.filter(action="user.delete", object_id="ada").exists()

@@ -15,7 +15,8 @@ def test_a_platform_administrator_makes_a_scim_token_through_the_api_and_it_prov
     made = api(people["admin"]).post("/api/v1/scim/tokens/", {"name": "entra"}, format="json")
 
     assert made.status_code == 201, made.json()
-    assert made.json()["scope"] == "scim" and made.json()["user"].startswith("scim.")
+    assert made.json()["scope"] == "scim"
+    assert made.json()["user"].startswith("scim.")
     assert Scim(made.json()["token"]).call("GET", "Users")[0] == 200
     assert AuditEvent.objects.filter(action="token.create", actor_label="admin (token test)").exists()
     assert [t["name"] for t in api(people["admin"]).get("/api/v1/scim/tokens/").json()["results"]] == [
@@ -25,7 +26,8 @@ def test_a_platform_administrator_makes_a_scim_token_through_the_api_and_it_prov
 
 def test_nobody_else_makes_one_by_any_door(api, people):
     refused = api(people["alice"]).post("/api/v1/scim/tokens/", {"name": "mine"}, format="json")
-    assert refused.status_code == 403 and "platform administrators" in refused.json()["detail"]
+    assert refused.status_code == 403
+    assert "platform administrators" in refused.json()["detail"]
     with pytest.raises(PermissionDenied):
         tokens.create_scim_token(actor=Actor.of(people["alice"]), name="mine")
     personal = api(people["alice"]).post("/api/v1/tokens/", {"name": "x", "scope": "scim"}, format="json")
@@ -51,14 +53,16 @@ def test_a_tenant_owner_s_token_and_a_platform_administrator_s_own_cannot_use_sc
 
 def test_a_scim_token_is_refused_by_the_rest_api_and_stops_when_revoked(api, people, scim_token):
     answer = api(None).get("/api/v1/tenants/", HTTP_AUTHORIZATION=f"Bearer {scim_token}")
-    assert answer.status_code == 401 and "/scim/v2/" in answer.json()["detail"]
+    assert answer.status_code == 401
+    assert "/scim/v2/" in answer.json()["detail"]
 
     row = tokens.check(scim_token)[0]
     assert row is not None
     tokens.revoke_token(actor=Actor.of(people["admin"]), token=row)
 
     status, body = Scim(scim_token).call("GET", "Users")
-    assert status == 401 and "revoked" in body["detail"]
+    assert status == 401
+    assert "revoked" in body["detail"]
 
 
 def test_no_token_is_401_with_a_bearer_challenge(client, db):
