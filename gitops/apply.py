@@ -34,8 +34,9 @@ from gitops.models import ManagedObject
 from gitops.ownership import Move
 from gpucloud.errors import PermissionDenied, ServiceError
 from gpucloud.transactions import retry_on_conflict
-from tenants import invitations, services
+from tenants import invitations
 from tenants.models import Invitation, Membership, Quota, Tenant
+from tenants.services import lifecycle, members, quotas, sleep
 
 # Order of the steps of one apply: guarantees shrink before any grows (freed capacity is reused in the
 # same apply), tiers change between the two (a tier that loses a class after its quota went, one that gains
@@ -195,7 +196,7 @@ def _static_problems(document: Document, spec: dict[str, Any], obj: Any) -> list
                     )
                 )
         delay = spec.get("sleep", {}).get("afterInactivity", "")
-        problem = services.sleep_delay_problem(delay)
+        problem = sleep.sleep_delay_problem(delay)
         if problem is not None:
             problems.append(document.problem("spec.sleep.afterInactivity", problem))
     elif document.kind == "HostCluster":
@@ -312,12 +313,12 @@ def _quota_steps(actor: Actor, change: Change) -> list[Step]:
     wanted = {q["gpuClass"]: q for q in change.desired["quotas"]}
 
     def remove(gpu_class: str) -> None:
-        services.remove_quota(
+        quotas.remove_quota(
             actor=actor, quota=Quota.objects.get(tenant__slug=name, gpu_class__name=gpu_class)
         )
 
     def put(quota: dict[str, Any]) -> None:
-        services.set_quota(
+        quotas.set_quota(
             actor=actor,
             tenant=_tenant(name),
             gpu_class=GpuClass.objects.get(name=quota["gpuClass"]),
@@ -352,7 +353,7 @@ def _member_steps(actor: Actor, change: Change) -> list[Step]:
             login = pending.values_list("login", flat=True).first() or who  # the portal keeps the case given
             invitations.invite(actor=actor, tenant=tenant, login=login, role=role)
         else:
-            services.add_member(actor=actor, tenant=_tenant(name), username=who, role=role)
+            members.add_member(actor=actor, tenant=_tenant(name), username=who, role=role)
 
     def revoke(who: str) -> None:
         tenant = _tenant(name)
@@ -362,7 +363,7 @@ def _member_steps(actor: Actor, change: Change) -> list[Step]:
                 invitations.cancel(actor=actor, invitation=invitation)
         else:
             membership = Membership.objects.get(tenant=tenant, user__username=who)
-            services.remove_member(actor=actor, tenant=tenant, membership=membership)
+            members.remove_member(actor=actor, tenant=tenant, membership=membership)
 
     steps: list[Step] = []
     for f in change.fields:
@@ -390,7 +391,7 @@ def _creator_step(actor: Actor, change: Change) -> list[Step]:
         tenant = _tenant(change.name)
         membership = Membership.objects.filter(tenant=tenant, user=actor.user).first()
         if membership is not None:
-            services.remove_member(actor=actor, tenant=tenant, membership=membership)
+            members.remove_member(actor=actor, tenant=tenant, membership=membership)
 
     return [(UNMEMBERS, change, "spec.members", drop)]
 
@@ -398,7 +399,7 @@ def _creator_step(actor: Actor, change: Change) -> list[Step]:
 def _tenant_steps(actor: Actor, change: Change) -> list[Step]:
     spec, name = change.desired, change.name
     if change.action == "delete":
-        return [(PRUNE, change, "", lambda: services.delete_tenant(actor=actor, tenant=_tenant(name)))]
+        return [(PRUNE, change, "", lambda: lifecycle.delete_tenant(actor=actor, tenant=_tenant(name)))]
     steps: list[Step] = []
     if change.action == "create":
         steps.append(
@@ -406,7 +407,7 @@ def _tenant_steps(actor: Actor, change: Change) -> list[Step]:
                 TENANT,
                 change,
                 "metadata.name",
-                lambda: services.create_tenant(
+                lambda: lifecycle.create_tenant(
                     actor=actor,
                     slug=name,
                     display_name=spec.get("displayName", ""),
@@ -423,7 +424,7 @@ def _tenant_steps(actor: Actor, change: Change) -> list[Step]:
                     TENANT,
                     change,
                     "spec.trustTier" if "trustTier" in renamed else "spec.displayName",
-                    lambda: services.update_tenant(
+                    lambda: lifecycle.update_tenant(
                         actor=actor,
                         tenant=_tenant(name),
                         display_name=renamed.get("displayName"),
@@ -439,7 +440,7 @@ def _tenant_steps(actor: Actor, change: Change) -> list[Step]:
                 SLEEP,
                 change,
                 "spec.sleep",
-                lambda: services.set_sleep_settings(
+                lambda: sleep.set_sleep_settings(
                     actor=actor,
                     tenant=_tenant(name),
                     sleep_when_idle=spec["sleep"]["whenIdle"],
@@ -529,8 +530,9 @@ def _quota_classes(change: Change) -> list[str]:
 def _carry_out(actor: Actor, changes: list[Change], source: str) -> None:
     # The steps run in phases (guarantees shrink before any grows), so two applies would otherwise take the
     # same locks in opposite orders (one shrinks H200 and grows A100, the other the reverse) and deadlock:
-    # every lock the steps will take is taken first, in the one global order (tenants/services.py).
-    services.lock_in_order(
+    # every lock the steps will take is taken first, in the one global order ("Lock order" in
+    # tenants/services/__init__.py).
+    quotas.lock_in_order(
         {
             c.name: _quota_classes(c)
             for c in changes

@@ -31,7 +31,8 @@ from core.audit import Actor
 from core.declared import refuse_undone_edit
 from gpucloud.errors import ValidationFailed
 from tenants.models import Tenant
-from tenants.services import require, suspend_tenant
+from tenants.services.lifecycle import suspend_tenant
+from tenants.services.roles import require
 
 log = logging.getLogger(__name__)
 THRESHOLDS = (50, 80, 100)

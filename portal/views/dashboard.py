@@ -18,9 +18,9 @@ from core.models import AuditEvent
 from fleet.selectors import units_in_use
 from portal.bars import Bar, bar
 from portal.scoping import actor_of
-from tenants import services
 from tenants.models import Tenant
 from tenants.selectors import visible_tenants
+from tenants.services import roles
 
 PER_PAGE = 12
 
@@ -50,9 +50,9 @@ def summarise(request: HttpRequest, tenants: list[Tenant]) -> list[TenantSummary
         for quota in tenant.quotas.select_related("gpu_class").order_by("gpu_class__name"):
             name = quota.gpu_class.name
             summary.bars.append((name, bar(used.get((tenant.pk, name), 0), quota.guaranteed, quota.burst)))
-        if services.can(actor, tenant, "billing.view"):
+        if roles.can(actor, tenant, "billing.view"):
             summary.spent, summary.budget = spent_this_month(tenant, now), budgets.get(tenant.pk)
-        if services.can(actor, tenant, "audit.view"):
+        if roles.can(actor, tenant, "audit.view"):
             summary.changes = list(
                 AuditEvent.objects.filter(tenant=tenant).order_by("-created_at", "-id")[:4]
             )

@@ -12,8 +12,9 @@ from django.views.decorators.http import require_POST
 from gpucloud.errors import ServiceError
 from portal.forms import MemberForm, RoleForm
 from portal.scoping import actor_of, allowed, form_errors, tenant_for
-from tenants import invitations, services
+from tenants import invitations
 from tenants.models import Invitation, Membership, Tenant
+from tenants.services.members import add_member, remove_member
 
 PER_PAGE = 50
 
@@ -78,7 +79,7 @@ def member_role(request: HttpRequest, slug: str, username: str) -> HttpResponse:
     membership = get_object_or_404(tenant.memberships.select_related("user"), user__username=username)
     form = RoleForm(request.POST)
     try:
-        services.add_member(
+        add_member(
             actor=actor_of(request),
             tenant=tenant,
             username=membership.user.get_username(),
@@ -97,7 +98,7 @@ def member_remove(request: HttpRequest, slug: str, username: str) -> HttpRespons
     tenant = tenant_for(request, slug, "member.view")
     membership = get_object_or_404(tenant.memberships.select_related("user"), user__username=username)
     try:
-        services.remove_member(actor=actor_of(request), tenant=tenant, membership=membership)
+        remove_member(actor=actor_of(request), tenant=tenant, membership=membership)
     except ServiceError as error:
         messages.error(request, error.detail)
     else:

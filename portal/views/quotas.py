@@ -13,9 +13,9 @@ from gpucloud.errors import ServiceError
 from portal.bars import bar
 from portal.forms import QuotaForm, whole
 from portal.scoping import actor_of, allowed, form_errors, tenant_for
-from tenants import services
 from tenants.api.views import gpu_class_named
 from tenants.capacity import capacity_table
+from tenants.services.quotas import remove_quota, set_quota
 
 
 @login_required
@@ -50,7 +50,7 @@ def quotas(request: HttpRequest, slug: str) -> HttpResponse:
 def _set(request: HttpRequest, tenant: object, form: QuotaForm) -> bool:
     data = form.cleaned_data
     try:
-        quota, created = services.set_quota(
+        quota, created = set_quota(
             actor=actor_of(request),
             tenant=tenant,  # type: ignore[arg-type]
             gpu_class=gpu_class_named(data["gpu_class"]),
@@ -72,7 +72,7 @@ def quota_remove(request: HttpRequest, slug: str, gpu_class: str) -> HttpRespons
     tenant = tenant_for(request, slug, "quota.view")
     quota = get_object_or_404(tenant.quotas.select_related("gpu_class"), gpu_class__name=gpu_class)
     try:
-        services.remove_quota(actor=actor_of(request), quota=quota)
+        remove_quota(actor=actor_of(request), quota=quota)
     except ServiceError as error:
         messages.error(request, error.detail)
     else:
