@@ -14,6 +14,7 @@ from gpucloud.errors import ServiceError
 from portal.forms import UserForm
 from portal.scoping import actor_of, form_errors
 from portal.views.fleet import require_platform_admin
+from tenants import selectors as tenant_selectors
 from tenants import users
 from tenants.services import platform_admins
 
@@ -34,7 +35,7 @@ def user_list(request: HttpRequest) -> HttpResponse:
         else:
             shown = (user, secret)
             form = UserForm()
-    accounts = User.objects.prefetch_related("identities", "memberships__tenant").order_by("username")
+    accounts = tenant_selectors.accounts()
     context = {
         "nav": "users",
         "form": form,
