@@ -187,7 +187,7 @@ import django, sys, json
 django.setup()
 from django.contrib.auth import get_user_model
 from fleet.models import GpuClass
-from tenants import services
+from tenants.services import lifecycle, quotas
 from core.audit import Actor
 from tenants.tokens import create_token
 admin = get_user_model().objects.create_superuser("bench", "bench@localhost", "x")
@@ -196,10 +196,10 @@ a100 = GpuClass.objects.get(name="a100-80gb")
 h200 = GpuClass.objects.get(name="h200-141gb")
 slugs = []
 for i in range(int(sys.argv[1])):
-    tenant = services.create_tenant(actor=actor, slug=f"t{i:04d}")
-    services.set_quota(actor=actor, tenant=tenant, gpu_class=a100, guaranteed=0, burst=1)
+    tenant = lifecycle.create_tenant(actor=actor, slug=f"t{i:04d}")
+    quotas.set_quota(actor=actor, tenant=tenant, gpu_class=a100, guaranteed=0, burst=1)
     if i < 60:
-        services.set_quota(actor=actor, tenant=tenant, gpu_class=h200, guaranteed=1, burst=0)
+        quotas.set_quota(actor=actor, tenant=tenant, gpu_class=h200, guaranteed=1, burst=0)
     slugs.append(tenant.slug)
 _, token = create_token(actor=Actor.system("bench"), user=admin, name="bench", scope="admin")
 print(json.dumps({"token": token, "slugs": slugs}))

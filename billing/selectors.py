@@ -1,14 +1,16 @@
-"""Reads of usage: hourly sums of the ledger by tenant, GPU class and time bucket, scoped to the caller."""
+"""Reads of billing: hourly sums of the ledger by tenant, GPU class and time bucket, scoped to the caller; a
+tenant's invoices and budget; the rate cards."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
 from django.db.models import F, Q, QuerySet, Sum
 from django.db.models.functions import TruncDay
 
-from billing.models import UsageHour
+from billing.models import Budget, Invoice, RateCard, UsageHour
 from tenants.models import Tenant
 
 GROUPS = ("gpu_class", "day", "hour")
@@ -48,3 +50,23 @@ def usage(
         .order_by(*[k if k != "tenant__slug" else F(k).asc(nulls_first=True) for k in keys])
     )
     return sums
+
+
+def invoices_of(tenant: Tenant) -> QuerySet[Invoice]:
+    """The tenant's invoices, the newest month first."""
+    return Invoice.objects.filter(tenant=tenant).order_by("-period_start")
+
+
+def budget_of(tenant: Tenant) -> Budget | None:
+    """The tenant's budget with the alerts it raised, or None."""
+    return Budget.objects.filter(tenant=tenant).prefetch_related("alerts").first()
+
+
+def budgets_of(tenants: Iterable[Tenant]) -> dict[int, Budget]:
+    """The budgets of these tenants, by tenant id (a tenant without one is absent)."""
+    return {b.tenant_id: b for b in Budget.objects.filter(tenant__in=list(tenants))}
+
+
+def rate_cards() -> QuerySet[RateCard]:
+    """Every rate card version, the newest in force first."""
+    return RateCard.objects.order_by("-effective_from", "-version")

@@ -43,7 +43,7 @@ class TenantSpec:
     namespace: str  # host namespace, "tenant-<slug>"
     quotas: tuple[QuotaSpec, ...] = ()
     sleep_after_inactivity: str = ""  # the tenant's own setting; empty = the host cluster's
-    asleep: bool = False  # put to sleep by gpucloud after an idle window (see workers/idle.py)
+    asleep: bool = False  # put to sleep by gpucloud after an idle window (see billing/services/idle.py)
 
 
 @dataclass(frozen=True)

@@ -74,7 +74,7 @@ def is_platform_admin(user: Any) -> bool:
 
     The flag is Django's `is_staff` (gpucloud has no Django admin site, so it means only this). It is set by
     `manage.py platform_admin` and, for people who sign in through the identity provider, by OIDC_ADMIN_GROUPS
-    at every sign-in (`tenants.services.set_platform_admin`, audited either way).
+    at every sign-in (`tenants.services.platform_admins.set_platform_admin`, audited either way).
     """
     return bool(user is not None and user.is_authenticated and user.is_active and user.is_staff)
 

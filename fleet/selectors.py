@@ -1,4 +1,4 @@
-"""Reads of what runs on the fleet, for pages and reports."""
+"""Reads of the fleet and what runs on it, for pages and reports."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from fleet.models import Gpu, GpuClass, HostCluster, Node, SimulatedPod
+from django.db.models import Count, QuerySet
+
+from fleet.models import Gpu, GpuClass, GpuModel, HostCluster, Node, SimulatedPod
 
 
 def units_in_use(tenant_ids: Iterable[int]) -> dict[tuple[int, str], int]:
@@ -77,3 +79,27 @@ def pods_of(tenant_id: int, *, running: bool | None = None) -> Any:
 def units_of(pod: SimulatedPod) -> int:
     """Units of its class the pod holds: GPUs for a whole class, one for a MIG instance or a share."""
     return len(pod.gpu_uuids) if pod.gpu_class.kind == GpuClass.Kind.WHOLE else 1
+
+
+def host_clusters() -> QuerySet[HostCluster]:
+    """Every host cluster, by name."""
+    return HostCluster.objects.order_by("name")
+
+
+def host_clusters_counted() -> QuerySet[HostCluster]:
+    """Every host cluster, by name, with `node_count`, `gpu_count` and `tenant_count`."""
+    return host_clusters().annotate(
+        node_count=Count("nodes", distinct=True),
+        gpu_count=Count("nodes__gpus", distinct=True),
+        tenant_count=Count("tenant_clusters", distinct=True),
+    )
+
+
+def nodes_by_topology(host_cluster: HostCluster) -> QuerySet[Node]:
+    """The host cluster's nodes in zone, block, rack order, with their GPUs and the GPUs' models."""
+    return host_cluster.nodes.prefetch_related("gpus__gpu_model").order_by("zone", "block", "rack", "name")
+
+
+def models_in_fleet() -> QuerySet[GpuModel]:
+    """The GPU models some GPU of the fleet is, by slug."""
+    return GpuModel.objects.filter(gpus__isnull=False).distinct().order_by("slug")

@@ -34,8 +34,9 @@ from gitops.models import ManagedObject
 from gitops.ownership import Move
 from gpucloud.errors import PermissionDenied, ServiceError
 from gpucloud.transactions import retry_on_conflict
-from tenants import invitations, services
+from tenants import invitations
 from tenants.models import Invitation, Membership, Quota, Tenant
+from tenants.services import lifecycle, members, quotas, sleep
 
 # Order of the steps of one apply: guarantees shrink before any grows (freed capacity is reused in the
 # same apply), tiers change between the two (a tier that loses a class after its quota went, one that gains
@@ -151,74 +152,90 @@ def compare(desired: dict[str, Any], current: dict[str, Any]) -> list[FieldChang
 
 def _static_problems(document: Document, spec: dict[str, Any], obj: Any) -> list[Problem]:
     """What the database already tells us is impossible, all reported at once before anything is written."""
-    problems = []
     if document.kind == "Tenant":
-        if obj is not None and obj.state in state.GONE:
-            problems.append(
-                document.problem("metadata.name", f"tenant {obj.slug} is {obj.state}; slugs are never reused")
+        return [
+            *_gone_tenant_problems(document, obj),
+            *_host_choice_problems(document, spec, obj),
+            *_unknown_class_problems(document),
+            *_unknown_user_problems(document),
+            *_sleep_delay_problems(document, spec),
+        ]
+    if document.kind == "HostCluster":
+        return _host_cluster_problems(document, spec, obj)
+    return []
+
+
+def _gone_tenant_problems(document: Document, obj: Tenant | None) -> list[Problem]:
+    if obj is None or obj.state not in state.GONE:
+        return []
+    return [document.problem("metadata.name", f"tenant {obj.slug} is {obj.state}; slugs are never reused")]
+
+
+def _host_choice_problems(document: Document, spec: dict[str, Any], obj: Tenant | None) -> list[Problem]:
+    """A tenant stays on the host cluster it was created on; a new one names a host cluster that exists."""
+    wanted = spec.get("hostCluster")
+    if obj is not None and wanted not in (None, obj.cluster.host_cluster.name):
+        reason = f"tenant {obj.slug} runs on {obj.cluster.host_cluster.name}; a tenant cannot move"
+        return [document.problem("spec.hostCluster", reason)]
+    if obj is None and wanted and not HostCluster.objects.filter(name=wanted):
+        known = ", ".join(HostCluster.objects.values_list("name", flat=True)) or "none"
+        reason = f"there is no host cluster {wanted!r}; known: {known}"
+        return [document.problem("spec.hostCluster", reason)]
+    return []
+
+
+def _unknown_class_problems(document: Document) -> list[Problem]:
+    known = set(GpuClass.objects.values_list("name", flat=True))
+    return [
+        document.problem(
+            f"spec.quotas[{index}].gpuClass",
+            f"{quota['gpuClass']!r} is not a GPU class; classes look like h200-141gb, h200-141gb.mig-1g.18gb "
+            "or h200-141gb.shared",
+        )
+        for index, quota in enumerate(document.spec.get("quotas", []))
+        if quota["gpuClass"] not in known
+    ]
+
+
+def _unknown_user_problems(document: Document) -> list[Problem]:
+    """Members named by username must have an account; an e-mail address becomes an invitation."""
+    return [
+        document.problem(
+            f"spec.members[{index}].user",
+            f"there is no user called {member['user']!r}; to invite someone who has not signed in yet, give "
+            "their e-mail address",
+        )
+        for index, member in enumerate(document.spec.get("members", []))
+        if "@" not in member["user"] and not state.User.objects.filter(username=member["user"]).exists()
+    ]
+
+
+def _sleep_delay_problems(document: Document, spec: dict[str, Any]) -> list[Problem]:
+    problem = sleep.sleep_delay_problem(spec.get("sleep", {}).get("afterInactivity", ""))
+    return [] if problem is None else [document.problem("spec.sleep.afterInactivity", problem)]
+
+
+def _host_cluster_problems(
+    document: Document, spec: dict[str, Any], obj: HostCluster | None
+) -> list[Problem]:
+    """A host cluster must be registered first, and what registration chose cannot change here."""
+    if obj is None:
+        return [
+            document.problem(
+                "metadata.name",
+                f"there is no host cluster {document.name!r}: manifests carry no credentials, so register it "
+                "first (POST /api/v1/host-clusters/ with its kubeconfig, or manage.py load_fleet)",
             )
-        if obj is not None and spec.get("hostCluster") not in (None, obj.cluster.host_cluster.name):
-            problems.append(
-                document.problem(
-                    "spec.hostCluster",
-                    f"tenant {obj.slug} runs on {obj.cluster.host_cluster.name}; a tenant cannot move",
-                )
-            )
-        if (
-            obj is None
-            and spec.get("hostCluster")
-            and not HostCluster.objects.filter(name=spec["hostCluster"])
-        ):
-            known = ", ".join(HostCluster.objects.values_list("name", flat=True)) or "none"
-            problems.append(
-                document.problem(
-                    "spec.hostCluster", f"there is no host cluster {spec['hostCluster']!r}; known: {known}"
-                )
-            )
-        known_classes = set(GpuClass.objects.values_list("name", flat=True))
-        for index, quota in enumerate(document.spec.get("quotas", [])):
-            if quota["gpuClass"] not in known_classes:
-                problems.append(
-                    document.problem(
-                        f"spec.quotas[{index}].gpuClass",
-                        f"{quota['gpuClass']!r} is not a GPU class; classes look like h200-141gb, "
-                        "h200-141gb.mig-1g.18gb or h200-141gb.shared",
-                    )
-                )
-        for index, member in enumerate(document.spec.get("members", [])):
-            if "@" not in member["user"] and not state.User.objects.filter(username=member["user"]).exists():
-                problems.append(
-                    document.problem(
-                        f"spec.members[{index}].user",
-                        f"there is no user called {member['user']!r}; to invite someone who has not signed "
-                        "in yet, give their e-mail address",
-                    )
-                )
-        delay = spec.get("sleep", {}).get("afterInactivity", "")
-        problem = services.sleep_delay_problem(delay)
-        if problem is not None:
-            problems.append(document.problem("spec.sleep.afterInactivity", problem))
-    elif document.kind == "HostCluster":
-        if obj is None:
-            problems.append(
-                document.problem(
-                    "metadata.name",
-                    f"there is no host cluster {document.name!r}: manifests carry no credentials, so "
-                    "register it first (POST /api/v1/host-clusters/ with its kubeconfig, or manage.py "
-                    "load_fleet)",
-                )
-            )
-        else:
-            for key, attribute in IMMUTABLE_HOST_FIELDS.items():
-                if key in spec and spec[key] != getattr(obj, attribute):
-                    problems.append(
-                        document.problem(
-                            f"spec.{key}",
-                            f"{key} is {getattr(obj, attribute)!r} and is chosen at registration; register "
-                            "the cluster again to change it",
-                        )
-                    )
-    return problems
+        ]
+    return [
+        document.problem(
+            f"spec.{key}",
+            f"{key} is {getattr(obj, attribute)!r} and is chosen at registration; register the cluster again "
+            "to change it",
+        )
+        for key, attribute in IMMUTABLE_HOST_FIELDS.items()
+        if key in spec and spec[key] != getattr(obj, attribute)
+    ]
 
 
 def _owner(owners: dict[tuple[str, str], str], document: Document, obj: Any) -> str | None:
@@ -312,12 +329,12 @@ def _quota_steps(actor: Actor, change: Change) -> list[Step]:
     wanted = {q["gpuClass"]: q for q in change.desired["quotas"]}
 
     def remove(gpu_class: str) -> None:
-        services.remove_quota(
+        quotas.remove_quota(
             actor=actor, quota=Quota.objects.get(tenant__slug=name, gpu_class__name=gpu_class)
         )
 
     def put(quota: dict[str, Any]) -> None:
-        services.set_quota(
+        quotas.set_quota(
             actor=actor,
             tenant=_tenant(name),
             gpu_class=GpuClass.objects.get(name=quota["gpuClass"]),
@@ -352,7 +369,7 @@ def _member_steps(actor: Actor, change: Change) -> list[Step]:
             login = pending.values_list("login", flat=True).first() or who  # the portal keeps the case given
             invitations.invite(actor=actor, tenant=tenant, login=login, role=role)
         else:
-            services.add_member(actor=actor, tenant=_tenant(name), username=who, role=role)
+            members.add_member(actor=actor, tenant=_tenant(name), username=who, role=role)
 
     def revoke(who: str) -> None:
         tenant = _tenant(name)
@@ -362,7 +379,7 @@ def _member_steps(actor: Actor, change: Change) -> list[Step]:
                 invitations.cancel(actor=actor, invitation=invitation)
         else:
             membership = Membership.objects.get(tenant=tenant, user__username=who)
-            services.remove_member(actor=actor, tenant=tenant, membership=membership)
+            members.remove_member(actor=actor, tenant=tenant, membership=membership)
 
     steps: list[Step] = []
     for f in change.fields:
@@ -390,64 +407,84 @@ def _creator_step(actor: Actor, change: Change) -> list[Step]:
         tenant = _tenant(change.name)
         membership = Membership.objects.filter(tenant=tenant, user=actor.user).first()
         if membership is not None:
-            services.remove_member(actor=actor, tenant=tenant, membership=membership)
+            members.remove_member(actor=actor, tenant=tenant, membership=membership)
 
     return [(UNMEMBERS, change, "spec.members", drop)]
 
 
 def _tenant_steps(actor: Actor, change: Change) -> list[Step]:
-    spec, name = change.desired, change.name
+    """The steps of one tenant: its row first (create, rename, re-tier), budget, sleep, quotas, members."""
     if change.action == "delete":
-        return [(PRUNE, change, "", lambda: services.delete_tenant(actor=actor, tenant=_tenant(name)))]
-    steps: list[Step] = []
-    if change.action == "create":
-        steps.append(
-            (
-                TENANT,
-                change,
-                "metadata.name",
-                lambda: services.create_tenant(
-                    actor=actor,
-                    slug=name,
-                    display_name=spec.get("displayName", ""),
-                    trust_tier=spec.get("trustTier", Tenant.TrustTier.STANDARD),
-                    host_cluster=host_cluster_named(spec.get("hostCluster")),
-                ),
-            )
+        return [
+            (PRUNE, change, "", lambda: lifecycle.delete_tenant(actor=actor, tenant=_tenant(change.name)))
+        ]
+    return [
+        *_create_step(actor, change),
+        *_update_step(actor, change),
+        *_budget_step(actor, change),
+        *_sleep_step(actor, change),
+        *_quota_steps(actor, change),
+        *_member_steps(actor, change),
+        *_creator_step(actor, change),
+    ]
+
+
+def _create_step(actor: Actor, change: Change) -> list[Step]:
+    if change.action != "create":
+        return []
+    spec = change.desired
+
+    def create() -> None:
+        lifecycle.create_tenant(
+            actor=actor,
+            slug=change.name,
+            display_name=spec.get("displayName", ""),
+            trust_tier=spec.get("trustTier", Tenant.TrustTier.STANDARD),
+            host_cluster=host_cluster_named(spec.get("hostCluster")),
         )
-    else:
-        renamed = {f.path: f.after for f in change.fields if f.path in ("displayName", "trustTier")}
-        if renamed:
-            steps.append(
-                (
-                    TENANT,
-                    change,
-                    "spec.trustTier" if "trustTier" in renamed else "spec.displayName",
-                    lambda: services.update_tenant(
-                        actor=actor,
-                        tenant=_tenant(name),
-                        display_name=renamed.get("displayName"),
-                        trust_tier=renamed.get("trustTier"),
-                    ),
-                )
-            )
-    if any(f.path.startswith("budget") for f in change.fields):
-        steps.append((BUDGET, change, "spec.budget", lambda: _set_budget(actor, name, spec["budget"])))
-    if any(f.path.startswith("sleep") for f in change.fields):
-        steps.append(
-            (
-                SLEEP,
-                change,
-                "spec.sleep",
-                lambda: services.set_sleep_settings(
-                    actor=actor,
-                    tenant=_tenant(name),
-                    sleep_when_idle=spec["sleep"]["whenIdle"],
-                    sleep_after_inactivity=spec["sleep"]["afterInactivity"],
-                ),
-            )
+
+    return [(TENANT, change, "metadata.name", create)]
+
+
+def _update_step(actor: Actor, change: Change) -> list[Step]:
+    """A new display name or trust tier of an existing tenant, in one service call."""
+    renamed = {f.path: f.after for f in change.fields if f.path in ("displayName", "trustTier")}
+    if change.action == "create" or not renamed:
+        return []
+
+    def update() -> None:
+        lifecycle.update_tenant(
+            actor=actor,
+            tenant=_tenant(change.name),
+            display_name=renamed.get("displayName"),
+            trust_tier=renamed.get("trustTier"),
         )
-    return steps + _quota_steps(actor, change) + _member_steps(actor, change) + _creator_step(actor, change)
+
+    return [(TENANT, change, "spec.trustTier" if "trustTier" in renamed else "spec.displayName", update)]
+
+
+def _budget_step(actor: Actor, change: Change) -> list[Step]:
+    if not any(f.path.startswith("budget") for f in change.fields):
+        return []
+    return [
+        (BUDGET, change, "spec.budget", lambda: _set_budget(actor, change.name, change.desired["budget"]))
+    ]
+
+
+def _sleep_step(actor: Actor, change: Change) -> list[Step]:
+    if not any(f.path.startswith("sleep") for f in change.fields):
+        return []
+    wanted = change.desired["sleep"]
+
+    def set_sleep() -> None:
+        sleep.set_sleep_settings(
+            actor=actor,
+            tenant=_tenant(change.name),
+            sleep_when_idle=wanted["whenIdle"],
+            sleep_after_inactivity=wanted["afterInactivity"],
+        )
+
+    return [(SLEEP, change, "spec.sleep", set_sleep)]
 
 
 def _set_budget(actor: Actor, name: str, budget: dict[str, Any]) -> None:
@@ -529,8 +566,9 @@ def _quota_classes(change: Change) -> list[str]:
 def _carry_out(actor: Actor, changes: list[Change], source: str) -> None:
     # The steps run in phases (guarantees shrink before any grows), so two applies would otherwise take the
     # same locks in opposite orders (one shrinks H200 and grows A100, the other the reverse) and deadlock:
-    # every lock the steps will take is taken first, in the one global order (tenants/services.py).
-    services.lock_in_order(
+    # every lock the steps will take is taken first, in the one global order ("Lock order" in
+    # tenants/services/__init__.py).
+    quotas.lock_in_order(
         {
             c.name: _quota_classes(c)
             for c in changes

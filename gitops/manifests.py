@@ -95,8 +95,9 @@ BUDGET = _object(
     },
     ["monthly"],
 )
-# Hours, minutes, seconds (`tenants.services.SLEEP_DELAY_RE`, written without look-ahead: the CRD's pattern
-# is checked by the API server's RE2); the one-minute minimum is checked by `gitops.apply` and the service.
+# Hours, minutes, seconds (`tenants.services.sleep.SLEEP_DELAY_RE`, written without look-ahead: the CRD's
+# pattern is checked by the API server's RE2); the one-minute minimum is checked by `gitops.apply` and the
+# service.
 SLEEP_DELAY_PATTERN = r"^([0-9]+h)?([0-9]+m)?([0-9]+s)?$"
 SLEEP = _object(
     {

@@ -3,7 +3,7 @@
 PostgreSQL ends one of two transactions that wait for each other in a circle ("deadlock detected", SQLSTATE
 40P01) and, under SERIALIZABLE, one whose reads another changed meanwhile ("could not serialize access",
 40001). Neither says anything about the request: run again, it succeeds. Locks taken in one global order
-(`tenants/services.py`, "Lock order") keep deadlocks away; this is the net under that order.
+(`tenants/services/__init__.py`, "Lock order") keep deadlocks away; this is the net under that order.
 
 Only the outermost transaction can be run again (a rolled-back savepoint leaves the outer transaction
 aborted), so a function called inside another's transaction just runs, and the conflict goes up to whoever

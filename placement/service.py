@@ -396,12 +396,12 @@ def running_pods(host_cluster_ids: Sequence[int], at: datetime) -> list[Simulate
     )
 
 
-# --- fleet figures for fleet/capacity ---------------------------------------------------------------------
+# --- fleet figures for /fleet/capacity/ -----------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class ClassFigures:
-    """What the engine sees of one GPU class now, in units of the class (docs/api.md, fleet/capacity)."""
+    """What the engine sees of one GPU class now, in units of the class (docs/api.md, /fleet/capacity/)."""
 
     allocated: int = 0  # held by running simulated pods
     free: int = 0  # a new pod of a tenant in the shared pool could take now
@@ -473,7 +473,7 @@ def gpus_for(gpu_class: GpuClass, units: int) -> int:
 
 
 def capacity_rows(host_cluster: HostCluster | None = None) -> list[dict[str, object]]:
-    """fleet/capacity: quota admission's table (tenants.capacity), one row per host cluster and GPU class,
+    """/fleet/capacity/: quota admission's table (tenants.capacity), one row per host cluster and GPU class,
     with the engine's figures for that host cluster."""
     models = fleet_models(host_cluster)
     classes = list(GpuClass.objects.select_related("gpu_model"))

@@ -11,10 +11,12 @@ from typing import Any
 from django import forms
 
 from billing import money
-from fleet.models import GpuClass, HostCluster
+from fleet.models import GpuClass
+from fleet.selectors import host_clusters
 from tenants import tiers
 from tenants.capacity import classes_offered
 from tenants.models import ApiToken, Membership, Quota, Tenant
+from tenants.selectors import quotas_of
 from tenants.tokens import SCOPES
 
 # Counts are typed as text: what is not a whole number reaches the service, which says so.
@@ -33,7 +35,7 @@ def whole(value: str, default: int | None = 0) -> Any:
 
 
 def _choices_of_host_clusters() -> list[tuple[str, str]]:
-    names = HostCluster.objects.order_by("name").values_list("name", flat=True)
+    names = host_clusters().values_list("name", flat=True)
     return [("", "Automatic: the ready host cluster with the most free GPUs"), *((n, n) for n in names)]
 
 
@@ -52,7 +54,7 @@ def _choices_of_classes(blank: str, tenant: Tenant | None = None) -> list[tuple[
     tenant yet (a new one, a what-if), grouped by kind, each group saying which trust tiers may hold it.
     """
     if tenant is not None:
-        held = Quota.objects.filter(tenant=tenant).values_list("gpu_class__name", flat=True)
+        held = quotas_of(tenant).values_list("gpu_class__name", flat=True)
         classes = classes_offered(
             trust_tier=tenant.trust_tier, host_cluster=tenant.cluster.host_cluster, keep=held
         )

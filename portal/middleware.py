@@ -12,7 +12,8 @@ from gpucloud.transactions import busy, is_conflict
 
 
 class ServiceErrorPage:
-    """Pages outside /api/ that raise a ServiceError (403, 404, 409 …) answer with portal/error.html."""
+    """Pages outside /api/ that raise a ServiceError (403, 404, 409 …) answer with
+    portal/templates/portal/error.html."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response

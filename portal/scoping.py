@@ -13,8 +13,9 @@ from django.http import HttpRequest
 
 from core.audit import Actor
 from gpucloud.errors import ServiceError
-from tenants import selectors, services
+from tenants import selectors
 from tenants.models import Tenant
+from tenants.services import roles
 
 
 def actor_of(request: HttpRequest) -> Actor:
@@ -30,7 +31,7 @@ def tenant_for(request: HttpRequest, slug: str, permission: str = "tenant.view")
 def allowed(request: HttpRequest, tenant: Tenant, *permissions: str) -> dict[str, bool]:
     """Which of `permissions` the person holds in the tenant, for templates: {"quota_manage": True, …}."""
     actor = actor_of(request)
-    return {p.replace(".", "_"): services.can(actor, tenant, p) for p in permissions}
+    return {p.replace(".", "_"): roles.can(actor, tenant, p) for p in permissions}
 
 
 def form_errors(form: Any, error: ServiceError) -> None:

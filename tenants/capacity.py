@@ -202,7 +202,8 @@ def lock_admission(host_cluster: HostCluster, gpu_model: GpuModel) -> None:
 
 def lock_admissions(keys: Iterable[tuple[int, int]]) -> None:
     """Lock the admission rows of these (host cluster id, GPU model id) in that order, the global order of
-    admission locks (`tenants/services.py`, "Lock order"): for a transaction that admits several models."""
+    admission locks ("Lock order" in `tenants/services/__init__.py`): for a transaction that admits several
+    models."""
     for host_cluster_id, gpu_model_id in sorted(set(keys)):
         _lock_admission_row(host_cluster_id, gpu_model_id)
 

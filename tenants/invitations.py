@@ -4,7 +4,7 @@ One rule for every door (portal, API, manifests): a username must name an accoun
 the account that has it, or else becomes an invitation. An unknown username is refused, never turned into an
 invitation: a typo would otherwise wait silently for someone who never comes.
 
-Someone who already has an account is added at once by `services.add_member` (every rule is there); an
+Someone who already has an account is added at once by `members.add_member` (every rule is there); an
 invitation is checked by the same rules when it is made (who may grant which role, a live tenant), so
 accepting it at sign-in needs no actor's permission.
 """
@@ -23,8 +23,8 @@ from core import audit
 from core.audit import Actor
 from core.declared import refuse_undone_edit
 from gpucloud.errors import ValidationFailed
-from tenants import services
 from tenants.models import Invitation, Membership, Tenant
+from tenants.services import members, roles
 
 User = get_user_model()
 LOGIN_RE = re.compile(r"^[\w.@+-]{1,150}$|^[^@\s]{1,64}@[^@\s]{1,189}$")
@@ -42,7 +42,7 @@ def existing_user(login: str) -> Any:
 
 @transaction.atomic
 def invite(*, actor: Actor, tenant: Tenant, login: str, role: str) -> Membership | Invitation:
-    """Add the person now if they have an account (`services.add_member`), else invite them by e-mail.
+    """Add the person now if they have an account (`members.add_member`), else invite them by e-mail.
 
     Returns the membership, or the (new or updated) pending invitation. A username without an account is
     refused (422), as `add_member` refuses it.
@@ -53,11 +53,11 @@ def invite(*, actor: Actor, tenant: Tenant, login: str, role: str) -> Membership
             "username", f"{login!r} is neither a username nor an e-mail address; give one of them"
         )
     if "@" not in login:  # a username: its account gets the role, or `add_member` refuses it
-        return services.add_member(actor=actor, tenant=tenant, username=login, role=role)
+        return members.add_member(actor=actor, tenant=tenant, username=login, role=role)
     user = existing_user(login)
     if user is not None:
-        return services.add_member(actor=actor, tenant=tenant, username=user.get_username(), role=role)
-    services.require_member_grant(actor, tenant, role)
+        return members.add_member(actor=actor, tenant=tenant, username=user.get_username(), role=role)
+    members.require_member_grant(actor, tenant, role)
     invitation = Invitation.objects.select_for_update().filter(tenant=tenant, login=login, accepted_at=None)
     row = invitation.first()
     before = invitation_snapshot(row) if row else None
@@ -83,7 +83,7 @@ def invite(*, actor: Actor, tenant: Tenant, login: str, role: str) -> Membership
 @transaction.atomic
 def cancel(*, actor: Actor, invitation: Invitation) -> None:
     """Withdraw a pending invitation."""
-    services.require(actor, invitation.tenant, "member.manage", "managing members")
+    roles.require(actor, invitation.tenant, "member.manage", "managing members")
     if "@" in invitation.login:
         what = f"withdrawing the invitation of {invitation.login}"
         refuse_undone_edit(actor, "Tenant", invitation.tenant.slug, ["members"], what)
@@ -119,13 +119,13 @@ def accept(user: Any) -> list[Membership]:
         )
         if created:
             made.append(membership)
-            services.access_changed(invitation.tenant)
+            members.access_changed(invitation.tenant)
             audit.record(
                 Actor.system("invitation"),
                 "member.add",
                 object_type="membership",
                 object_id=f"{invitation.tenant.slug}/{user.get_username()}",
                 tenant=invitation.tenant,
-                after={**services.membership_snapshot(membership), "invited_as": invitation.login},
+                after={**members.membership_snapshot(membership), "invited_as": invitation.login},
             )
     return made

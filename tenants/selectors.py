@@ -1,4 +1,5 @@
-"""Reads that decide what a caller may see. Every tenant-owned query starts from `visible_tenants`.
+"""Reads that decide what a caller may see. Every tenant-owned query starts from `visible_tenants`; the reads
+at the end (a tenant's quotas, members, tokens, audit events) take a tenant that has been scoped so already.
 
 One answer, whatever the door (API or portal), to "may this person read this of a tenant":
 - a tenant they do not belong to (or none of that name) is 404, exactly like one that does not exist;
@@ -12,11 +13,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.db.models import QuerySet
 
+from core.models import AuditEvent
 from core.permissions import is_platform_admin, roles_with
 from gpucloud.errors import NotFound, PermissionDenied
-from tenants.models import Membership, Tenant
+from tenants.models import ApiToken, Invitation, Membership, Quota, Tenant
 
 
 def visible_tenants(user: Any, permission: str = "tenant.view") -> QuerySet[Tenant]:
@@ -74,3 +77,52 @@ def holds(user: Any, tenant: Tenant, permission: str) -> bool:
         return True
     role = Membership.objects.filter(tenant=tenant, user=user).values_list("role", flat=True).first()
     return role in roles_with(permission)
+
+
+# What a page shows of a tenant it already holds: `tenant` comes from `tenant_for` (or `visible_tenants`), so
+# these add no scoping of their own.
+
+
+def quotas_of(tenant: Tenant) -> QuerySet[Quota]:
+    """The tenant's quotas with their classes, by class name."""
+    return tenant.quotas.select_related("gpu_class").order_by("gpu_class__name")
+
+
+def members_of(tenant: Tenant) -> QuerySet[Membership]:
+    """The tenant's memberships with their users, by username."""
+    return tenant.memberships.select_related("user").order_by("user__username")
+
+
+def pending_invitations(tenant: Tenant) -> QuerySet[Invitation]:
+    """Invitations of the tenant nobody has accepted yet."""
+    return tenant.invitations.filter(accepted_at=None).select_related("invited_by")
+
+
+def service_tokens(tenant: Tenant) -> QuerySet[ApiToken]:
+    """The tenant's service tokens, newest first."""
+    return ApiToken.objects.filter(tenant=tenant).select_related("user", "created_by").order_by("-created_at")
+
+
+def personal_tokens(user: Any) -> QuerySet[ApiToken]:
+    """The user's own tokens (no tenant), newest first."""
+    return (
+        ApiToken.objects.filter(user=user.pk, tenant=None)
+        .select_related("user", "created_by")
+        .order_by("-created_at")
+    )
+
+
+def token_with_id(public_id: str) -> ApiToken | None:
+    """The token `tok_…` with its tenant, whoever holds it: the caller decides whether it may be seen."""
+    return ApiToken.objects.select_related("tenant").filter(public_id=public_id).first()
+
+
+def audit_events(tenant: Tenant | None = None) -> QuerySet[AuditEvent]:
+    """Audit events, newest first: the tenant's, or with no tenant every one (platform administrators)."""
+    events = AuditEvent.objects.select_related("tenant").order_by("-created_at", "-id")
+    return events if tenant is None else events.filter(tenant=tenant)
+
+
+def accounts() -> QuerySet[Any]:
+    """Every account with its identities and roles, by username (platform administrators' Users page)."""
+    return get_user_model().objects.prefetch_related("identities", "memberships__tenant").order_by("username")

@@ -32,8 +32,9 @@ from mozilla_django_oidc.utils import absolutify, import_from_settings
 
 from core import audit
 from core.audit import Actor
-from tenants import invitations, services, tokens, users
+from tenants import invitations, tokens, users
 from tenants.models import Identity, Membership, ScimGroup, ScimUser, Tenant
+from tenants.services import members, platform_admins
 
 log = logging.getLogger(__name__)
 User = get_user_model()
@@ -187,8 +188,8 @@ def forget_group(user: Any, group: str) -> None:
 def sync_grants(*, actor: Actor, user: Any, claimed: list[str] | None = None) -> Grants:
     """Make `user`'s platform administration and `sso` memberships what their provider groups give now."""
     grants = grants_from(provider_groups(user, claimed))
-    services.set_platform_admin(actor=actor, user=user, admin=grants.admin)
-    services.sync_sso_memberships(actor=actor, user=user, grants=grants.tenants)
+    platform_admins.set_platform_admin(actor=actor, user=user, admin=grants.admin)
+    members.sync_sso_memberships(actor=actor, user=user, grants=grants.tenants)
     return grants
 
 
@@ -349,8 +350,8 @@ def deprovision(user: Any) -> None:
     The account stays active: a group given back lets them in again (SCIM's `active: false` deactivates).
     """
     actor = Actor.system("sso")
-    services.sync_sso_memberships(actor=actor, user=user, grants={})
-    services.set_platform_admin(actor=actor, user=user, admin=False)
+    members.sync_sso_memberships(actor=actor, user=user, grants={})
+    platform_admins.set_platform_admin(actor=actor, user=user, admin=False)
     revoked = tokens.revoke_personal_tokens(actor=actor, user=user)
     ended = users.end_sessions(user)
     audit.record(

@@ -32,9 +32,9 @@ from core.audit import Actor
 from core.declared import source_problem
 from core.permissions import SERVICE_TOKEN_ROLE
 from gpucloud.errors import Conflict, PermissionDenied, ValidationFailed
-from tenants import services
 from tenants.models import ApiToken, Membership, Tenant
-from tenants.services import require
+from tenants.services import members
+from tenants.services.roles import require
 
 KIND = "gpc_"
 ALPHABET = string.ascii_letters + string.digits
@@ -188,7 +188,7 @@ def create_service_token(
     Membership.objects.create(
         tenant=tenant, user=account, role=SERVICE_TOKEN_ROLE[scope], source=Membership.Source.TOKEN
     )
-    services.access_changed(tenant)
+    members.access_changed(tenant)
     return _issue(
         user=account, tenant=tenant, actor=actor, name=name, scope=scope, expires_at=expires_at, source=source
     )
@@ -237,7 +237,7 @@ def revoke_token(*, actor: Actor, token: ApiToken) -> ApiToken:
     if token.tenant is not None:
         Membership.objects.filter(user=token.user, source=Membership.Source.TOKEN).delete()
         User.objects.filter(pk=token.user.pk).update(is_active=False)
-        services.access_changed(token.tenant)
+        members.access_changed(token.tenant)
     elif token.scope == ApiToken.Scope.SCIM:
         User.objects.filter(pk=token.user.pk).update(is_active=False)  # its account serves nothing else
     audit.record(

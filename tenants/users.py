@@ -24,8 +24,9 @@ from django.utils import timezone
 from core import audit
 from core.audit import Actor
 from gpucloud.errors import Conflict, PermissionDenied, ValidationFailed
-from tenants import services, tokens
+from tenants import tokens
 from tenants.models import Tenant
+from tenants.services import members
 
 User = get_user_model()
 USERNAME = re.compile(r"^[\w.@+-]{1,150}$")
@@ -106,7 +107,7 @@ def set_active(*, actor: Actor, user: Any, active: bool) -> None:
         cut = {"tokens_revoked": tokens.revoke_personal_tokens(actor=actor, user=user)}
         cut["sessions_ended"] = end_sessions(user)
     for tenant in Tenant.objects.filter(memberships__user=user) if changed else []:
-        services.access_changed(tenant)
+        members.access_changed(tenant)
     if changed:
         audit.record(
             actor,

@@ -19,8 +19,8 @@ from core.audit import Actor
 from fleet import fleet_file
 from fleet.services import load_fleet, sync_catalog
 from gpucloud.kube.api import api_client_for_url
-from tenants import services
 from tenants.models import Tenant
+from tenants.services import lifecycle, members
 from tenants.tokens import create_token
 from tests.kube_emulator import RunningEmulator, start_emulator
 
@@ -89,7 +89,7 @@ def admin(make_user: Callable[..., User]) -> User:
 @pytest.fixture
 def make_tenant(admin: User, demo_fleet: Any) -> Callable[..., Tenant]:
     def make(slug: str, **kwargs: Any) -> Tenant:
-        return services.create_tenant(actor=Actor.of(admin), slug=slug, **kwargs)
+        return lifecycle.create_tenant(actor=Actor.of(admin), slug=slug, **kwargs)
 
     return make
 
@@ -100,9 +100,9 @@ def people(make_user: Callable[..., User], make_tenant: Callable[..., Tenant], a
     alice, bob, charlie = make_user("alice"), make_user("bob"), make_user("charlie")
     tenant_a, tenant_b = make_tenant("tenant-a"), make_tenant("tenant-b")
     as_admin = Actor.of(admin)
-    services.add_member(actor=as_admin, tenant=tenant_a, username="alice", role="owner")
-    services.add_member(actor=as_admin, tenant=tenant_a, username="bob", role="viewer")
-    services.add_member(actor=as_admin, tenant=tenant_b, username="charlie", role="owner")
+    members.add_member(actor=as_admin, tenant=tenant_a, username="alice", role="owner")
+    members.add_member(actor=as_admin, tenant=tenant_a, username="bob", role="viewer")
+    members.add_member(actor=as_admin, tenant=tenant_b, username="charlie", role="owner")
     return {"alice": alice, "bob": bob, "charlie": charlie, "a": tenant_a, "b": tenant_b, "admin": admin}
 
 

@@ -21,8 +21,8 @@ from core.audit import Actor
 from fleet import fleet_file
 from fleet.models import GpuClass, HostCluster
 from fleet.services import load_fleet
-from tenants import services
 from tenants.models import Tenant
+from tenants.services import lifecycle, members, quotas
 from tenants.tokens import create_service_token, create_token
 from tests.test_route_matrix import api_routes, methods, url_of
 
@@ -35,10 +35,10 @@ def grow(admin_user, make_user, start: int, count: int) -> None:
     h200 = GpuClass.objects.get(name="h200-141gb")
     a100 = GpuClass.objects.get(name="a100-80gb")
     for n in range(start, start + count):
-        tenant = services.create_tenant(actor=admin, slug=f"grow-{n}")
+        tenant = lifecycle.create_tenant(actor=admin, slug=f"grow-{n}")
         user = make_user(f"user-{n}")
-        services.add_member(actor=admin, tenant=tenant, username=user.username, role="viewer")
-        services.set_quota(actor=admin, tenant=tenant, gpu_class=a100, guaranteed=0, burst=1)
+        members.add_member(actor=admin, tenant=tenant, username=user.username, role="viewer")
+        quotas.set_quota(actor=admin, tenant=tenant, gpu_class=a100, guaranteed=0, burst=1)
         create_service_token(actor=admin, tenant=tenant, name=f"ci-{n}")
         create_token(actor=admin, user=admin_user, name=f"laptop-{n}")
         invoicing.draft_invoice(actor=admin, tenant=tenant, year=2026, month=11)
@@ -54,9 +54,9 @@ def grow(admin_user, make_user, start: int, count: int) -> None:
     # The seed tenant's own children grow too: its members, quotas and service tokens are nested lists.
     seed = Tenant.objects.get(slug="seed")
     for n in range(start, start + count):
-        services.add_member(actor=admin, tenant=seed, username=f"user-{n}", role="viewer")
+        members.add_member(actor=admin, tenant=seed, username=f"user-{n}", role="viewer")
         create_service_token(actor=admin, tenant=seed, name=f"seed-ci-{n}")
-    services.set_quota(actor=admin, tenant=seed, gpu_class=h200 if start else a100, guaranteed=0, burst=1)
+    quotas.set_quota(actor=admin, tenant=seed, gpu_class=h200 if start else a100, guaranteed=0, burst=1)
 
 
 def queries_of_every_list_route(client) -> dict[str, int]:
@@ -78,7 +78,7 @@ CAPACITY = "/api/v1/fleet/capacity/" + PAGE  # one placement model per host clus
 
 
 def measure(admin, make_user, api) -> tuple[dict[str, int], dict[str, int]]:
-    services.create_tenant(actor=Actor.of(admin), slug="seed")
+    lifecycle.create_tenant(actor=Actor.of(admin), slug="seed")
     client = api(admin)
     grow(admin, make_user, 1, 2)
     client.get("/api/v1/tenants/")  # first request warms caches (content types, the catalog) once

@@ -22,8 +22,8 @@ from core.audit import Actor
 from core.models import AuditEvent
 from fleet.models import Gpu, GpuClass, Node
 from simulator import workloads as simulator
-from tenants import services
 from tenants.models import Membership, Tenant, TenantCluster
+from tenants.services import quotas
 
 
 def ready(tenant: Tenant) -> None:
@@ -245,7 +245,7 @@ def test_a_member_of_one_tenant_gets_404_on_anothers_pages(browser, people):
 
 def test_the_dashboard_shows_gpus_spend_and_changes_per_tenant(browser, people):
     ready(people["a"])
-    services.set_quota(
+    quotas.set_quota(
         actor=Actor.of(people["admin"]),
         tenant=people["a"],
         gpu_class=GpuClass.objects.get(name="h200-141gb"),
@@ -332,7 +332,7 @@ def test_the_fleet_page_draws_every_gpu_by_state_and_tenant(browser, people, dem
         ready(tenant)
         Tenant.objects.filter(pk=people["b"].pk).update(trust_tier=Tenant.TrustTier.TRUSTED)  # may share GPUs
         tenant.refresh_from_db()
-        services.set_quota(
+        quotas.set_quota(
             actor=admin, tenant=tenant, gpu_class=GpuClass.objects.get(name=gpu_class), guaranteed=units
         )
     now = datetime.now(UTC)
@@ -366,7 +366,7 @@ def test_the_fleet_page_draws_every_gpu_by_state_and_tenant(browser, people, dem
 
 
 def test_the_capacity_page_charts_guarantees_and_answers_what_if(browser, people):
-    services.set_quota(
+    quotas.set_quota(
         actor=Actor.of(people["admin"]),
         tenant=people["a"],
         gpu_class=GpuClass.objects.get(name="h200-141gb"),

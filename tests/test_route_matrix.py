@@ -22,8 +22,8 @@ from core.audit import Actor
 from fleet.models import Gpu, GpuClass, HostCluster
 from gitops import services as gitops
 from health.models import HealthEvent
-from tenants import services
 from tenants.models import Tenant, TenantCluster
+from tenants.services import quotas
 from tenants.tokens import create_scim_token, create_service_token, create_token
 
 PEOPLE = ("alice", "bob", "charlie", "anonymous")
@@ -178,7 +178,7 @@ def world(people, api, demo_fleet):
     TenantCluster.objects.filter(tenant=people["a"]).update(
         state=TenantCluster.State.READY, endpoint="https://tenant-a.gpucloud.internal"
     )
-    services.set_quota(
+    quotas.set_quota(
         actor=admin, tenant=people["a"], gpu_class=GpuClass.objects.get(name="h200-141gb"), guaranteed=1
     )
     card = rates.create_rate_card(

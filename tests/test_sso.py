@@ -11,8 +11,9 @@ from django.contrib.sessions.models import Session
 
 from core.audit import Actor
 from core.models import AuditEvent
-from tenants import invitations, services, sso, tokens
+from tenants import invitations, sso, tokens
 from tenants.models import Identity, Membership
+from tenants.services import members
 from tests.sso import ADMIN_GROUP, CLIENT_SECRET, follow_to_callback, sign_in
 
 
@@ -55,7 +56,7 @@ def test_a_group_removed_at_the_provider_removes_the_membership_at_the_next_sign
     make_tenant("vision"), make_tenant("speech"), make_tenant("nlp")
     sso_on.person("ada", ["gpucloud:vision:owner", "gpucloud:speech:member"])
     sign_in(live_server.url, "ada")
-    services.add_member(actor=Actor.of(admin), tenant=make_tenant("robotics"), username="ada", role="viewer")
+    members.add_member(actor=Actor.of(admin), tenant=make_tenant("robotics"), username="ada", role="viewer")
 
     sso_on.person("ada", ["gpucloud:vision:viewer", "gpucloud:nlp:admin", ADMIN_GROUP])
     _, page = sign_in(live_server.url, "ada")

@@ -31,13 +31,14 @@ from core.audit import Actor
 from core.declared import refuse_undone_edit
 from gpucloud.errors import ValidationFailed
 from tenants.models import Tenant
-from tenants.services import require, suspend_tenant
+from tenants.services.lifecycle import suspend_tenant
+from tenants.services.roles import require
 
 log = logging.getLogger(__name__)
 THRESHOLDS = (50, 80, 100)
 # The webhook URL is stored encrypted and never shown, so a caller editing the budget cannot send it back:
 # `webhook_url=None` (the default) keeps the one stored; "" removes it; a URL replaces it.
-KEEP: None = None
+KEEP_STORED_WEBHOOK: None = None
 
 
 @transaction.atomic
@@ -47,7 +48,7 @@ def set_budget(
     tenant: Tenant,
     monthly_amount: Any,
     currency: str = "USD",
-    webhook_url: str | None = KEEP,
+    webhook_url: str | None = KEEP_STORED_WEBHOOK,
     email: str = "",
     enforce: bool = False,
 ) -> Budget:
@@ -80,7 +81,7 @@ def set_budget(
         "email": email,
         "enforce": enforce,
     }
-    if webhook_url is not KEEP:
+    if webhook_url is not KEEP_STORED_WEBHOOK:
         defaults["webhook_url_ciphertext"] = webhooks.seal(webhook_url)
     budget, _ = Budget.objects.update_or_create(tenant=tenant, defaults=defaults)
     audit.record(

@@ -5,8 +5,8 @@ A tenant is idle when, over the last IDLE_WINDOW, it held GPUs in every hour and
 IDLE_UTILISATION (utilisation-weighted GPU-seconds over GPU-seconds, per hour of the usage ledger; so the
 window is read to the hour). Flagging tells the owners once (audit row, e-mail, the budget's webhook, the
 tenant page); with `sleep_when_idle` the tenant's vCluster sleeps (its pods go and free the GPUs) and its
-whole guarantee is lent to its cohort (`tenants.services.flag_idle`, applied by the reconciler). It wakes by
-one click (portal, API) or by any kubectl call, which vCluster's sleep mode answers by waking itself:
+whole guarantee is lent to its cohort (`tenants.services.sleep.flag_idle`, applied by the reconciler). It
+wakes by one click (portal, API) or by any kubectl call, which vCluster's sleep mode answers by waking itself:
 metering then sees its pods hold GPUs again and gpucloud gives the lent quota back.
 """
 
@@ -26,7 +26,7 @@ from billing import webhooks
 from billing.models import Budget, UsageEntry, UsageHour
 from core.audit import Actor
 from tenants.models import Membership, Tenant
-from tenants.services import flag_idle, wake_tenant
+from tenants.services.sleep import flag_idle, wake_tenant
 
 log = logging.getLogger(__name__)
 ACTOR = Actor.system("idle")

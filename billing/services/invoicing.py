@@ -28,7 +28,7 @@ from core import audit
 from core.audit import Actor
 from gpucloud.errors import Conflict, PermissionDenied, ValidationFailed
 from tenants.models import Tenant
-from tenants.services import require
+from tenants.services.roles import require
 
 HOUR = Decimal(3600)
 

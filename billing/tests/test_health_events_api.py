@@ -14,7 +14,7 @@ from fleet.models import Gpu, GpuClass
 from gpucloud.errors import CapacityExceeded
 from health import services as health
 from health.models import HealthEvent, Quarantine
-from tenants import services
+from tenants.services import quotas
 
 ADMIN = Actor.console("tests")
 
@@ -105,8 +105,8 @@ def test_capacity_counts_the_gpus_out_and_says_why(api, faulty):
     assert (whole["capacity"], whole["free"]) == (3, 3)  # admission and the placement engine leave it out
     h100 = GpuClass.objects.get(name="h100-80gb")
     with pytest.raises(CapacityExceeded, match="healthy capacity there is 3"):
-        services.set_quota(actor=ADMIN, tenant=faulty["a"], gpu_class=h100, guaranteed=4)
-    services.set_quota(actor=ADMIN, tenant=faulty["a"], gpu_class=h100, guaranteed=3)
+        quotas.set_quota(actor=ADMIN, tenant=faulty["a"], gpu_class=h100, guaranteed=4)
+    quotas.set_quota(actor=ADMIN, tenant=faulty["a"], gpu_class=h100, guaranteed=3)
 
 
 def test_a_platform_admin_releases_a_gpu_and_it_is_audited(api, faulty, mini):

@@ -17,8 +17,8 @@ from billing.tests.conftest import Receiver, Row, exposition, gpu_uuid
 from core.audit import Actor
 from core.models import AuditEvent
 from gpucloud.errors import ValidationFailed
-from tenants import services
 from tenants.models import Tenant
+from tenants.services import sleep
 
 ADMIN = Actor.console("tests")
 BASE = (timezone.now() - timedelta(hours=12)).replace(minute=0, second=0, microsecond=0)
@@ -86,7 +86,7 @@ def test_busy_gpus_or_an_hour_without_gpus_is_not_idle(mini, acme, tenant_on):
 
 
 def test_an_opted_in_tenant_sleeps_and_wakes_when_its_pods_hold_gpus_again(mini, acme):
-    services.set_sleep_settings(actor=ADMIN, tenant=acme, sleep_when_idle=True)
+    sleep.set_sleep_settings(actor=ADMIN, tenant=acme, sleep_when_idle=True)
     run_pods(mini, 0, 5, util=1.0)
 
     assert check_idle(now=hours(5.2)) == {"flagged": 1, "asleep": 1, "woken": 0}
@@ -108,14 +108,14 @@ def test_an_opted_in_tenant_sleeps_and_wakes_when_its_pods_hold_gpus_again(mini,
 def test_idleness_counts_afresh_after_a_wake_by_hand(mini, acme):
     run_pods(mini, 0, 5, util=1.0)
     check_idle(now=hours(5.2))
-    services.wake_tenant(actor=ADMIN, tenant=acme)
+    sleep.wake_tenant(actor=ADMIN, tenant=acme)
     assert check_idle(now=hours(5.4))["flagged"] == 0  # the window restarts at the wake-up
 
 
 def test_the_sleep_delay_is_validated(acme):
     with pytest.raises(ValidationFailed, match="at least a minute"):
-        services.set_sleep_settings(actor=ADMIN, tenant=acme, sleep_after_inactivity="2 hours")
+        sleep.set_sleep_settings(actor=ADMIN, tenant=acme, sleep_after_inactivity="2 hours")
     with pytest.raises(ValidationFailed):
-        services.set_sleep_settings(actor=ADMIN, tenant=acme, sleep_after_inactivity="30s")
-    tenant = services.set_sleep_settings(actor=ADMIN, tenant=acme, sleep_after_inactivity="1h30m")
+        sleep.set_sleep_settings(actor=ADMIN, tenant=acme, sleep_after_inactivity="30s")
+    tenant = sleep.set_sleep_settings(actor=ADMIN, tenant=acme, sleep_after_inactivity="1h30m")
     assert tenant.sleep_after_inactivity == "1h30m"

@@ -31,7 +31,7 @@ from gpucloud.errors import Conflict, ServiceError
 from gpucloud.kube.api import NotFound
 from gpucloud.kube.errors import DriverError
 from tenants.models import Membership, Tenant, TenantCluster
-from tenants.services import require
+from tenants.services.roles import require
 
 
 class ClusterUnavailable(ServiceError):

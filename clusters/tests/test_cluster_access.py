@@ -22,8 +22,8 @@ from clusters.tests.test_host_clusters_api import host  # noqa: F401 (a fixture)
 from core.audit import Actor
 from core.models import AuditEvent
 from gpucloud.kube.api import ApiStatusError, KubeApi, RetryPolicy, api_client_from_kubeconfig
-from tenants import services
 from tenants.models import Membership, Tenant
+from tenants.services import members
 from tests.kube_emulator import VCLUSTER_ADMIN_TOKEN, RunningEmulator, start_virtual_cluster
 
 RBAC = "rbac.authorization.k8s.io/v1"
@@ -137,7 +137,7 @@ def test_a_members_kubeconfig_holds_a_token_of_their_own_which_stops_working_whe
     )  # edit, not admin
 
     membership = Membership.objects.get(tenant=vision, user=alice)
-    services.remove_member(actor=Actor.of(admin), tenant=vision, membership=membership)
+    members.remove_member(actor=Actor.of(admin), tenant=vision, membership=membership)
     assert api(admin).get("/api/v1/tenants/vision/").json()["cluster"]["access"]["in_sync"] is False
     access_pass(vision)
 
@@ -159,7 +159,7 @@ def test_a_viewer_gets_a_kubeconfig_that_reads_but_cannot_write_until_promoted(v
     assert status_of(kube.get, "/api/v1/namespaces/default/pods") == 200
     assert status_of(kube.apply, "/api/v1/namespaces/default/configmaps/x", configmap("x")) == 403
 
-    services.add_member(actor=Actor.of(admin), tenant=vision, username="bob", role="member")
+    members.add_member(actor=Actor.of(admin), tenant=vision, username="bob", role="member")
     assert status_of(kube.apply, "/api/v1/namespaces/default/configmaps/x", configmap("x")) == 403  # not yet
     access_pass(vision)
     assert status_of(kube.apply, "/api/v1/namespaces/default/configmaps/x", configmap("x")) == 200
@@ -174,7 +174,7 @@ def test_billing_and_outsiders_get_no_kubeconfig(vision, api, make_user):
 def test_a_member_added_just_now_gets_a_kubeconfig_at_once(vision, vcluster, api, admin, make_user):
     access_pass(vision)
     dave = make_user("dave")
-    services.add_member(actor=Actor.of(admin), tenant=vision, username="dave", role="member")
+    members.add_member(actor=Actor.of(admin), tenant=vision, username="dave", role="member")
     response = download(api, dave)  # the access pass runs for the download
     assert response.status_code == 200, response.content
     assert vcluster.get_object("v1", "ServiceAccount", account_name(dave.pk, "dave"), "gpucloud-access")

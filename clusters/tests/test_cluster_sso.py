@@ -21,8 +21,8 @@ from clusters.tests.test_host_clusters_api import host  # noqa: F401 (a fixture)
 from core.audit import Actor
 from core.models import AuditEvent
 from gpucloud.kube.api import ApiStatusError, KubeApi, RetryPolicy, api_client_for_url
-from tenants import services
 from tenants.models import Identity, Membership, Tenant
+from tenants.services import lifecycle, members
 from tests.kube_emulator import VCLUSTER_ADMIN_TOKEN, OidcIssuer, RunningEmulator, start_virtual_cluster
 from tests.sso import CLI_CLIENT_ID, Provider, kubelogin_id_token
 
@@ -46,7 +46,7 @@ def vcluster(cluster_sso: Provider) -> Iterator[RunningEmulator]:
 
 @pytest.fixture
 def vision(cluster_sso, host, kube_emulator, vcluster, admin) -> Tenant:  # noqa: F811
-    tenant = services.create_tenant(actor=Actor.of(admin), slug="vision", host_cluster=host)
+    tenant = lifecycle.create_tenant(actor=Actor.of(admin), slug="vision", host_cluster=host)
     reconcile.reconcile_host_cluster(host)
     kube_emulator.make_vcluster_ready(
         "tenant-vision", "vision", server=vcluster.url, token=VCLUSTER_ADMIN_TOKEN
@@ -117,7 +117,7 @@ def test_people_given_a_role_by_hand_are_bound_by_name_and_unbound_when_removed(
 ):
     gina = make_user("gina")
     Identity.objects.create(user=gina, issuer=cluster_sso.issuer, subject="gina")
-    services.add_member(actor=Actor.of(admin), tenant=vision, username="gina", role="admin")
+    members.add_member(actor=Actor.of(admin), tenant=vision, username="gina", role="admin")
     cluster_sso.person("gina", [])  # no group at the provider: only the manual role gives her access
     token = as_token(vcluster, kubelogin_id_token(cluster_sso, "gina"))
     assert status_of(token.get, "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings") == 403  # not yet
@@ -132,12 +132,12 @@ def test_people_given_a_role_by_hand_are_bound_by_name_and_unbound_when_removed(
     ]
     assert status_of(token.get, "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings") == 200
 
-    services.add_member(actor=Actor.of(admin), tenant=vision, username="gina", role="viewer")
+    members.add_member(actor=Actor.of(admin), tenant=vision, username="gina", role="viewer")
     access.sync_due([Tenant.objects.get(pk=vision.pk)])
     assert status_of(token.get, "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings") == 403
     assert status_of(token.get, "/api/v1/namespaces/default/configmaps") == 200
 
-    services.remove_member(
+    members.remove_member(
         actor=Actor.of(admin), tenant=vision, membership=Membership.objects.get(tenant=vision, user=gina)
     )
     access.sync_due([Tenant.objects.get(pk=vision.pk)])
@@ -152,7 +152,7 @@ def test_the_downloaded_kubeconfig_signs_in_with_kubelogin_and_holds_no_secret(
     vision, cluster_sso, api, admin, make_user
 ):
     hana = make_user("hana")
-    services.add_member(actor=Actor.of(admin), tenant=vision, username="hana", role="viewer")
+    members.add_member(actor=Actor.of(admin), tenant=vision, username="hana", role="viewer")
     response = api(hana).get("/api/v1/tenants/vision/kubeconfig/")
     assert response.status_code == 200, response.content
     document = yaml.safe_load(response.content)

@@ -11,8 +11,8 @@ from clusters.reconcile import tenants as reconcile
 from clusters.tests.test_host_clusters_api import host  # noqa: F401 (a fixture)
 from core.audit import Actor
 from core.models import AuditEvent
-from tenants import services
 from tenants.models import Tenant
+from tenants.services import sleep
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
 
@@ -70,8 +70,8 @@ def test_an_idle_tenant_asleep_lends_its_guarantee_and_gets_it_back_when_woken(
     assert gpu_quota(kube_emulator)["lendingLimit"] == "2"
 
     tenant = Tenant.objects.get(slug="vision")
-    services.set_sleep_settings(actor=Actor.of(admin), tenant=tenant, sleep_when_idle=True)
-    assert services.flag_idle(actor=Actor.system("idle"), tenant=tenant, since=timezone.now())
+    sleep.set_sleep_settings(actor=Actor.of(admin), tenant=tenant, sleep_when_idle=True)
+    assert sleep.flag_idle(actor=Actor.system("idle"), tenant=tenant, since=timezone.now())
     reconcile.reconcile_host_cluster(host)
     assert "lendingLimit" not in gpu_quota(kube_emulator)  # the whole guarantee is lendable
     assert gpu_quota(kube_emulator)["nominalQuota"] == "8"  # still its own: reclaimed when it wakes

@@ -15,8 +15,8 @@ from core.audit import Actor
 from core.models import AuditEvent
 from fleet.models import GpuClass
 from gpucloud.locks import LockBusy, exclusive
-from tenants import services
 from tenants.models import Tenant
+from tenants.services import lifecycle, quotas
 
 WRITES = ("INSERT", "UPDATE", "DELETE")
 
@@ -69,7 +69,7 @@ def test_running_the_reconciler_twice_on_an_unchanged_tenant_writes_nothing(
     make_tenant, demo_fleet, instant, admin
 ):
     tenant = make_tenant("vision")
-    services.set_quota(
+    quotas.set_quota(
         actor=Actor.of(admin), tenant=tenant, gpu_class=GpuClass.objects.get(name="h200-141gb"), guaranteed=8
     )
     reconcile.reconcile_host_cluster(demo_fleet)
@@ -85,7 +85,7 @@ def test_running_the_reconciler_twice_on_an_unchanged_tenant_writes_nothing(
 def test_a_quota_change_is_applied_once(make_tenant, demo_fleet, instant, admin):
     tenant = make_tenant("vision")
     reconcile.reconcile_host_cluster(demo_fleet)
-    services.set_quota(
+    quotas.set_quota(
         actor=Actor.of(admin), tenant=tenant, gpu_class=GpuClass.objects.get(name="h200-141gb"), guaranteed=8
     )
 
@@ -101,19 +101,19 @@ def test_suspend_resume_and_delete_drive_the_simulated_cluster(make_tenant, demo
     reconcile.reconcile_host_cluster(demo_fleet)
     tenant.refresh_from_db()
 
-    services.suspend_tenant(actor=Actor.of(admin), tenant=tenant)
+    lifecycle.suspend_tenant(actor=Actor.of(admin), tenant=tenant)
     reconcile.reconcile_host_cluster(demo_fleet)
     assert SimulatedTenantCluster.objects.get().suspended
     tenant.refresh_from_db()
     assert tenant.cluster.state == "suspended"
 
-    services.resume_tenant(actor=Actor.of(admin), tenant=tenant)
+    lifecycle.resume_tenant(actor=Actor.of(admin), tenant=tenant)
     reconcile.reconcile_host_cluster(demo_fleet)
     tenant.refresh_from_db()
     assert tenant.state == Tenant.State.READY
     assert not SimulatedTenantCluster.objects.get().suspended
 
-    services.delete_tenant(actor=Actor.of(admin), tenant=tenant)
+    lifecycle.delete_tenant(actor=Actor.of(admin), tenant=tenant)
     reconcile.reconcile_host_cluster(demo_fleet)
     tenant.refresh_from_db()
     assert tenant.state == Tenant.State.DELETED
@@ -172,7 +172,7 @@ def test_a_pass_over_some_tenants_reads_only_their_simulated_clusters(
         return from_db(cls, *args)
 
     monkeypatch.setattr(SimulatedTenantCluster, "from_db", classmethod(counted))
-    services.update_tenant(actor=Actor.of(admin), tenant=vision, display_name="Vision")
+    lifecycle.update_tenant(actor=Actor.of(admin), tenant=vision, display_name="Vision")
     reconcile.reconcile_host_cluster(demo_fleet, [vision.pk])
 
     # The on-change pass of one tenant among a thousand must not read the other 999 rows.

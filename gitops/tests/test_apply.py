@@ -21,8 +21,11 @@ from fleet.models import GpuClass
 from gitops.apply import apply
 from gitops.manifests import ManifestInvalid, parse, read_texts
 from gitops.models import ManagedObject
-from tenants import invitations, services
+from tenants import invitations
 from tenants.models import Invitation, Membership, Quota, Tenant
+from tenants.services import lifecycle
+from tenants.services.quotas import set_quota
+from tenants.services.sleep import set_sleep_settings
 
 CONSOLE = Actor.console("test")
 
@@ -171,7 +174,7 @@ def test_a_changed_manifest_changes_only_what_differs_and_a_list_given_is_the_wh
 
 def test_fields_a_manifest_leaves_out_are_left_alone(people, demo_fleet):
     h200 = GpuClass.objects.get(name="h200-141gb")
-    services.set_quota(actor=CONSOLE, tenant=people["a"], gpu_class=h200, guaranteed=3)
+    set_quota(actor=CONSOLE, tenant=people["a"], gpu_class=h200, guaranteed=3)
     text = (
         "apiVersion: gpucloud.io/v1alpha1\nkind: Tenant\nmetadata: {name: tenant-a}\nspec: {displayName: A}\n"
     )
@@ -192,7 +195,7 @@ def test_prune_removes_only_what_the_same_source_applied_and_no_longer_declares(
     speech = speech.replace("guaranteed: 8,", "guaranteed: 4,")
     apply(docs(VISION), actor=CONSOLE, source="repo-a")
     apply(docs(speech), actor=CONSOLE, source="repo-b")
-    loose = services.create_tenant(actor=CONSOLE, slug="loose")
+    loose = lifecycle.create_tenant(actor=CONSOLE, slug="loose")
 
     result = apply([], actor=CONSOLE, source="repo-a", prune=True)
 
@@ -219,18 +222,12 @@ def populated(people, demo_fleet, small_fleet):
     """Tenants made through the services as the API would: quotas, members, an invitation, budgets, cards."""
     admin = Actor.of(people["admin"])
     h200 = GpuClass.objects.get(name="h200-141gb")
-    services.set_quota(
-        actor=admin, tenant=people["a"], gpu_class=h200, guaranteed=4, burst=2, lendable=1, weight=3
-    )
-    services.set_quota(
-        actor=admin, tenant=people["b"], gpu_class=GpuClass.objects.get(name="a100-80gb"), guaranteed=2
-    )
+    set_quota(actor=admin, tenant=people["a"], gpu_class=h200, guaranteed=4, burst=2, lendable=1, weight=3)
+    set_quota(actor=admin, tenant=people["b"], gpu_class=GpuClass.objects.get(name="a100-80gb"), guaranteed=2)
     invitations.invite(actor=admin, tenant=people["b"], login="Later@Example.com", role="viewer")
-    services.update_tenant(actor=admin, tenant=people["a"], trust_tier="trusted")
-    services.set_sleep_settings(
-        actor=admin, tenant=people["a"], sleep_when_idle=True, sleep_after_inactivity="4h"
-    )
-    services.create_tenant(actor=admin, slug="east", display_name="East", host_cluster=small_fleet)
+    lifecycle.update_tenant(actor=admin, tenant=people["a"], trust_tier="trusted")
+    set_sleep_settings(actor=admin, tenant=people["a"], sleep_when_idle=True, sleep_after_inactivity="4h")
+    lifecycle.create_tenant(actor=admin, slug="east", display_name="East", host_cluster=small_fleet)
     budgets.set_budget(actor=admin, tenant=people["a"], monthly_amount="1234.5", enforce=True)
     rates.create_rate_card(
         actor=admin,

@@ -18,8 +18,8 @@ from core.models import AuditEvent
 from gitops import services
 from gitops.models import GitSource, ManagedObject
 from gitops.tests.gitrepos import Repo
-from tenants import services as tenant_services
 from tenants.models import Membership, Tenant
+from tenants.services.members import add_member
 from tenants.tokens import create_service_token, create_token
 
 CONSOLE = Actor.console("test")
@@ -67,7 +67,7 @@ def delta(make_tenant, make_user, admin):
     """Tenant delta with Bill, who holds its billing role only."""
     tenant = make_tenant("delta")
     make_user("bill")
-    tenant_services.add_member(actor=Actor.of(admin), tenant=tenant, username="bill", role="billing")
+    add_member(actor=Actor.of(admin), tenant=tenant, username="bill", role="billing")
     return tenant
 
 

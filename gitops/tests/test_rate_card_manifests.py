@@ -16,7 +16,7 @@ from core.models import AuditEvent
 from gitops import specs as state
 from gitops.apply import apply
 from gitops.manifests import ManifestInvalid, read_texts
-from tenants import services
+from tenants.services import lifecycle
 
 CONSOLE = Actor.console("test")
 
@@ -91,7 +91,7 @@ def test_a_budget_of_many_digits_in_a_manifest_is_kept_exactly(demo_fleet):
 
 def _used(card: RateCard) -> None:
     """An issued invoice of January with a line at the card's prices."""
-    tenant = services.create_tenant(actor=CONSOLE, slug="acme")
+    tenant = lifecycle.create_tenant(actor=CONSOLE, slug="acme")
     invoice = Invoice.objects.create(
         tenant=tenant, period_start=datetime(2026, 1, 1, tzinfo=UTC),
         period_end=datetime(2026, 2, 1, tzinfo=UTC), state=Invoice.State.ISSUED, trust_tier="standard",

@@ -30,8 +30,8 @@ from fleet.models import GpuClass, Node
 from gitops import services as gitops
 from health import services as health
 from health.models import HealthEvent
-from tenants import services
 from tenants.models import Tenant, TenantCluster
+from tenants.services import members, quotas
 from tenants.tokens import create_scim_token, create_service_token, create_token
 from tests.test_route_matrix import api_routes, methods
 
@@ -59,8 +59,8 @@ def present(admin, mini, tenant_on, make_user, settings, api):  # noqa: F811
         state=TenantCluster.State.READY, endpoint="https://acme.gpucloud.internal"
     )
     make_user("bob")
-    services.add_member(actor=as_admin, tenant=acme, username="bob", role="viewer")
-    services.set_quota(
+    members.add_member(actor=as_admin, tenant=acme, username="bob", role="viewer")
+    quotas.set_quota(
         actor=as_admin, tenant=acme, gpu_class=GpuClass.objects.get(name="h100-80gb"), guaranteed=1
     )
     card = rates.create_rate_card(

@@ -11,7 +11,7 @@ from core.audit import Actor
 from fleet.models import Gpu, GpuClass, Node, SimulatedPod
 from placement.engine import GangRequest
 from placement.service import FleetModel, pod_request
-from tenants import services
+from tenants.services import lifecycle, quotas
 
 
 def cls(name):
@@ -50,7 +50,7 @@ def new_tenant(admin, demo_fleet):
     """A tenant on the demo fleet (this directory's conftest has its own `make_tenant`, of plain specs)."""
 
     def make(slug, trust_tier="standard"):
-        return services.create_tenant(actor=Actor.of(admin), slug=slug, trust_tier=trust_tier)
+        return lifecycle.create_tenant(actor=Actor.of(admin), slug=slug, trust_tier=trust_tier)
 
     return make
 
@@ -58,7 +58,7 @@ def new_tenant(admin, demo_fleet):
 @pytest.fixture
 def quota(admin):
     def set_quota(tenant, gpu_class, guaranteed, burst=0):
-        services.set_quota(
+        quotas.set_quota(
             actor=Actor.of(admin), tenant=tenant, gpu_class=cls(gpu_class), guaranteed=guaranteed, burst=burst
         )
 

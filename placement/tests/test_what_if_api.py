@@ -10,7 +10,8 @@ from django.utils import timezone
 
 from core.audit import Actor
 from fleet.models import Gpu, GpuClass, Node, SimulatedPod
-from tenants import services
+from tenants.services import lifecycle
+from tenants.services.quotas import set_quota
 
 URL = "/api/v1/fleet/what-if/"
 
@@ -20,7 +21,7 @@ def make_tenant(admin, demo_fleet):
     """tests/fixtures.py's tenant maker, which this directory's conftest shadows with one of plain specs."""
 
     def make(slug, **kwargs):
-        return services.create_tenant(actor=Actor.of(admin), slug=slug, **kwargs)
+        return lifecycle.create_tenant(actor=Actor.of(admin), slug=slug, **kwargs)
 
     return make
 
@@ -236,7 +237,7 @@ def test_fleet_capacity_shows_what_running_pods_hold_and_the_largest_free_blocks
 
 
 def test_fleet_capacity_counts_mig_instances_of_the_planned_layouts(api, people, admin):
-    services.set_quota(
+    set_quota(
         actor=Actor.of(admin),
         tenant=people["a"],
         gpu_class=GpuClass.objects.get(name="h200-141gb.mig-3g.71gb"),
@@ -254,7 +255,7 @@ def test_fleet_capacity_counts_mig_instances_of_the_planned_layouts(api, people,
 
 def test_nodes_dedicated_to_an_isolated_tenant_are_not_free_to_others(api, people, make_tenant, admin):
     solo = make_tenant("solo", trust_tier="isolated")
-    services.set_quota(
+    set_quota(
         actor=Actor.of(admin), tenant=solo, gpu_class=GpuClass.objects.get(name="h200-141gb"), guaranteed=12
     )
 

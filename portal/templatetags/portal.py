@@ -10,7 +10,7 @@ from django import template
 from core.audit import Actor
 from core.declared import Declaration
 from gitops import ownership
-from tenants import services
+from tenants.services import roles
 
 register = template.Library()
 
@@ -18,7 +18,7 @@ register = template.Library()
 @register.simple_tag(takes_context=True)
 def may(context: Any, tenant: Any, permission: str) -> bool:
     """`{% may tenant "audit.view" as can_audit %}`: the same answer the service would give."""
-    return services.can(Actor.of(context["request"].user), tenant, permission)
+    return roles.can(Actor.of(context["request"].user), tenant, permission)
 
 
 @register.simple_tag

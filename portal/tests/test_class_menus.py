@@ -6,8 +6,8 @@ from __future__ import annotations
 from core.audit import Actor
 from fleet.models import Gpu, GpuClass, Node
 from portal.tests.html import form
-from tenants import services
 from tenants.models import Tenant
+from tenants.services import quotas
 
 
 def test_the_new_tenant_menu_lists_only_models_the_fleet_has(client, admin, demo_fleet):
@@ -48,7 +48,7 @@ def test_the_quota_menu_leaves_out_a_model_whose_gpus_are_all_out_of_service(cli
 def test_a_class_the_tenant_holds_stays_in_the_menu_to_be_edited(client, admin, make_tenant):
     tenant = make_tenant("vision")
     a100 = GpuClass.objects.get(name="a100-80gb")
-    services.set_quota(actor=Actor.of(admin), tenant=tenant, gpu_class=a100, guaranteed=2)
+    quotas.set_quota(actor=Actor.of(admin), tenant=tenant, gpu_class=a100, guaranteed=2)
     Gpu.objects.filter(gpu_model__slug="a100-80gb").update(health=Gpu.Health.QUARANTINED)
     client.force_login(admin)
     values, options = form(client.get("/tenants/vision/quotas/?class=a100-80gb").content, "set-quota")

@@ -5,15 +5,15 @@ from __future__ import annotations
 from core.audit import Actor
 from fleet.models import GpuClass
 from portal.tests.html import form
-from tenants import services
 from tenants.models import Quota
+from tenants.services import quotas
 
 URL = "/tenants/tenant-a/quotas/"
 
 
 def test_the_edit_form_opens_with_the_quotas_values(client, people):
     h200 = GpuClass.objects.get(name="h200-141gb")
-    services.set_quota(
+    quotas.set_quota(
         actor=Actor.of(people["admin"]),
         tenant=people["a"],
         gpu_class=h200,
@@ -32,7 +32,7 @@ def test_the_edit_form_opens_with_the_quotas_values(client, people):
 def test_changing_only_the_burst_keeps_the_guarantee_lendable_and_weight(client, people):
     h200 = GpuClass.objects.get(name="h200-141gb")
     admin = Actor.of(people["admin"])
-    services.set_quota(
+    quotas.set_quota(
         actor=admin, tenant=people["a"], gpu_class=h200, guaranteed=8, burst=4, lendable=2, weight=3
     )
     client.force_login(people["admin"])
@@ -47,7 +47,7 @@ def test_changing_only_the_burst_keeps_the_guarantee_lendable_and_weight(client,
 
 def test_a_quota_with_all_of_its_guarantee_lendable_opens_with_lendable_blank(client, people):
     h200 = GpuClass.objects.get(name="h200-141gb")
-    services.set_quota(actor=Actor.of(people["admin"]), tenant=people["a"], gpu_class=h200, guaranteed=8)
+    quotas.set_quota(actor=Actor.of(people["admin"]), tenant=people["a"], gpu_class=h200, guaranteed=8)
     client.force_login(people["admin"])
     values, _ = form(client.get(URL, {"class": "h200-141gb"}).content, "set-quota")
     client.post(URL, {**values, "weight": "2"})

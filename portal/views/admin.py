@@ -9,20 +9,20 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from billing import selectors as billing_selectors
 from billing.models import RateCard
 from billing.services import rates
-from core.models import AuditEvent
-from fleet.models import HostCluster
+from fleet.selectors import host_clusters_counted
 from gpucloud.errors import ServiceError, ValidationFailed
 from portal.forms import RateCardForm, RetireRateCardForm
 from portal.scoping import actor_of, form_errors
 from portal.views.audit import filtered
 from portal.views.fleet import require_platform_admin
+from tenants.selectors import audit_events
 
 PER_PAGE = 50
 
@@ -47,7 +47,7 @@ def rate_cards(request: HttpRequest) -> HttpResponse:
     form = RateCardForm(request.POST or None)
     if request.method == "POST" and form.is_valid() and _create(request, form):
         return redirect("portal:rate-cards")
-    cards = RateCard.objects.order_by("-effective_from", "-version")
+    cards = billing_selectors.rate_cards()
     context = {
         "nav": "rate-cards",
         "form": form,
@@ -122,7 +122,7 @@ def _create(request: HttpRequest, form: RateCardForm) -> bool:
 @login_required
 def audit_log(request: HttpRequest) -> HttpResponse:
     require_platform_admin(request, "the audit log of every tenant")
-    events = AuditEvent.objects.select_related("tenant").order_by("-created_at", "-id")
+    events = audit_events()
     context: dict[str, Any] = {"nav": "audit", **filtered(request, events)}
     return render(request, "portal/admin/audit.html", context)
 
@@ -130,9 +130,5 @@ def audit_log(request: HttpRequest) -> HttpResponse:
 @login_required
 def host_clusters(request: HttpRequest) -> HttpResponse:
     require_platform_admin(request, "the host clusters page")
-    clusters = HostCluster.objects.annotate(
-        node_count=Count("nodes", distinct=True),
-        gpu_count=Count("nodes__gpus", distinct=True),
-        tenant_count=Count("tenant_clusters", distinct=True),
-    ).order_by("name")
+    clusters = host_clusters_counted()
     return render(request, "portal/admin/host_clusters.html", {"nav": "host-clusters", "clusters": clusters})

@@ -15,6 +15,7 @@ from django.utils.http import urlencode
 from core.models import AuditEvent
 from portal.forms import AuditFilterForm
 from portal.scoping import tenant_for
+from tenants.selectors import audit_events
 
 PER_PAGE = 50
 
@@ -53,6 +54,6 @@ def filtered(request: HttpRequest, events: QuerySet[AuditEvent], **export: str) 
 @login_required
 def tenant_audit(request: HttpRequest, slug: str) -> HttpResponse:
     tenant = tenant_for(request, slug, "audit.view")
-    events = AuditEvent.objects.filter(tenant=tenant).order_by("-created_at", "-id")
+    events = audit_events(tenant)
     context = {"tenant": tenant, "tab": "audit", **filtered(request, events, tenant=tenant.slug)}
     return render(request, "portal/tenant/audit.html", context)

@@ -13,14 +13,15 @@ from django.shortcuts import render
 from django.utils import timezone
 
 from billing.models import Budget
+from billing.selectors import budgets_of
 from billing.services.budgets import spent_this_month
 from core.models import AuditEvent
 from fleet.selectors import units_in_use
 from portal.bars import Bar, bar
 from portal.scoping import actor_of
-from tenants import services
 from tenants.models import Tenant
-from tenants.selectors import visible_tenants
+from tenants.selectors import audit_events, quotas_of, visible_tenants
+from tenants.services import roles
 
 PER_PAGE = 12
 
@@ -43,19 +44,17 @@ class TenantSummary:
 def summarise(request: HttpRequest, tenants: list[Tenant]) -> list[TenantSummary]:
     actor, now = actor_of(request), timezone.now()
     used = units_in_use(t.pk for t in tenants)
-    budgets = {b.tenant_id: b for b in Budget.objects.filter(tenant__in=tenants)}
+    budgets = budgets_of(tenants)
     summaries = []
     for tenant in tenants:
         summary = TenantSummary(tenant)
-        for quota in tenant.quotas.select_related("gpu_class").order_by("gpu_class__name"):
+        for quota in quotas_of(tenant):
             name = quota.gpu_class.name
             summary.bars.append((name, bar(used.get((tenant.pk, name), 0), quota.guaranteed, quota.burst)))
-        if services.can(actor, tenant, "billing.view"):
+        if roles.can(actor, tenant, "billing.view"):
             summary.spent, summary.budget = spent_this_month(tenant, now), budgets.get(tenant.pk)
-        if services.can(actor, tenant, "audit.view"):
-            summary.changes = list(
-                AuditEvent.objects.filter(tenant=tenant).order_by("-created_at", "-id")[:4]
-            )
+        if roles.can(actor, tenant, "audit.view"):
+            summary.changes = list(audit_events(tenant)[:4])
         summaries.append(summary)
     return summaries
 

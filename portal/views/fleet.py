@@ -10,8 +10,8 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from fleet.models import GpuModel, HostCluster, Node
-from fleet.selectors import GpuUse, gpu_uses
+from fleet.models import HostCluster, Node
+from fleet.selectors import GpuUse, gpu_uses, host_clusters, models_in_fleet, nodes_by_topology
 from gpucloud.errors import PermissionDenied
 from health import services as health
 from health.models import Quarantine
@@ -37,10 +37,7 @@ def _racks(
     uses = gpu_uses(host_cluster)
     why = _why_out(out)
     racks: dict[tuple[str, str, str], Rack] = {}
-    nodes = (
-        host_cluster.nodes.prefetch_related("gpus__gpu_model").order_by("zone", "block", "rack", "name").all()
-    )
-    for node in nodes:
+    for node in nodes_by_topology(host_cluster):
         gpus = []
         for gpu in node.gpus.all():
             use = uses.get(gpu.uuid, GpuUse("free"))
@@ -68,13 +65,13 @@ def fleet(request: HttpRequest) -> HttpResponse:
     model, state = request.GET.get("model", ""), request.GET.get("state", "")
     counts: Counter[str] = Counter()
     clusters = []
-    for hc in HostCluster.objects.order_by("name"):
+    for hc in host_clusters():
         out = health.open_quarantines(hc)
         clusters.append((hc, _racks(hc, model, state, counts, out), out))
     context = {
         "nav": "fleet",
         "clusters": clusters,
-        "models": GpuModel.objects.filter(gpus__isnull=False).distinct().order_by("slug"),
+        "models": models_in_fleet(),
         "states": STATES,
         "model": model,
         "state": state,

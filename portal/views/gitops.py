@@ -3,8 +3,6 @@ the last error with file and line, the drift its last sync restored, what it man
 
 from __future__ import annotations
 
-from collections import defaultdict
-
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
@@ -12,17 +10,15 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from gitops import services
-from gitops.models import GitSource, ManagedObject
+from gitops.models import GitSource
+from gitops.selectors import sources_with_objects
 from portal.views.fleet import require_platform_admin
 
 
 @login_required
 def sources(request: HttpRequest) -> HttpResponse:
     require_platform_admin(request, "the GitOps sources page")
-    managed: dict[str, list[ManagedObject]] = defaultdict(list)
-    for row in ManagedObject.objects.filter(source__startswith="gitops:").only("kind", "name", "source"):
-        managed[row.source].append(row)
-    rows = [(source, managed[source.owner]) for source in GitSource.objects.order_by("name")]
+    rows = sources_with_objects()
     return render(request, "portal/admin/gitops.html", {"nav": "gitops", "sources": rows})
 
 

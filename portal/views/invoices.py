@@ -5,7 +5,6 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
@@ -13,6 +12,7 @@ from django.views.decorators.http import require_POST
 
 from billing import exports
 from billing.models import Budget, Invoice
+from billing.selectors import budget_of, invoices_of
 from billing.services import budgets, invoicing
 from billing.services.budgets import spent_this_month
 from gpucloud.errors import ServiceError
@@ -23,14 +23,10 @@ from tenants.models import Tenant
 PER_PAGE = 24
 
 
-def _invoices(tenant: Tenant) -> QuerySet[Invoice]:
-    return Invoice.objects.filter(tenant=tenant).order_by("-period_start")
-
-
 @login_required
 def invoices(request: HttpRequest, slug: str) -> HttpResponse:
     tenant = tenant_for(request, slug, "billing.view")
-    budget = Budget.objects.filter(tenant=tenant).prefetch_related("alerts").first()
+    budget = budget_of(tenant)
     can = allowed(request, tenant, "budget.manage")
     form = _budget_form(request, budget)
     if request.method == "POST" and form.is_valid() and _set_budget(request, tenant, form):
@@ -38,7 +34,7 @@ def invoices(request: HttpRequest, slug: str) -> HttpResponse:
     context = {
         "tenant": tenant,
         "tab": "invoices",
-        "page": Paginator(_invoices(tenant), PER_PAGE).get_page(request.GET.get("page")),
+        "page": Paginator(invoices_of(tenant), PER_PAGE).get_page(request.GET.get("page")),
         "budget": budget,
         "alerts": list(budget.alerts.all()[:12]) if budget else [],
         "spent": spent_this_month(tenant, timezone.now()),
@@ -99,7 +95,7 @@ def draft(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 def invoice(request: HttpRequest, slug: str, invoice_id: str) -> HttpResponse:
     tenant = tenant_for(request, slug, "billing.view")
-    row = get_object_or_404(Invoice.objects.prefetch_related("lines"), tenant=tenant, public_id=invoice_id)
+    row = get_object_or_404(invoices_of(tenant).prefetch_related("lines"), public_id=invoice_id)
     lines = sorted(row.lines.all(), key=lambda line: (line.kind, line.gpu_class, line.charge_start))
     context = {
         "tenant": tenant,
@@ -119,7 +115,7 @@ def download(request: HttpRequest, slug: str, invoice_id: str, what: str) -> Htt
     tenant = tenant_for(request, slug, "invoice.download")
     if what not in ("csv", "focus"):
         raise Http404("invoices download as csv or focus")
-    row = get_object_or_404(Invoice.objects.prefetch_related("lines"), tenant=tenant, public_id=invoice_id)
+    row = get_object_or_404(invoices_of(tenant).prefetch_related("lines"), public_id=invoice_id)
     invoicing.record_export(actor=actor_of(request), tenant=tenant, what=what, object_id=row.public_id)
     text = exports.invoices_csv([row]) if what == "csv" else exports.invoices_focus([row])
     response = HttpResponse(text, content_type="text/csv")

@@ -12,8 +12,10 @@ from django.views.decorators.http import require_POST
 from gpucloud.errors import ServiceError
 from portal.forms import MemberForm, RoleForm
 from portal.scoping import actor_of, allowed, form_errors, tenant_for
-from tenants import invitations, services
+from tenants import invitations
 from tenants.models import Invitation, Membership, Tenant
+from tenants.selectors import members_of, pending_invitations
+from tenants.services.members import add_member, remove_member
 
 PER_PAGE = 50
 
@@ -24,14 +26,14 @@ def members(request: HttpRequest, slug: str) -> HttpResponse:
     form = MemberForm(request.POST or None)
     if request.method == "POST" and form.is_valid() and _add(request, tenant, form):
         return redirect("portal:tenant-members", tenant.slug)
-    people = tenant.memberships.select_related("user").order_by("user__username")
+    people = members_of(tenant)
     context = {
         "tenant": tenant,
         "tab": "members",
         "form": form,
         "page": Paginator(people, PER_PAGE).get_page(request.GET.get("page")),
         "roles": Membership.Role.choices,
-        "invited": tenant.invitations.filter(accepted_at=None).select_related("invited_by"),
+        "invited": pending_invitations(tenant),
         "can": allowed(request, tenant, "member.manage"),
     }
     return render(request, "portal/tenant/members.html", context)
@@ -61,7 +63,7 @@ def _add(request: HttpRequest, tenant: Tenant, form: MemberForm) -> bool:
 @require_POST
 def invitation_cancel(request: HttpRequest, slug: str, invitation_id: int) -> HttpResponse:
     tenant = tenant_for(request, slug, "member.view")
-    row = get_object_or_404(tenant.invitations.filter(accepted_at=None), pk=invitation_id)
+    row = get_object_or_404(pending_invitations(tenant), pk=invitation_id)
     try:
         invitations.cancel(actor=actor_of(request), invitation=row)
     except ServiceError as error:
@@ -75,10 +77,10 @@ def invitation_cancel(request: HttpRequest, slug: str, invitation_id: int) -> Ht
 @require_POST
 def member_role(request: HttpRequest, slug: str, username: str) -> HttpResponse:
     tenant = tenant_for(request, slug, "member.view")
-    membership = get_object_or_404(tenant.memberships.select_related("user"), user__username=username)
+    membership = get_object_or_404(members_of(tenant), user__username=username)
     form = RoleForm(request.POST)
     try:
-        services.add_member(
+        add_member(
             actor=actor_of(request),
             tenant=tenant,
             username=membership.user.get_username(),
@@ -95,9 +97,9 @@ def member_role(request: HttpRequest, slug: str, username: str) -> HttpResponse:
 @require_POST
 def member_remove(request: HttpRequest, slug: str, username: str) -> HttpResponse:
     tenant = tenant_for(request, slug, "member.view")
-    membership = get_object_or_404(tenant.memberships.select_related("user"), user__username=username)
+    membership = get_object_or_404(members_of(tenant), user__username=username)
     try:
-        services.remove_member(actor=actor_of(request), tenant=tenant, membership=membership)
+        remove_member(actor=actor_of(request), tenant=tenant, membership=membership)
     except ServiceError as error:
         messages.error(request, error.detail)
     else:

@@ -13,9 +13,10 @@ from gpucloud.errors import ServiceError
 from portal.bars import bar
 from portal.forms import QuotaForm, whole
 from portal.scoping import actor_of, allowed, form_errors, tenant_for
-from tenants import services
 from tenants.api.views import gpu_class_named
 from tenants.capacity import capacity_table
+from tenants.selectors import quotas_of
+from tenants.services.quotas import remove_quota, set_quota
 
 
 @login_required
@@ -23,16 +24,13 @@ def quotas(request: HttpRequest, slug: str) -> HttpResponse:
     tenant = tenant_for(request, slug, "quota.view")
     can = allowed(request, tenant, "quota.manage")
     editing = request.GET.get("class", "")
-    quota = (
-        tenant.quotas.select_related("gpu_class").filter(gpu_class__name=editing).first() if editing else None
-    )
+    quota = quotas_of(tenant).filter(gpu_class__name=editing).first() if editing else None
     form = QuotaForm(request.POST or None, initial=QuotaForm.initial_of(quota, editing), tenant=tenant)
     if request.method == "POST" and form.is_valid() and _set(request, tenant, form):
         return redirect("portal:tenant-quotas", tenant.slug)
     used = units_in_use([tenant.pk])
     rows = [
-        (q, bar(used.get((tenant.pk, q.gpu_class.name), 0), q.guaranteed, q.burst))
-        for q in tenant.quotas.select_related("gpu_class").order_by("gpu_class__name")
+        (q, bar(used.get((tenant.pk, q.gpu_class.name), 0), q.guaranteed, q.burst)) for q in quotas_of(tenant)
     ]
     context = {
         "tenant": tenant,
@@ -50,7 +48,7 @@ def quotas(request: HttpRequest, slug: str) -> HttpResponse:
 def _set(request: HttpRequest, tenant: object, form: QuotaForm) -> bool:
     data = form.cleaned_data
     try:
-        quota, created = services.set_quota(
+        quota, created = set_quota(
             actor=actor_of(request),
             tenant=tenant,  # type: ignore[arg-type]
             gpu_class=gpu_class_named(data["gpu_class"]),
@@ -70,9 +68,9 @@ def _set(request: HttpRequest, tenant: object, form: QuotaForm) -> bool:
 @require_POST
 def quota_remove(request: HttpRequest, slug: str, gpu_class: str) -> HttpResponse:
     tenant = tenant_for(request, slug, "quota.view")
-    quota = get_object_or_404(tenant.quotas.select_related("gpu_class"), gpu_class__name=gpu_class)
+    quota = get_object_or_404(quotas_of(tenant), gpu_class__name=gpu_class)
     try:
-        services.remove_quota(actor=actor_of(request), quota=quota)
+        remove_quota(actor=actor_of(request), quota=quota)
     except ServiceError as error:
         messages.error(request, error.detail)
     else:

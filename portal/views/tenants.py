@@ -16,9 +16,9 @@ from fleet.models import host_cluster_named
 from gpucloud.errors import ServiceError
 from portal.forms import TenantForm, whole
 from portal.scoping import actor_of, allowed, form_errors, tenant_for
-from tenants import services
 from tenants.api.views import gpu_class_named
 from tenants.models import Tenant
+from tenants.services import lifecycle, quotas, roles, sleep
 
 # Cluster states that are on their way somewhere: the status panel polls while the cluster is in one.
 MOVING: set[str] = {Tenant.State.PENDING, Tenant.State.PROVISIONING, Tenant.State.DELETING}
@@ -28,7 +28,7 @@ REMOVAL: list[str] = [Tenant.State.READY, Tenant.State.DELETING, Tenant.State.DE
 
 @login_required
 def tenant_create(request: HttpRequest) -> HttpResponse:
-    services.require_tenant_creator(actor_of(request))  # before the form: nobody fills it in to be refused
+    roles.require_tenant_creator(actor_of(request))  # before the form: nobody fills it in to be refused
     form = TenantForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
@@ -45,7 +45,7 @@ def tenant_create(request: HttpRequest) -> HttpResponse:
 def _create(request: HttpRequest, data: dict[str, Any]) -> Tenant:
     """The tenant and its first quota in one transaction: a refused quota creates no tenant."""
     actor = actor_of(request)
-    tenant = services.create_tenant(
+    tenant = lifecycle.create_tenant(
         actor=actor,
         slug=data["slug"].strip(),
         display_name=data["display_name"].strip(),
@@ -53,7 +53,7 @@ def _create(request: HttpRequest, data: dict[str, Any]) -> Tenant:
         host_cluster=host_cluster_named(data["host_cluster"]),
     )
     if data["gpu_class"]:
-        services.set_quota(
+        quotas.set_quota(
             actor=actor,
             tenant=tenant,
             gpu_class=gpu_class_named(data["gpu_class"]),
@@ -148,19 +148,19 @@ def _lifecycle(request: HttpRequest, slug: str, service: Any, done: str) -> Http
 @login_required
 @require_POST
 def tenant_suspend(request: HttpRequest, slug: str) -> HttpResponse:
-    return _lifecycle(request, slug, services.suspend_tenant, "Suspending {slug}: its workloads stop.")
+    return _lifecycle(request, slug, lifecycle.suspend_tenant, "Suspending {slug}: its workloads stop.")
 
 
 @login_required
 @require_POST
 def tenant_resume(request: HttpRequest, slug: str) -> HttpResponse:
-    return _lifecycle(request, slug, services.resume_tenant, "Resuming {slug}.")
+    return _lifecycle(request, slug, lifecycle.resume_tenant, "Resuming {slug}.")
 
 
 @login_required
 @require_POST
 def tenant_wake(request: HttpRequest, slug: str) -> HttpResponse:
-    return _lifecycle(request, slug, services.wake_tenant, "Waking {slug}: its quota comes back to it.")
+    return _lifecycle(request, slug, sleep.wake_tenant, "Waking {slug}: its quota comes back to it.")
 
 
 @login_required
@@ -168,7 +168,7 @@ def tenant_wake(request: HttpRequest, slug: str) -> HttpResponse:
 def tenant_sleep_settings(request: HttpRequest, slug: str) -> HttpResponse:
     tenant = tenant_for(request, slug)
     try:
-        services.set_sleep_settings(
+        sleep.set_sleep_settings(
             actor=actor_of(request),
             tenant=tenant,
             sleep_after_inactivity=request.POST.get("sleep_after_inactivity", ""),
@@ -190,4 +190,6 @@ def tenant_delete(request: HttpRequest, slug: str) -> HttpResponse:
             request, f"Nothing was deleted: type {tenant.slug} in the box to confirm the deletion."
         )
         return redirect("portal:tenant-detail", tenant.slug)
-    return _lifecycle(request, slug, services.delete_tenant, "Deleting {slug}: its cluster is being removed.")
+    return _lifecycle(
+        request, slug, lifecycle.delete_tenant, "Deleting {slug}: its cluster is being removed."
+    )

@@ -8,13 +8,13 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from gpucloud.errors import ServiceError
 from portal.forms import TokenForm
 from portal.scoping import actor_of, form_errors, tenant_for
-from tenants import tokens
+from tenants import selectors, tokens
 from tenants.models import ApiToken, Tenant
 
 
@@ -53,7 +53,7 @@ def _page(request: HttpRequest, tenant: Tenant | None, rows: Any, template: str)
         "tab": "tokens",
         "nav": "tokens" if tenant is None else "",
         "form": form,
-        "rows": rows.select_related("user", "created_by").order_by("-created_at"),
+        "rows": rows,
         "created": created,
     }
     return render(request, template, context)
@@ -62,21 +62,21 @@ def _page(request: HttpRequest, tenant: Tenant | None, rows: Any, template: str)
 @login_required
 def service_tokens(request: HttpRequest, slug: str) -> HttpResponse:
     tenant = tenant_for(request, slug, "token.manage")
-    rows = ApiToken.objects.filter(tenant=tenant)
-    return _page(request, tenant, rows, "portal/tenant/tokens.html")
+    return _page(request, tenant, selectors.service_tokens(tenant), "portal/tenant/tokens.html")
 
 
 @login_required
 def personal_tokens(request: HttpRequest) -> HttpResponse:
-    rows = ApiToken.objects.filter(user=request.user.pk, tenant=None)
-    return _page(request, None, rows, "portal/account_tokens.html")
+    return _page(request, None, selectors.personal_tokens(request.user), "portal/account_tokens.html")
 
 
 @login_required
 @require_POST
 def revoke(request: HttpRequest, token_id: str) -> HttpResponse:
     """Revoke a token the person may see here: one of theirs, or a service token of a tenant they manage."""
-    token = get_object_or_404(ApiToken.objects.select_related("tenant"), public_id=token_id)
+    token = selectors.token_with_id(token_id)
+    if token is None:
+        raise Http404("no such token")
     if token.tenant is not None:
         tenant_for(request, token.tenant.slug, "token.manage")  # 404 for another tenant's token
     elif token.user_id != request.user.pk:

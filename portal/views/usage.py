@@ -14,7 +14,6 @@ from django.shortcuts import render
 from django.utils import timezone
 
 from billing import exports, selectors
-from billing.models import Invoice
 from billing.services import invoicing
 from gpucloud import spreadsheet
 from portal.scoping import actor_of, allowed, tenant_for
@@ -142,9 +141,7 @@ def usage(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 def _months(tenant: Tenant) -> list[str]:
-    starts = (
-        Invoice.objects.filter(tenant=tenant).order_by("-period_start").values_list("period_start", flat=True)
-    )
+    starts = selectors.invoices_of(tenant).values_list("period_start", flat=True)
     return [s.strftime("%Y-%m") for s in starts[:12]]
 
 
@@ -175,7 +172,7 @@ def focus(request: HttpRequest, slug: str, month: str) -> HttpResponse:
     tenant = tenant_for(request, slug, "invoice.download")
     invoices = [
         i
-        for i in Invoice.objects.filter(tenant=tenant).prefetch_related("lines")
+        for i in selectors.invoices_of(tenant).prefetch_related("lines")
         if i.period_start.strftime("%Y-%m") == month
     ]
     invoicing.record_export(actor=actor_of(request), tenant=tenant, what="focus", object_id=month)

@@ -14,7 +14,9 @@ from gpucloud.errors import ServiceError
 from portal.forms import UserForm
 from portal.scoping import actor_of, form_errors
 from portal.views.fleet import require_platform_admin
-from tenants import services, users
+from tenants import selectors as tenant_selectors
+from tenants import users
+from tenants.services import platform_admins
 
 User = get_user_model()
 PER_PAGE = 50
@@ -33,7 +35,7 @@ def user_list(request: HttpRequest) -> HttpResponse:
         else:
             shown = (user, secret)
             form = UserForm()
-    accounts = User.objects.prefetch_related("identities", "memberships__tenant").order_by("username")
+    accounts = tenant_selectors.accounts()
     context = {
         "nav": "users",
         "form": form,
@@ -55,7 +57,7 @@ def _act(request: HttpRequest, user_id: int) -> HttpResponse:
         if action in ("deactivate", "activate"):
             users.set_active(actor=actor, user=user, active=action == "activate")
         elif action in ("admin", "not-admin"):
-            services.set_platform_admin(actor=actor, user=user, admin=action == "admin")
+            platform_admins.set_platform_admin(actor=actor, user=user, admin=action == "admin")
         messages.success(request, f"{user.get_username()}: done ({action}).")
     except ServiceError as error:
         messages.error(request, error.detail)

@@ -15,8 +15,8 @@ from fleet.models import Gpu, GpuClass, Node, SimulatedPod
 from simulator import tasks
 from simulator import workloads as simulator
 from simulator.models import SimulatedClock
-from tenants import services
 from tenants.models import Quota, Tenant
+from tenants.services.quotas import set_quota
 
 START = datetime(2026, 3, 2, 8, 0, tzinfo=UTC)
 
@@ -41,7 +41,7 @@ def tenants(make_tenant, demo_fleet, admin, settings):
     for slug, rows in quotas.items():
         for name, guaranteed, burst in rows:
             gpu_class = GpuClass.objects.get(name=name)
-            services.set_quota(
+            set_quota(
                 actor=as_admin, tenant=made[slug], gpu_class=gpu_class, guaranteed=guaranteed, burst=burst
             )
     # A MIG quota of an isolated tenant, as written before admission enforced trust tiers (it refuses one

@@ -1,6 +1,6 @@
 """The API's door check of a bearer token's scope: a `read` token writes nothing. What a write needs beyond
 that (`admin` to manage people and tokens) is checked with the roles by the services
-(`tenants.services.require`, `core.permissions.SCOPE_NEEDED`), so it holds through every door."""
+(`tenants.services.roles.require`, `core.permissions.SCOPE_NEEDED`), so it holds through every door."""
 
 from __future__ import annotations
 

@@ -27,7 +27,7 @@ from fleet.models import GpuClass, host_cluster_named
 from gpucloud import spreadsheet
 from gpucloud.api.throttling import SettingsScopedThrottle
 from gpucloud.errors import PermissionDenied, ValidationFailed
-from tenants import invitations, services, tokens
+from tenants import invitations, tokens
 from tenants.api.serializers import (
     AuditEventSerializer,
     InvitationSerializer,
@@ -44,6 +44,8 @@ from tenants.api.serializers import (
 )
 from tenants.api.viewsets import BaseViewSet
 from tenants.models import ApiToken, Invitation, Membership, Quota, Tenant
+from tenants.services import lifecycle, members, quotas
+from tenants.services.sleep import set_sleep_settings, wake_tenant
 
 
 class TenantFilter(django_filters.FilterSet):  # type: ignore[misc]  # django-filter ships no types
@@ -72,7 +74,7 @@ class TenantViewSet(
         serializer = TenantSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        tenant = services.create_tenant(
+        tenant = lifecycle.create_tenant(
             actor=self.actor(),
             slug=data["slug"],
             display_name=data.get("display_name", ""),
@@ -88,33 +90,33 @@ class TenantViewSet(
         data = dict(serializer.validated_data)
         sleep = {key: data.pop(key) for key in ("sleep_after_inactivity", "sleep_when_idle") if key in data}
         with transaction.atomic():  # all of the change or none of it
-            tenant = services.update_tenant(actor=self.actor(), tenant=self.get_object(), **data)
+            tenant = lifecycle.update_tenant(actor=self.actor(), tenant=self.get_object(), **data)
             if sleep:
-                tenant = services.set_sleep_settings(actor=self.actor(), tenant=tenant, **sleep)
+                tenant = set_sleep_settings(actor=self.actor(), tenant=tenant, **sleep)
         return Response(TenantSerializer(tenant).data)
 
     @extend_schema(responses={202: TenantSerializer})
     def destroy(self, request: Request, slug: str) -> Response:
-        tenant = services.delete_tenant(actor=self.actor(), tenant=self.get_object())
+        tenant = lifecycle.delete_tenant(actor=self.actor(), tenant=self.get_object())
         return Response(TenantSerializer(tenant).data, status=status.HTTP_202_ACCEPTED)
 
     @extend_schema(request=None, responses={202: TenantSerializer})
     @action(detail=True, methods=["post"])
     def suspend(self, request: Request, slug: str) -> Response:
-        tenant = services.suspend_tenant(actor=self.actor(), tenant=self.get_object())
+        tenant = lifecycle.suspend_tenant(actor=self.actor(), tenant=self.get_object())
         return Response(TenantSerializer(tenant).data, status=status.HTTP_202_ACCEPTED)
 
     @extend_schema(request=None, responses={202: TenantSerializer})
     @action(detail=True, methods=["post"])
     def resume(self, request: Request, slug: str) -> Response:
-        tenant = services.resume_tenant(actor=self.actor(), tenant=self.get_object())
+        tenant = lifecycle.resume_tenant(actor=self.actor(), tenant=self.get_object())
         return Response(TenantSerializer(tenant).data, status=status.HTTP_202_ACCEPTED)
 
     @extend_schema(request=None, responses={202: TenantSerializer})
     @action(detail=True, methods=["post"])
     def wake(self, request: Request, slug: str) -> Response:
         """Wake a cluster gpucloud put to sleep when idle (or clear the idle flag); its lent quota returns."""
-        tenant = services.wake_tenant(actor=self.actor(), tenant=self.get_object())
+        tenant = wake_tenant(actor=self.actor(), tenant=self.get_object())
         return Response(TenantSerializer(tenant).data, status=status.HTTP_202_ACCEPTED)
 
 
@@ -168,7 +170,7 @@ class MemberViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantChil
     def partial_update(self, request: Request, tenant_slug: str, username: str) -> Response:
         serializer = MemberRoleSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        membership = services.add_member(
+        membership = members.add_member(
             actor=self.actor(),
             tenant=self.tenant(),
             username=self.get_object().user.username,
@@ -177,7 +179,7 @@ class MemberViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantChil
         return Response(MemberSerializer(membership).data)
 
     def destroy(self, request: Request, tenant_slug: str, username: str) -> Response:
-        services.remove_member(actor=self.actor(), tenant=self.tenant(), membership=self.get_object())
+        members.remove_member(actor=self.actor(), tenant=self.tenant(), membership=self.get_object())
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -207,7 +209,7 @@ class QuotaViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantChild
         )
 
     def _set(self, gpu_class: GpuClass, data: dict[str, Any]) -> Response:
-        quota, created = services.set_quota(
+        quota, created = quotas.set_quota(
             actor=self.actor(),
             tenant=self.tenant(),
             gpu_class=gpu_class,
@@ -235,7 +237,7 @@ class QuotaViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantChild
         return self._set(gpu_class_named(gpu_class), serializer.validated_data)
 
     def destroy(self, request: Request, tenant_slug: str, gpu_class: str) -> Response:
-        services.remove_quota(actor=self.actor(), quota=self.get_object())
+        quotas.remove_quota(actor=self.actor(), quota=self.get_object())
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 

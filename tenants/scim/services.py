@@ -20,8 +20,10 @@ from django.utils import timezone
 from core import audit
 from core.audit import Actor
 from gpucloud.errors import Conflict, PermissionDenied, ValidationFailed
-from tenants import services, sso, users
+from tenants import sso, users
 from tenants.models import ScimGroup, ScimUser
+from tenants.services import platform_admins
+from tenants.services.members import sync_sso_memberships
 
 User = get_user_model()
 USERNAME = re.compile(r"^[\w.@+-]{1,150}$")
@@ -160,8 +162,8 @@ def delete_user(*, actor: Actor, row: ScimUser) -> None:
     for identity in user.identities.all():
         identity.groups = []
         identity.save(update_fields=["groups"])
-    services.sync_sso_memberships(actor=actor, user=user, grants={})
-    services.set_platform_admin(actor=actor, user=user, admin=False)
+    sync_sso_memberships(actor=actor, user=user, grants={})
+    platform_admins.set_platform_admin(actor=actor, user=user, admin=False)
     audit.record(actor, "user.delete", object_type="user", object_id=user.username, before=before)
 
 

@@ -13,13 +13,13 @@ from core.models import AuditEvent
 from fleet.models import Gpu, GpuClass
 from health import services as health
 from health.models import HealthEvent
-from tenants import services
+from tenants.services import lifecycle, quotas, sleep
 
 
 def quota_changed(people) -> AuditEvent:
     admin, h200 = Actor.of(people["admin"]), GpuClass.objects.get(name="h200-141gb")
-    services.set_quota(actor=admin, tenant=people["a"], gpu_class=h200, guaranteed=8, burst=4)
-    services.set_quota(actor=admin, tenant=people["a"], gpu_class=h200, guaranteed=8, burst=6)
+    quotas.set_quota(actor=admin, tenant=people["a"], gpu_class=h200, guaranteed=8, burst=4)
+    quotas.set_quota(actor=admin, tenant=people["a"], gpu_class=h200, guaranteed=8, burst=6)
     return AuditEvent.objects.filter(action="quota.set").latest("id")
 
 
@@ -71,7 +71,7 @@ def test_the_tenant_audit_page_shows_before_and_after_not_python_dicts(client, p
 
 
 def test_the_platform_audit_log_shows_changes_too(client, people):
-    services.update_tenant(actor=Actor.of(people["alice"]), tenant=people["a"], display_name="Team A")
+    lifecycle.update_tenant(actor=Actor.of(people["alice"]), tenant=people["a"], display_name="Team A")
     client.force_login(people["admin"])
     page = client.get("/audit/", {"action": "tenant.update"}).content.decode()
     assert cell_texts(page) == ["display_name: tenant-a → Team A"]
@@ -87,9 +87,7 @@ def test_a_budget_change_names_only_what_changed(people):
 
 def test_idling_issuing_and_quarantine_record_the_state_before(people, demo_fleet):
     admin = Actor.of(people["admin"])
-    services.flag_idle(
-        actor=Actor.system("idle"), tenant=people["a"], since=datetime(2026, 11, 2, tzinfo=UTC)
-    )
+    sleep.flag_idle(actor=Actor.system("idle"), tenant=people["a"], since=datetime(2026, 11, 2, tzinfo=UTC))
     idle = AuditEvent.objects.get(action="tenant.idle")
     assert idle.changes() == [{"field": "idle_since", "before": None, "after": "2026-11-02T00:00:00+00:00"}]
 

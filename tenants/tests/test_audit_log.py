@@ -9,7 +9,7 @@ from django.db import DatabaseError, connection, transaction
 from core.audit import Actor, record_download
 from core.models import AuditEvent
 from gpucloud.observability import RequestContext, reset_context, set_context
-from tenants import services
+from tenants.services import lifecycle
 
 needs_postgres = pytest.mark.skipif(
     connection.vendor != "postgresql", reason="the append-only trigger is PostgreSQL's (tests run on it)"
@@ -32,7 +32,7 @@ def test_the_database_refuses_to_update_or_delete_an_audit_row(people):
 
 def test_deleting_a_user_keeps_their_audit_rows(people):
     charlie = people["charlie"]
-    services.update_tenant(actor=Actor.of(charlie), tenant=people["b"], display_name="B!")
+    lifecycle.update_tenant(actor=Actor.of(charlie), tenant=people["b"], display_name="B!")
     charlie.delete()
 
     row = AuditEvent.objects.get(action="tenant.update", tenant=people["b"])
@@ -53,7 +53,7 @@ def test_a_download_is_recorded_with_address_and_user_agent(people):
 
 def test_the_audit_list_filters_by_tenant_actor_action_and_time(api, people):
     client = api(people["admin"])
-    services.update_tenant(actor=Actor.of(people["alice"]), tenant=people["a"], display_name="Renamed")
+    lifecycle.update_tenant(actor=Actor.of(people["alice"]), tenant=people["a"], display_name="Renamed")
 
     by_actor = client.get("/api/v1/audit-events/", {"actor": "alice", "action": "tenant.update"}).json()
     assert [e["tenant"] for e in by_actor["results"]] == ["tenant-a"]

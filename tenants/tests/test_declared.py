@@ -11,8 +11,8 @@ from fleet.models import GpuClass
 from gitops import services as gitops
 from gitops.models import GitSource
 from gitops.tests.gitrepos import Repo, declare_tenant
-from tenants import services
 from tenants.models import Tenant
+from tenants.services import quotas
 
 CONSOLE = Actor.console("test")
 VISION = """\
@@ -115,9 +115,9 @@ def test_a_service_call_carries_its_source_and_only_the_declaring_one_passes(vis
     for source in ("", "api:admin", "gitops:other"):
         actor = Actor(user=admin, label="admin", source=source)
         with pytest.raises(ManagedBySource):
-            services.set_quota(actor=actor, tenant=vision, gpu_class=h200, guaranteed=4)
+            quotas.set_quota(actor=actor, tenant=vision, gpu_class=h200, guaranteed=4)
 
-    services.set_quota(
+    quotas.set_quota(
         actor=Actor(user=None, label="system:gitops:platform", operator=True, source="gitops:platform"),
         tenant=vision,
         gpu_class=h200,

@@ -6,8 +6,9 @@ from django.contrib.auth.models import User
 from core.audit import Actor
 from core.models import AuditEvent
 from gpucloud.errors import PermissionDenied, ValidationFailed
-from tenants import invitations, services
+from tenants import invitations
 from tenants.models import Invitation, Membership
+from tenants.services import members
 
 
 def test_inviting_someone_with_an_account_adds_them_at_once_by_e_mail(people):
@@ -52,7 +53,7 @@ def test_invitations_follow_the_role_rules_of_members(people):
         invitations.invite(
             actor=Actor.of(people["bob"]), tenant=tenant, login="ivan@example.com", role="viewer"
         )
-    services.add_member(actor=Actor.of(people["admin"]), tenant=tenant, username="charlie", role="admin")
+    members.add_member(actor=Actor.of(people["admin"]), tenant=tenant, username="charlie", role="admin")
     with pytest.raises(PermissionDenied, match="owner"):
         invitations.invite(
             actor=Actor.of(people["charlie"]), tenant=tenant, login="ivan@example.com", role="owner"

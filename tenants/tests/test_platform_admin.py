@@ -10,8 +10,8 @@ from django.core.management import call_command
 from core.audit import Actor
 from core.models import AuditEvent
 from gpucloud.errors import PermissionDenied
-from tenants import services
 from tenants.selectors import visible_tenants
+from tenants.services import platform_admins
 
 
 def test_the_console_names_a_platform_administrator_and_the_audit_log_says_so(people):
@@ -35,4 +35,4 @@ def test_the_console_names_a_platform_administrator_and_the_audit_log_says_so(pe
 
 def test_a_tenant_owner_cannot_make_anyone_a_platform_administrator(people):
     with pytest.raises(PermissionDenied, match="needs a platform administrator"):
-        services.set_platform_admin(actor=Actor.of(people["alice"]), user=people["bob"], admin=True)
+        platform_admins.set_platform_admin(actor=Actor.of(people["alice"]), user=people["bob"], admin=True)

@@ -10,7 +10,7 @@ import pytest
 
 from billing.services import invoicing
 from core.audit import Actor
-from tenants import services
+from tenants.services import members
 
 USAGE = "billing.view needs one of these roles in tenant tenant-a: admin, billing, owner"
 AUDIT = "audit.view needs one of these roles in tenant tenant-a: admin, owner"
@@ -20,7 +20,7 @@ AUDIT = "audit.view needs one of these roles in tenant tenant-a: admin, owner"
 def mia(people, make_user):
     """A member (the role that runs workloads) of tenant A, and nothing else."""
     user = make_user("mia")
-    services.add_member(actor=Actor.of(people["admin"]), tenant=people["a"], username="mia", role="member")
+    members.add_member(actor=Actor.of(people["admin"]), tenant=people["a"], username="mia", role="member")
     return user
 
 
@@ -80,7 +80,7 @@ def test_another_tenant_stays_not_found_through_both_doors(api, client, people):
 
 def test_a_member_of_one_tenant_and_billing_of_another_is_told_which_tenant_refuses(api, people, mia):
     admin = Actor.of(people["admin"])
-    services.add_member(actor=admin, tenant=people["b"], username="mia", role="billing")
+    members.add_member(actor=admin, tenant=people["b"], username="mia", role="billing")
     invoice = invoicing.draft_invoice(actor=admin, tenant=people["a"], year=2026, month=11)
     other = invoicing.draft_invoice(actor=admin, tenant=people["b"], year=2026, month=11)
 

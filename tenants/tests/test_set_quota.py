@@ -6,9 +6,9 @@ from core.audit import Actor
 from core.models import AuditEvent
 from fleet.models import Gpu, GpuClass
 from gpucloud.errors import CapacityExceeded, Conflict, PermissionDenied, ValidationFailed
-from tenants import services
 from tenants.capacity import capacity_of
 from tenants.models import Quota, Tenant
+from tenants.services import quotas
 
 
 def h200(name="h200-141gb"):
@@ -16,7 +16,7 @@ def h200(name="h200-141gb"):
 
 
 def set_quota(admin, tenant, gpu_class, guaranteed, **kwargs):
-    return services.set_quota(
+    return quotas.set_quota(
         actor=Actor.of(admin), tenant=tenant, gpu_class=gpu_class, guaranteed=guaranteed, **kwargs
     )
 
@@ -123,7 +123,7 @@ def test_tenant_owners_cannot_grant_themselves_quota(people):
 def test_removing_a_quota_frees_its_guarantee(admin, make_tenant, demo_fleet):
     tenant = make_tenant("vision")
     quota, _ = set_quota(admin, tenant, h200(), 10)
-    services.remove_quota(actor=Actor.of(admin), quota=quota)
+    quotas.remove_quota(actor=Actor.of(admin), quota=quota)
 
     assert capacity_of(h200(), demo_fleet).available == 64
     assert AuditEvent.objects.get(action="quota.remove").before["guaranteed"] == 10

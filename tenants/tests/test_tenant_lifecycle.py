@@ -3,8 +3,8 @@ import pytest
 from core.audit import Actor
 from core.models import AuditEvent
 from gpucloud.errors import Conflict, PermissionDenied
-from tenants import services
 from tenants.models import Tenant
+from tenants.services import lifecycle
 
 
 def _set_state(tenant, state):
@@ -16,11 +16,11 @@ def test_a_ready_tenant_can_be_suspended_and_resumed(admin, make_tenant):
     tenant = make_tenant("vision")
     _set_state(tenant, Tenant.State.READY)
 
-    suspended = services.suspend_tenant(actor=Actor.of(admin), tenant=tenant)
+    suspended = lifecycle.suspend_tenant(actor=Actor.of(admin), tenant=tenant)
     assert suspended.state == Tenant.State.SUSPENDED
     assert suspended.desired == "suspended"
 
-    resumed = services.resume_tenant(actor=Actor.of(admin), tenant=suspended)
+    resumed = lifecycle.resume_tenant(actor=Actor.of(admin), tenant=suspended)
     assert resumed.state == Tenant.State.PROVISIONING
     assert resumed.desired == "running"
     assert list(AuditEvent.objects.filter(tenant=tenant).values_list("action", flat=True)) == [
@@ -35,7 +35,7 @@ def test_resuming_a_deleted_tenant_is_refused_with_the_allowed_transitions(admin
     _set_state(tenant, Tenant.State.DELETED)
 
     with pytest.raises(Conflict, match="is deleted; only a suspended or failed tenant can be resumed"):
-        services.resume_tenant(actor=Actor.of(admin), tenant=tenant)
+        lifecycle.resume_tenant(actor=Actor.of(admin), tenant=tenant)
     tenant.refresh_from_db()
     assert tenant.state == Tenant.State.DELETED
 
@@ -43,21 +43,21 @@ def test_resuming_a_deleted_tenant_is_refused_with_the_allowed_transitions(admin
 def test_suspending_a_pending_tenant_is_refused(admin, make_tenant):
     tenant = make_tenant("vision")
     with pytest.raises(Conflict, match="from pending it can become: deleting, failed, provisioning"):
-        services.suspend_tenant(actor=Actor.of(admin), tenant=tenant)
+        lifecycle.suspend_tenant(actor=Actor.of(admin), tenant=tenant)
 
 
 def test_a_failed_tenant_is_retried_by_resume(admin, make_tenant):
     tenant = make_tenant("vision")
     _set_state(tenant, Tenant.State.FAILED)
 
-    assert services.resume_tenant(actor=Actor.of(admin), tenant=tenant).state == Tenant.State.PENDING
+    assert lifecycle.resume_tenant(actor=Actor.of(admin), tenant=tenant).state == Tenant.State.PENDING
 
 
 def test_deleting_starts_deletion_and_needs_an_owner(people):
     with pytest.raises(PermissionDenied):
-        services.delete_tenant(actor=Actor.of(people["bob"]), tenant=people["a"])
+        lifecycle.delete_tenant(actor=Actor.of(people["bob"]), tenant=people["a"])
 
-    tenant = services.delete_tenant(actor=Actor.of(people["alice"]), tenant=people["a"])
+    tenant = lifecycle.delete_tenant(actor=Actor.of(people["alice"]), tenant=people["a"])
     assert tenant.state == Tenant.State.DELETING
     assert tenant.desired == "absent"
 
@@ -65,13 +65,13 @@ def test_deleting_starts_deletion_and_needs_an_owner(people):
 def test_a_viewer_cannot_suspend(people):
     _set_state(people["a"], Tenant.State.READY)
     with pytest.raises(PermissionDenied, match="admin, owner"):
-        services.suspend_tenant(actor=Actor.of(people["bob"]), tenant=people["a"])
+        lifecycle.suspend_tenant(actor=Actor.of(people["bob"]), tenant=people["a"])
 
 
 def test_renaming_writes_nothing_when_nothing_changes(admin, make_tenant):
     tenant = make_tenant("vision", display_name="Vision")
-    services.update_tenant(actor=Actor.of(admin), tenant=tenant, display_name="Vision")
+    lifecycle.update_tenant(actor=Actor.of(admin), tenant=tenant, display_name="Vision")
     assert AuditEvent.objects.filter(action="tenant.update").count() == 0
 
-    services.update_tenant(actor=Actor.of(admin), tenant=tenant, display_name="Vision team")
+    lifecycle.update_tenant(actor=Actor.of(admin), tenant=tenant, display_name="Vision team")
     assert AuditEvent.objects.get(action="tenant.update").before["display_name"] == "Vision"

@@ -7,17 +7,15 @@ import pytest
 from core.audit import Actor
 from fleet.models import GpuClass
 from gpucloud.errors import Conflict, TierForbidsClass
-from tenants import services
 from tenants.models import Quota, Tenant
+from tenants.services import lifecycle, quotas
 
 WHOLE, MIG, SHARED = "h200-141gb", "h200-141gb.mig-1g.18gb", "h200-141gb.shared"
 
 
 def set_quota(admin, tenant, name, guaranteed=1):
     gpu_class = GpuClass.objects.get(name=name)
-    return services.set_quota(
-        actor=Actor.of(admin), tenant=tenant, gpu_class=gpu_class, guaranteed=guaranteed
-    )
+    return quotas.set_quota(actor=Actor.of(admin), tenant=tenant, gpu_class=gpu_class, guaranteed=guaranteed)
 
 
 @pytest.mark.parametrize(
@@ -63,16 +61,16 @@ def test_a_tier_cannot_drop_below_the_quotas_the_tenant_holds(admin, make_tenant
     as_admin = Actor.of(admin)
 
     with pytest.raises(Conflict) as refusal:
-        services.update_tenant(actor=as_admin, tenant=tenant, trust_tier="isolated")
+        lifecycle.update_tenant(actor=as_admin, tenant=tenant, trust_tier="isolated")
     assert refusal.value.extra["quotas"] == [MIG, SHARED]
     assert "remove those quotas first" in refusal.value.detail
     with pytest.raises(Conflict):
-        services.update_tenant(actor=as_admin, tenant=tenant, trust_tier="standard")
+        lifecycle.update_tenant(actor=as_admin, tenant=tenant, trust_tier="standard")
     assert Tenant.objects.get(pk=tenant.pk).trust_tier == "trusted"
 
-    services.remove_quota(actor=as_admin, quota=shared)
+    quotas.remove_quota(actor=as_admin, quota=shared)
     assert (
-        services.update_tenant(actor=as_admin, tenant=tenant, trust_tier="standard").trust_tier == "standard"
+        lifecycle.update_tenant(actor=as_admin, tenant=tenant, trust_tier="standard").trust_tier == "standard"
     )
 
 

@@ -10,7 +10,7 @@ import pytest
 from billing.models import Invoice, InvoiceLine, RateCard
 from core.audit import Actor
 from core.models import AuditEvent
-from tenants import services
+from tenants.services import lifecycle
 from terraform_provider.tests.conftest import PROVIDER, Terraform
 
 pytestmark = pytest.mark.worker
@@ -32,7 +32,7 @@ CARDS = (
 
 def issued_with(card: RateCard) -> None:
     """January's invoice of a tenant, issued, with a line at the card's prices."""
-    tenant = services.create_tenant(actor=Actor.console("tests"), slug="acme")
+    tenant = lifecycle.create_tenant(actor=Actor.console("tests"), slug="acme")
     invoice = Invoice.objects.create(
         tenant=tenant, period_start=datetime(2026, 1, 1, tzinfo=UTC),
         period_end=datetime(2026, 2, 1, tzinfo=UTC), state=Invoice.State.ISSUED, trust_tier="standard",

@@ -6,7 +6,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from core.audit import Actor
-from tenants import services
+from tenants.services import platform_admins
 
 
 class Command(BaseCommand):
@@ -23,7 +23,7 @@ class Command(BaseCommand):
         user = get_user_model().objects.filter(username=username).first()
         if user is None:
             raise CommandError(f"there is no user called {username!r}")
-        changed = services.set_platform_admin(
+        changed = platform_admins.set_platform_admin(
             actor=Actor.console("platform_admin"), user=user, admin=not revoke
         )
         state = "no longer" if revoke else "now"

@@ -8,9 +8,10 @@ from django.contrib.auth.models import User
 
 from core.audit import Actor
 from core.models import AuditEvent
-from tenants import services, sso
+from tenants import sso
 from tenants.models import Identity, Membership, Tenant
 from tenants.scim.tests.helpers import GROUP_SCHEMA
+from tenants.services import members
 
 
 def roles(username):
@@ -64,7 +65,7 @@ def test_renaming_or_deleting_a_group_moves_or_removes_what_it_gave(scim, team):
 
 
 def test_an_admin_group_makes_platform_administrators_and_hand_granted_roles_stay(scim, team, admin):
-    services.add_member(
+    members.add_member(
         actor=Actor.of(admin),
         tenant=Tenant.objects.get(slug="speech"),
         username="ada",
