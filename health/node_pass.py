@@ -17,7 +17,9 @@ from django.utils import timezone
 
 from fleet.clients import api_client_of
 from fleet.models import HostCluster
+from fleet.selectors import quarantined_gpu_indexes
 from gpucloud.locks import exclusive
+from health import selectors
 from health import services as health
 from health.node_driver import NodeHealthDriver
 
@@ -51,8 +53,8 @@ def health_pass(host_cluster: HostCluster) -> HealthPass:
             outcome.released = health.release_clean(host_cluster, now)
             result = driver.apply(
                 nodes,
-                health.quarantined_nodes(host_cluster),
-                health.quarantined_gpus(host_cluster),
+                selectors.quarantined_nodes(host_cluster),
+                quarantined_gpu_indexes(host_cluster),
                 drain=settings.HEALTH_DRAIN,
             )
         finally:
