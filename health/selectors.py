@@ -24,28 +24,30 @@ from health.models import HealthEvent, Quarantine
 
 
 @dataclass(frozen=True)
-class Out:
-    """A GPU out of service: since when, and the event that took it (or its node) out."""
+class QuarantinedGpu:
+    """A GPU quarantined now, itself or with its node: since when, and the event that took it (or its node)
+    out."""
 
     since: datetime
     event_id: int | None
 
 
-def out_of_service(host_cluster: HostCluster) -> dict[str, Out]:
-    """Every GPU of the host cluster quarantined now (itself or with its node), by UUID."""
-    out: dict[str, Out] = {}
+def quarantined_by_uuid(host_cluster: HostCluster) -> dict[str, QuarantinedGpu]:
+    """Every GPU of the host cluster quarantined now (itself or with its node), by UUID; when both are, the
+    older quarantine counts."""
+    out: dict[str, QuarantinedGpu] = {}
     open_q = Quarantine.objects.filter(node__host_cluster=host_cluster, released_at__isnull=True)
     whole: dict[int, Quarantine] = {}
     for q in open_q.select_related("gpu"):
         if q.gpu is not None:
-            out[q.gpu.uuid] = Out(q.started_at, q.event_id)
+            out[q.gpu.uuid] = QuarantinedGpu(q.started_at, q.event_id)
         else:
             whole[q.node_id] = q
     if whole:
         for gpu_uuid, node_id in Gpu.objects.filter(node_id__in=whole).values_list("uuid", "node_id"):
             q = whole[node_id]
             if gpu_uuid not in out or q.started_at < out[gpu_uuid].since:
-                out[gpu_uuid] = Out(q.started_at, q.event_id)
+                out[gpu_uuid] = QuarantinedGpu(q.started_at, q.event_id)
     return out
 
 
@@ -56,24 +58,28 @@ def quarantined_nodes(host_cluster: HostCluster) -> dict[str, str]:
 
 
 @dataclass(frozen=True)
-class ModelOut:
-    """One GPU model across the fleet: its GPUs and how many are out (quarantined, or their node is)."""
+class ModelQuarantineShare:
+    """One GPU model across the fleet: its GPUs, how many are quarantined (themselves, or their node is), and
+    the share that is."""
 
     model: str
     gpus: int
-    out: int
+    quarantined: int
 
     @property
     def share(self) -> float:
-        return self.out / self.gpus if self.gpus else 0.0
+        return self.quarantined / self.gpus if self.gpus else 0.0
 
 
-def models_out() -> list[ModelOut]:
-    """Per GPU model: GPUs, and GPUs out (quarantined or on a quarantined node)."""
+def quarantine_share_by_model() -> list[ModelQuarantineShare]:
+    """Per GPU model across the fleet: GPUs, and GPUs quarantined (`fleet.selectors.QUARANTINED`)."""
     rows = Gpu.objects.values("gpu_model__slug").annotate(
-        total=Count("id"), out=Count("id", filter=QUARANTINED)
+        total=Count("id"), quarantined=Count("id", filter=QUARANTINED)
     )
-    return [ModelOut(r["gpu_model__slug"], r["total"], r["out"]) for r in rows.order_by("gpu_model__slug")]
+    return [
+        ModelQuarantineShare(r["gpu_model__slug"], r["total"], r["quarantined"])
+        for r in rows.order_by("gpu_model__slug")
+    ]
 
 
 def nodes_view(host_cluster: HostCluster) -> list[dict[str, Any]]:
@@ -152,7 +158,9 @@ def _node_view(
     }
 
 
-def out_by_model(host_cluster: HostCluster | None = None) -> dict[tuple[str, str], dict[str, int]]:
+def quarantine_reasons_by_model(
+    host_cluster: HostCluster | None = None,
+) -> dict[tuple[str, str], dict[str, int]]:
     """GPUs out now per (host cluster, GPU model), counted by the reason they are out (for capacity)."""
     rows = Quarantine.objects.filter(released_at=None)
     if host_cluster is not None:

@@ -41,7 +41,7 @@ from fleet.models import Gpu, HostCluster, Node, placeholder_uuid
 from gpucloud.celery import HEALTH_NOTIFY, HEALTH_PASS, enqueue
 from gpucloud.errors import Conflict, PermissionDenied
 from health.models import HealthEvent, Quarantine
-from health.selectors import Out, models_out, out_of_service
+from health.selectors import QuarantinedGpu, quarantine_share_by_model, quarantined_by_uuid
 
 log = logging.getLogger(__name__)
 SYSTEM = Actor.system("health")
@@ -78,7 +78,9 @@ def rules() -> Rules:
 # --- DCGM rounds ----------------------------------------------------------------------------------------
 
 
-def observe_round(host_cluster: HostCluster, at: datetime, scrapes: Sequence[NodeScrape]) -> dict[str, Out]:
+def observe_round(
+    host_cluster: HostCluster, at: datetime, scrapes: Sequence[NodeScrape]
+) -> dict[str, QuarantinedGpu]:
     """Judge one collection round: adopt real UUIDs, open, update and close events, quarantine and release.
 
     Runs in the caller's transaction (the ingest of the round). Returns every GPU of the host cluster out of
@@ -102,7 +104,7 @@ def observe_round(host_cluster: HostCluster, at: datetime, scrapes: Sequence[Nod
     if found or _anything_open(host_cluster):
         _record(host_cluster, at, found, nodes, sources=[HealthEvent.Source.DCGM], signals=DCGM_SIGNALS)
         release_clean(host_cluster, at, nodes=nodes)
-    return out_of_service(host_cluster)
+    return quarantined_by_uuid(host_cluster)
 
 
 def _telling(scrape: NodeScrape, judge: Rules) -> bool:
@@ -432,7 +434,7 @@ def notify(quarantine_id: int) -> dict[str, Any] | None:
     if q is None:
         return None
     target = f"GPU {q.gpu.index} ({q.gpu.uuid}) of node {q.node.name}" if q.gpu else f"node {q.node.name}"
-    over = [m for m in models_out() if m.share > settings.HEALTH_ALERT_SHARE]
+    over = [m for m in quarantine_share_by_model() if m.share > settings.HEALTH_ALERT_SHARE]
     message: dict[str, Any] = {
         "kind": "gpucloud.health.quarantine",
         "host_cluster": q.node.host_cluster.name,
@@ -442,11 +444,14 @@ def notify(quarantine_id: int) -> dict[str, Any] | None:
         "event": q.event.public_id if q.event else None,
         "message": q.event.message if q.event else "",
         "started_at": q.started_at.isoformat(),
-        "models_over_threshold": [{"model": m.model, "gpus": m.gpus, "out": m.out} for m in over],
+        "models_over_threshold": [{"model": m.model, "gpus": m.gpus, "out": m.quarantined} for m in over],
     }
     subject = f"[gpucloud] quarantined: {target} on {q.node.host_cluster.name} ({q.reason})"
     lines = [subject, "", message["message"]]
-    lines += [f"{m.model}: {m.out} of {m.gpus} GPUs out ({m.share:.0%}), above the alert share" for m in over]
+    lines += [
+        f"{m.model}: {m.quarantined} of {m.gpus} GPUs out ({m.share:.0%}), above the alert share"
+        for m in over
+    ]
     _send(message, subject, "\n".join(lines))
     return message
 

@@ -478,7 +478,7 @@ def capacity_rows(host_cluster: HostCluster | None = None) -> list[dict[str, obj
     models = fleet_models(host_cluster)
     classes = list(GpuClass.objects.select_related("gpu_model"))
     figures = {m.host_cluster.name: class_figures([m], classes) for m in models}
-    out = health.out_by_model(host_cluster)
+    out = health.quarantine_reasons_by_model(host_cluster)
     return [
         {
             **asdict(row),

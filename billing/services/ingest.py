@@ -34,7 +34,7 @@ from fleet import catalog
 from fleet.health_rules import COUNTERS
 from fleet.models import HostCluster, Node
 from health import services as health
-from health.selectors import Out
+from health.selectors import QuarantinedGpu
 from tenants.models import TenantCluster
 
 log = logging.getLogger(__name__)
@@ -176,7 +176,7 @@ class _RoundWriter:
 
     def _judge_health(
         self, at: datetime, parsed: Mapping[str, tuple[str | bytes, dcgm.ParseResult]]
-    ) -> dict[str, Out]:
+    ) -> dict[str, QuarantinedGpu]:
         """The round's health signals, judged before any of its samples is billed (`health.services`)."""
         scrapes = []
         for node, (body, result) in parsed.items():
@@ -215,7 +215,9 @@ class _RoundWriter:
             scrapes.append(health.NodeScrape(node, seen, fields, previous, elapsed, expected))
         return health.observe_round(self.host_cluster, at, scrapes)
 
-    def _integrate(self, node: str, at: datetime, result: dcgm.ParseResult, out: Mapping[str, Out]) -> None:
+    def _integrate(
+        self, node: str, at: datetime, result: dcgm.ParseResult, out: Mapping[str, QuarantinedGpu]
+    ) -> None:
         record = self.records[(node, at)]
         integrator = self._integrator(node)
         if self.facts.hami_allocations is not None:
@@ -241,7 +243,7 @@ class _RoundWriter:
                 cell.util_gpu_seconds += usage.util_gpu_seconds
                 cell.joules += usage.joules
 
-    def _credits(self, node: str, integrator: metering.Integrator, out: Mapping[str, Out]) -> None:
+    def _credits(self, node: str, integrator: metering.Integrator, out: Mapping[str, QuarantinedGpu]) -> None:
         """Credits for the pods a GPU's fault caught: from the device's last clean sample (the integrator
         keeps it, as no later sample was taken) to the pod's end when the cluster knows it, else to the
         quarantine; capped. The unique row makes a retried or replayed round add none."""
