@@ -1,4 +1,5 @@
-"""Reads of usage: hourly sums of the ledger by tenant, GPU class and time bucket, scoped to the caller."""
+"""Reads of usage: hourly sums of the ledger by tenant, GPU class and time bucket, scoped to the caller;
+and the health events tenants were credited for."""
 
 from __future__ import annotations
 
@@ -8,10 +9,16 @@ from typing import Any
 from django.db.models import F, Q, QuerySet, Sum
 from django.db.models.functions import TruncDay
 
-from billing.models import UsageHour
+from billing.models import HealthCredit, UsageHour
 from tenants.models import Tenant
 
 GROUPS = ("gpu_class", "day", "hour")
+
+
+def credited_events(tenants: QuerySet[Tenant]) -> QuerySet[Any]:
+    """The ids of the health events that cost these tenants time: those they were credited for. What someone
+    other than a platform administrator sees of `/api/v1/health-events/` (`health.api.views`)."""
+    return HealthCredit.objects.filter(tenant__in=tenants).values("event_id")
 
 
 def usage(
