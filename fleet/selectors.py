@@ -3,9 +3,9 @@
 What is out of service is read here, from the fleet's flags (`Gpu.health`, `Node.state`), and nowhere else:
 `fleet` sits below `tenants`, so quota admission and capacity (`tenants.capacity`), the GPU pass
 (`clusters.partitions.gpu_pass`) and the health app's own counts all use the same rule. The health app is the
-one writer of the flags (`health.services`), in the transaction that opens or releases a `Quarantine`, so the
-flags and the open quarantines agree; what only the rows know (why, since when, which event) is read in
-`health.selectors`, which builds on the predicates below.
+one writer of the flags (`health.services.quarantines`), in the transaction that opens or releases a
+`Quarantine`, so the flags and the open quarantines agree; what only the rows know (why, since when, which
+event) is read in `health.selectors`, which builds on the predicates below.
 
 - `IN_SERVICE`: a GPU that takes work: healthy, on a node that is ready (not cordoned, not quarantined).
 - `QUARANTINED`: a GPU out for its health: quarantined itself or with its node (a cordoned node's GPUs are

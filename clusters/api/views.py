@@ -25,7 +25,7 @@ from core.permissions import is_platform_admin
 from fleet.models import HostCluster, Node
 from gpucloud.errors import PermissionDenied, ValidationFailed
 from health import selectors as health_reads
-from health import services as health
+from health.services import quarantines
 from tenants.api.viewsets import BaseViewSet
 
 
@@ -88,7 +88,9 @@ class HostClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseV
             if gpu is None:
                 indices = ", ".join(str(i) for i in target.gpus.values_list("index", flat=True))
                 raise ValidationFailed.on("gpu", f"node {node} has no GPU {index}; its GPUs: {indices}")
-        health.release(actor=self.actor(), node=target, gpu=gpu, reason=serializer.validated_data["reason"])
+        quarantines.release(
+            actor=self.actor(), node=target, gpu=gpu, reason=serializer.validated_data["reason"]
+        )
         view = next(n for n in health_reads.nodes_view(host_cluster) if n["name"] == node)
         return Response(FleetNodeSerializer(view).data)
 

@@ -1,17 +1,15 @@
-"""GPU and node health: events from DCGM rounds and node conditions, the quarantines they lead to, release.
+"""Observe: events from DCGM rounds and node conditions, and the quarantines the fatal ones lead to.
 
-The one writer of `HealthEvent` and `Quarantine` rows and of the fleet's health flags (`Gpu.health`,
-`Node.state` quarantined). Metering calls `observe_round` inside its collection round, before it integrates
-the round, so a fatal reading takes the GPU out (and out of billing) in the very round that showed it; the
-health pass of `workers` calls `observe_nodes` with the node conditions its driver lists, and `release_clean`.
-The rules are `fleet.health_rules`; `docs/health.md` says it all in prose.
+The one writer of `HealthEvent` rows. Metering calls `observe_dcgm` inside its collection round, before it
+integrates the round, so a fatal reading takes the GPU out (and out of billing) in the very round that showed
+it; the health pass (`health.node_pass`) calls `observe_nodes` with the node conditions its driver lists.
+Taking out and bringing back is `health.services.quarantines`; the rules are `fleet.health_rules`;
+`docs/health.md` says it all in prose.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import urllib.request
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
@@ -20,15 +18,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
-from django.core.mail import send_mail
 from django.db import transaction
-from django.db.models import Max
-from django.utils import timezone
 
 from core import audit
-from core.audit import Actor
 from fleet.health_rules import (
+    COUNTERS,
     DCGM_SIGNALS,
     FATAL,
     Finding,
@@ -38,14 +32,11 @@ from fleet.health_rules import (
     node_findings,
 )
 from fleet.models import Gpu, HostCluster, Node, placeholder_uuid
-from gpucloud.celery import HEALTH_NOTIFY, HEALTH_PASS, enqueue
-from gpucloud.errors import Conflict, PermissionDenied
 from health.models import HealthEvent, Quarantine
-from health.selectors import QuarantinedGpu, quarantine_share_by_model, quarantined_by_uuid
+from health.selectors import QuarantinedGpu, quarantined_by_uuid
+from health.services.quarantines import SYSTEM, quarantine, release_clean
 
 log = logging.getLogger(__name__)
-SYSTEM = Actor.system("health")
-MAX_BACKOFF = 16  # the clean window doubles per recent quarantine, up to this many times its length
 
 
 @dataclass(frozen=True)
@@ -76,6 +67,76 @@ def rules() -> Rules:
 
 
 # --- DCGM rounds ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DcgmReading:
+    """One node's DCGM scrape in a round as health reads it: the GPUs it listed as (UUID, index) and their
+    health fields by UUID (`billing.dcgm_health` reads them from the exposition)."""
+
+    node: str
+    seen: frozenset[tuple[str, int | None]]
+    fields: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DcgmVerdict:
+    """What judging a round gave: every GPU of the host cluster quarantined now, by UUID, and per node the
+    memory to keep for its next scrape (`memory`, only for the nodes where it changed)."""
+
+    quarantined: dict[str, QuarantinedGpu]
+    memory: dict[str, dict[str, Any]]
+
+
+def observe_dcgm(
+    host_cluster: HostCluster,
+    at: datetime,
+    readings: Sequence[DcgmReading],
+    memory: Mapping[str, Mapping[str, Any]],
+) -> DcgmVerdict:
+    """Judge one collection round (`observe_round`) from the nodes' readings and what was remembered of each
+    node's previous scrape: its nonzero counters, the GPUs it listed and those missing since. The caller
+    keeps that memory (metering stores it beside the node's metering state, `MeterState.health`) and writes
+    back what the verdict gives. Runs in the caller's transaction."""
+    scrapes = []
+    remembered = {}
+    for reading in readings:
+        scrape, after = _scrape(reading, at, memory.get(reading.node) or {})
+        scrapes.append(scrape)
+        if after is not None:
+            remembered[reading.node] = after
+    return DcgmVerdict(observe_round(host_cluster, at, scrapes), remembered)
+
+
+def _scrape(
+    reading: DcgmReading, at: datetime, before: Mapping[str, Any]
+) -> tuple[NodeScrape, dict[str, Any] | None]:
+    """The scrape to judge, and the node's memory after it (None when unchanged)."""
+    elapsed = at.timestamp() - before["at"] if before.get("at") is not None else None
+    counters = {u: {f: v for f, v in fs.items() if f in COUNTERS and v} for u, fs in reading.fields.items()}
+    listed = {uuid for uuid, _ in reading.seen}
+    # The GPUs this scrape should list: those of the previous scrape a round ago (not after a gap, when
+    # anything may have changed on the node), and those found missing before and not back yet.
+    expected = None
+    if "listed" in before:
+        consecutive = elapsed is not None and elapsed <= settings.METER_MAX_GAP
+        expected = set(before.get("missing", ())) | (set(before["listed"]) if consecutive else set())
+    missing = sorted((expected or set()) - listed)
+    after = {
+        "at": at.timestamp(),
+        "gpus": {u: c for u, c in counters.items() if c},
+        "listed": sorted(listed),
+        "missing": missing,
+    }
+    changed = (
+        after["gpus"]
+        or before.get("gpus")
+        or after["listed"] != before.get("listed")
+        or missing != before.get("missing", [])
+    )
+    previous = before.get("gpus", {})
+    scrape = NodeScrape(reading.node, reading.seen, reading.fields, previous, elapsed, expected)
+    return scrape, after if changed else None  # unchanged zeros and the same GPUs cost no write
 
 
 def observe_round(
@@ -287,194 +348,3 @@ def _move_on(event: HealthEvent, at: datetime, finding: Finding) -> None:
     if finding.quarantine:
         event.severity, event.action = finding.severity, "quarantine"
     event.save(update_fields=["last_seen", "value", "message", "severity", "action", "occurrences"])
-
-
-# --- quarantine and release -----------------------------------------------------------------------------
-
-
-def quarantine(event: HealthEvent, at: datetime) -> Quarantine | None:
-    """Take the event's GPU (a MIG slice's fault is its parent GPU's: DCGM names the parent) or node out of
-    service, unless it is out already; a node whose GPUs are all out goes out whole. Audited."""
-    node = Node.objects.select_for_update().get(pk=event.node_id)
-    gpu = Gpu.objects.select_for_update().get(pk=event.gpu_id) if event.gpu_id else None
-    if Quarantine.objects.filter(node=node, gpu=gpu, released_at__isnull=True).exists():
-        return None
-    reason = Finding(event.signal, event.value, event.severity, True, "", "").reason
-    started = Quarantine.objects.create(node=node, gpu=gpu, event=event, reason=reason, started_at=at)
-    if gpu is not None:
-        gpu.health = Gpu.Health.QUARANTINED
-        gpu.save(update_fields=["health"])
-    else:
-        node.state = Node.State.QUARANTINED
-        node.save(update_fields=["state"])
-    _audit("quarantine", started, {"event": event.public_id, "signal": event.signal, "value": event.value})
-    transaction.on_commit(lambda: enqueue(HEALTH_NOTIFY, started.pk))
-    transaction.on_commit(lambda: enqueue(HEALTH_PASS, node.host_cluster_id))
-    if gpu is not None and not node.gpus.exclude(health=Gpu.Health.QUARANTINED).exists():
-        whole = Quarantine.objects.filter(node=node, gpu=None, released_at__isnull=True).exists()
-        if not whole:
-            _quarantine_node_whole(node, event, at, reason)
-    return started
-
-
-def _quarantine_node_whole(node: Node, event: HealthEvent, at: datetime, reason: str) -> None:
-    started = Quarantine.objects.create(node=node, gpu=None, event=event, reason=reason, started_at=at)
-    if node.state != Node.State.QUARANTINED:
-        node.state = Node.State.QUARANTINED
-        node.save(update_fields=["state"])
-    _audit("quarantine", started, {"event": event.public_id, "why": "every GPU of the node is quarantined"})
-
-
-# What a quarantine and a release change, as the audit log shows it: "state: in service → quarantined".
-STATES = {"quarantine": ("in service", "quarantined"), "release": ("quarantined", "in service")}
-
-
-def _audit(verb: str, q: Quarantine, after: dict[str, str], actor: Actor = SYSTEM) -> None:
-    kind = "gpu" if q.gpu_id else "node"
-    object_id = q.gpu.uuid if q.gpu_id and q.gpu else q.node.name
-    was, now = STATES[verb]
-    after = {
-        "state": now,
-        "host_cluster": q.node.host_cluster.name,
-        "node": q.node.name,
-        "reason": q.reason,
-        **after,
-    }
-    audit.record(
-        actor, f"{kind}.{verb}", object_type=kind, object_id=object_id, before={"state": was}, after=after
-    )
-
-
-def required_clean(q: Quarantine) -> timedelta:
-    """The clean window before `q` comes back by itself: doubled for each quarantine of the same GPU or node
-    within `HEALTH_FLAP_WINDOW` before it, so a flapping part stays out longer each time."""
-    since = q.started_at - timedelta(seconds=settings.HEALTH_FLAP_WINDOW)
-    recent = Quarantine.objects.filter(
-        node=q.node_id, gpu=q.gpu_id, started_at__gte=since, started_at__lte=q.started_at
-    )
-    factor = min(MAX_BACKOFF, 2 ** max(0, recent.count() - 1))
-    return timedelta(seconds=settings.HEALTH_CLEAN_WINDOW * factor)
-
-
-def release_clean(host_cluster: HostCluster, at: datetime, *, nodes: Iterable[Node] | None = None) -> int:
-    """Release what has been clean for its window: GPUs first, then nodes. Returns how many came back."""
-    quarantines = Quarantine.objects.filter(node__host_cluster=host_cluster, released_at__isnull=True)
-    if nodes is not None:
-        quarantines = quarantines.filter(node__in=nodes)
-    released = 0
-    for q in sorted(
-        quarantines.select_related("node", "gpu", "node__host_cluster"), key=lambda q: q.gpu_id is None
-    ):
-        last_fault = _last_fault(q)
-        if last_fault is None or at - last_fault < required_clean(q):
-            continue
-        window = required_clean(q).total_seconds()
-        _release(q, at, SYSTEM, f"clean for {window:g} s")
-        released += 1
-    return released
-
-
-def _last_fault(q: Quarantine) -> datetime | None:
-    """When the target was last seen faulty; None while it still is (an open fatal event, or a node whose
-    GPUs are all out). A node out only because its GPUs were counts from now once one is back."""
-    fatal = HealthEvent.objects.filter(node=q.node_id, severity=HealthEvent.Severity.FATAL)
-    fatal = fatal.filter(gpu=q.gpu_id) if q.gpu_id else fatal.filter(subject="node")
-    if fatal.filter(closed_at__isnull=True).exists():
-        return None
-    if q.gpu_id is None and not q.node.gpus.exclude(health=Gpu.Health.QUARANTINED).exists():
-        return None
-    last = fatal.aggregate(last=Max("last_seen"))["last"]
-    return last or q.started_at
-
-
-def _release(q: Quarantine, at: datetime, actor: Actor, why: str) -> None:
-    q.released_at, q.released_by, q.release_reason = at, actor.label[:150], why[:300]
-    q.save(update_fields=["released_at", "released_by", "release_reason"])
-    if q.gpu_id and q.gpu is not None:
-        q.gpu.health = Gpu.Health.HEALTHY
-        q.gpu.save(update_fields=["health"])
-    elif q.node.state == Node.State.QUARANTINED:
-        q.node.state = Node.State.READY
-        q.node.save(update_fields=["state"])
-    _audit("release", q, {"why": why}, actor)
-    host_cluster_id = q.node.host_cluster_id
-    transaction.on_commit(lambda: enqueue(HEALTH_PASS, host_cluster_id))
-
-
-@transaction.atomic
-def release(*, actor: Actor, node: Node, gpu: Gpu | None = None, reason: str = "") -> Quarantine:
-    """A platform administrator puts a GPU or a node back into service. A signal still reported takes it
-    out again at the next round: release after the repair."""
-    if not actor.is_platform_admin:
-        raise PermissionDenied("quarantined hardware is released by platform administrators only")
-    q = (
-        Quarantine.objects.select_for_update(of=("self",))
-        .select_related("node", "gpu", "node__host_cluster")
-        .filter(node=node, gpu=gpu, released_at__isnull=True)
-        .first()
-    )
-    if q is None:
-        what = f"GPU {gpu.index} of {node.name}" if gpu is not None else f"node {node.name}"
-        raise Conflict(f"{what} is not quarantined")
-    _release(q, timezone.now(), actor, reason or "released by a platform administrator")
-    return q
-
-
-# --- telling the platform administrators ---------------------------------------------------------------
-
-
-def notify(quarantine_id: int) -> dict[str, Any] | None:
-    """Tell the platform administrators (webhook and e-mail) that something was quarantined, and which GPU
-    models have more than `HEALTH_ALERT_SHARE` of their GPUs out. Returns what was sent."""
-    q = (
-        Quarantine.objects.select_related("node__host_cluster", "gpu__gpu_model", "event")
-        .filter(pk=quarantine_id)
-        .first()
-    )
-    if q is None:
-        return None
-    target = f"GPU {q.gpu.index} ({q.gpu.uuid}) of node {q.node.name}" if q.gpu else f"node {q.node.name}"
-    over = [m for m in quarantine_share_by_model() if m.share > settings.HEALTH_ALERT_SHARE]
-    message: dict[str, Any] = {
-        "kind": "gpucloud.health.quarantine",
-        "host_cluster": q.node.host_cluster.name,
-        "node": q.node.name,
-        "gpu": q.gpu.uuid if q.gpu else None,
-        "reason": q.reason,
-        "event": q.event.public_id if q.event else None,
-        "message": q.event.message if q.event else "",
-        "started_at": q.started_at.isoformat(),
-        "models_over_threshold": [{"model": m.model, "gpus": m.gpus, "out": m.quarantined} for m in over],
-    }
-    subject = f"[gpucloud] quarantined: {target} on {q.node.host_cluster.name} ({q.reason})"
-    lines = [subject, "", message["message"]]
-    lines += [
-        f"{m.model}: {m.quarantined} of {m.gpus} GPUs out ({m.share:.0%}), above the alert share"
-        for m in over
-    ]
-    _send(message, subject, "\n".join(lines))
-    return message
-
-
-def _send(message: dict[str, Any], subject: str, body: str) -> None:
-    url = settings.HEALTH_ALERT_WEBHOOK_URL
-    if url:
-        request = urllib.request.Request(
-            url,
-            data=json.dumps(message).encode(),
-            headers={"Content-Type": "application/json"},
-            method="POST",
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=settings.BILLING_WEBHOOK_TIMEOUT):  # operator's URL
-                pass
-        except OSError as exc:
-            log.warning("health webhook failed", extra={"url": url, "error": str(exc)})
-    admins = get_user_model().objects.filter(is_staff=True, is_active=True).exclude(email="")
-    recipients = sorted({*settings.HEALTH_ALERT_EMAILS, *admins.values_list("email", flat=True)})
-    if recipients:
-        sender = settings.BILLING_ALERT_EMAIL_FROM or settings.DEFAULT_FROM_EMAIL
-        try:
-            send_mail(subject, body, sender, recipients)
-        except OSError as exc:
-            log.warning("health e-mail failed", extra={"error": str(exc)})
