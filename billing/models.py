@@ -33,7 +33,7 @@ class MeterState(models.Model):
     node = models.CharField(max_length=253)
     state = models.JSONField(default=dict)
     # The node's DCGM health counters at its last scrape ({uuid: {field: value}}), so a round compares what
-    # rose since (NVLink errors, throttle time): `health.services` reads the difference.
+    # rose since (NVLink errors, throttle time): `health.services.observe` reads the difference.
     health = models.JSONField(default=dict, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 

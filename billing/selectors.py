@@ -1,5 +1,5 @@
 """Reads of billing: hourly sums of the ledger by tenant, GPU class and time bucket, scoped to the caller; a
-tenant's invoices and budget; the rate cards."""
+tenant's invoices and budget; the rate cards; and the health events tenants were credited for."""
 
 from __future__ import annotations
 
@@ -10,10 +10,16 @@ from typing import Any
 from django.db.models import F, Q, QuerySet, Sum
 from django.db.models.functions import TruncDay
 
-from billing.models import Budget, Invoice, RateCard, UsageHour
+from billing.models import Budget, HealthCredit, Invoice, RateCard, UsageHour
 from tenants.models import Tenant
 
 GROUPS = ("gpu_class", "day", "hour")
+
+
+def credited_events(tenants: QuerySet[Tenant]) -> QuerySet[Any]:
+    """The ids of the health events that cost these tenants time: those they were credited for. What someone
+    other than a platform administrator sees of `/api/v1/health-events/` (`health.api.views`)."""
+    return HealthCredit.objects.filter(tenant__in=tenants).values("event_id")
 
 
 def usage(

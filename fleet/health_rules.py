@@ -1,7 +1,7 @@
 """The health rules: what a DCGM reading or a node condition means, and whether it takes hardware out.
 
-Pure (no Django): `health.services` feeds it the readings and the settings (`Rules.from_settings`), and acts
-on the verdicts. The default XID classes follow NVIDIA's XID catalogue ("Resolution Bucket"), as
+Pure (no Django): `health.services.observe` feeds it the readings and the settings (`Rules.from_settings`),
+and acts on the verdicts. The default XID classes follow NVIDIA's XID catalogue ("Resolution Bucket"), as
 `docs/health.md` lists them: application XIDs are ignored, reset-class XIDs and reboot/contact-support XIDs
 are fatal and quarantine the GPU; an XID in no list is a warning unless `HEALTH_XID_UNKNOWN` says fatal.
 """

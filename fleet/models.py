@@ -190,7 +190,8 @@ class Node(models.Model):
 
 
 def placeholder_uuid(host_cluster_id: int, node: str, index: int) -> str:
-    """The UUID a GPU imported from a host cluster has until DCGM shows its real one (`health.services`)."""
+    """The UUID a GPU imported from a host cluster has until DCGM shows its real one
+    (`health.services.observe`)."""
     return f"GPU-{uuid.uuid5(uuid.NAMESPACE_URL, f'gpucloud/{host_cluster_id}/{node}/{index}')}"
 
 

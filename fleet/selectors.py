@@ -1,4 +1,17 @@
-"""Reads of the fleet and what runs on it, for pages and reports."""
+"""Reads of the fleet and what runs on it, for pages and reports, and the one answer to "is this GPU in
+service?".
+
+What is out of service is read here, from the fleet's flags (`Gpu.health`, `Node.state`), and nowhere else:
+`fleet` sits below `tenants`, so quota admission and capacity (`tenants.capacity`), the GPU pass
+(`clusters.partitions.gpu_pass`) and the health app's own counts all use the same rule. The health app is the
+one writer of the flags (`health.services.quarantines`), in the transaction that opens or releases a
+`Quarantine`, so the flags and the open quarantines agree; what only the rows know (why, since when, which
+event) is read in `health.selectors`, which builds on the predicates below.
+
+- `IN_SERVICE`: a GPU that takes work: healthy, on a node that is ready (not cordoned, not quarantined).
+- `QUARANTINED`: a GPU out for its health: quarantined itself or with its node (a cordoned node's GPUs are
+  out of service but not quarantined).
+"""
 
 from __future__ import annotations
 
@@ -7,9 +20,35 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Count, QuerySet
+from django.db.models import Count, Q, QuerySet
 
 from fleet.models import Gpu, GpuClass, GpuModel, HostCluster, Node, SimulatedPod
+
+IN_SERVICE = Q(health=Gpu.Health.HEALTHY, node__state=Node.State.READY)  # on Gpu
+QUARANTINED = Q(health=Gpu.Health.QUARANTINED) | Q(node__state=Node.State.QUARANTINED)  # on Gpu
+
+
+def gpus_out_of_service(host_cluster: HostCluster) -> dict[str, frozenset[int]]:
+    """Indexes of the GPUs out of service (not `IN_SERVICE`) per node name; one query."""
+    out: dict[str, set[int]] = defaultdict(set)
+    rows = Gpu.objects.filter(node__host_cluster=host_cluster).exclude(IN_SERVICE)
+    for name, index in rows.values_list("node__name", "index"):
+        out[name].add(index)
+    return {name: frozenset(indexes) for name, indexes in out.items()}
+
+
+def quarantined_gpu_indexes(host_cluster: HostCluster) -> dict[str, list[int]]:
+    """Indexes of the GPUs quarantined themselves, by node, in order (a node out whole is not listed here)."""
+    rows = Gpu.objects.filter(node__host_cluster=host_cluster, health=Gpu.Health.QUARANTINED)
+    out: dict[str, list[int]] = defaultdict(list)
+    for name, index in rows.order_by("node__name", "index").values_list("node__name", "index"):
+        out[name].append(index)
+    return dict(out)
+
+
+def is_quarantined(health: str, node_state: str) -> bool:
+    """`QUARANTINED` for a GPU already read: its health flag and its node's state."""
+    return health == Gpu.Health.QUARANTINED or node_state == Node.State.QUARANTINED
 
 
 def units_in_use(tenant_ids: Iterable[int]) -> dict[tuple[int, str], int]:
@@ -53,7 +92,7 @@ def gpu_uses(host_cluster: HostCluster) -> dict[str, GpuUse]:
 
 
 def _use(health: str, node_state: str, pods: list[tuple[str, int | None, int, list[Any]]]) -> GpuUse:
-    if health == Gpu.Health.QUARANTINED or node_state == Node.State.QUARANTINED:
+    if is_quarantined(health, node_state):
         return GpuUse("quarantined")
     if not pods:
         return GpuUse("free")

@@ -152,8 +152,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["CONN_MAX_AGE"] = 0
     # What SQLite cannot hold, and why the embedded default does without it: the ledger's covering indexes
     # (W040) only save PostgreSQL a heap read; the one open quarantine per node-wide target (W047, NULLS NOT
-    # DISTINCT) is kept by its writer, `health.services`, which runs under SQLite's one writer at a time
-    # (IMMEDIATE transactions). PostgreSQL, the production database, enforces both.
+    # DISTINCT) is kept by its writer, `health.services.quarantines`, which runs under SQLite's one writer
+    # at a time (IMMEDIATE transactions). PostgreSQL, the production database, enforces both.
     SILENCED_SYSTEM_CHECKS = ["models.W040", "models.W047"]
 # Which gpucloud process this is (`gpucloud web|worker|scheduler|migrate` set it); PostgreSQL shows it in
 # pg_stat_activity.application_name, so an operator sees who holds the connections.

@@ -2,8 +2,9 @@
 
 Level-triggered like the tenant reconciler: every `HEALTH_PASS_INTERVAL` (and right after a quarantine or a
 release, as a shortcut into the same function) it lists the GPU nodes of a Kubernetes host cluster once, hands
-their conditions to `health.services.observe_nodes`, releases what has been clean long enough, and makes
-every node carry the quarantine the database says (`health.node_driver`). On the simulated fleet the
+their conditions to `health.services.observe.observe_nodes`, releases what has been clean long enough
+(`health.services.quarantines`), and makes every node carry the quarantine the database says
+(`health.node_driver`). On the simulated fleet the
 database is the whole truth, so the pass only releases.
 """
 
@@ -17,9 +18,11 @@ from django.utils import timezone
 
 from fleet.clients import api_client_of
 from fleet.models import HostCluster
+from fleet.selectors import quarantined_gpu_indexes
 from gpucloud.locks import exclusive
-from health import services as health
+from health import selectors
 from health.node_driver import NodeHealthDriver
+from health.services import observe, quarantines
 
 log = logging.getLogger(__name__)
 
@@ -41,18 +44,18 @@ def health_pass(host_cluster: HostCluster) -> HealthPass:
     with exclusive(f"health:{host_cluster.pk}"):
         now = timezone.now()
         if host_cluster.driver != HostCluster.Driver.KUBERNETES:
-            outcome.released = health.release_clean(host_cluster, now)
+            outcome.released = quarantines.release_clean(host_cluster, now)
             return outcome
         driver = NodeHealthDriver(api_client_of(host_cluster))
         try:
             nodes = driver.list_nodes()
-            reports = [health.NodeReport(n.name, n.ready, n.conditions) for n in nodes]
-            health.observe_nodes(host_cluster, now, reports)
-            outcome.released = health.release_clean(host_cluster, now)
+            reports = [observe.NodeReport(n.name, n.ready, n.conditions) for n in nodes]
+            observe.observe_nodes(host_cluster, now, reports)
+            outcome.released = quarantines.release_clean(host_cluster, now)
             result = driver.apply(
                 nodes,
-                health.quarantined_nodes(host_cluster),
-                health.quarantined_gpus(host_cluster),
+                selectors.quarantined_nodes(host_cluster),
+                quarantined_gpu_indexes(host_cluster),
                 drain=settings.HEALTH_DRAIN,
             )
         finally:

@@ -9,7 +9,8 @@ from fleet.models import HostCluster
 from gpucloud import celery as names
 from gpucloud.celery import enqueue
 from gpucloud.tasks import task
-from health import node_pass, services
+from health import node_pass
+from health.services import alerts
 
 log = logging.getLogger(__name__)
 
@@ -35,4 +36,4 @@ def health_pass_all() -> None:
 @task(names.HEALTH_NOTIFY, max_retries=2)
 def health_notify(quarantine_id: int) -> None:
     """Tell the platform administrators about a quarantine (webhook, e-mail)."""
-    services.notify(quarantine_id)
+    alerts.notify(quarantine_id)

@@ -27,7 +27,7 @@ from django.utils import timezone
 
 from fleet import catalog
 from fleet.models import Gpu, GpuClass, GpuModel, HostCluster, Node, SimulatedPod
-from health import services as health
+from health import selectors as health
 from placement.engine import (
     Engine,
     EngineError,
@@ -478,7 +478,7 @@ def capacity_rows(host_cluster: HostCluster | None = None) -> list[dict[str, obj
     models = fleet_models(host_cluster)
     classes = list(GpuClass.objects.select_related("gpu_model"))
     figures = {m.host_cluster.name: class_figures([m], classes) for m in models}
-    out = health.out_by_model(host_cluster)
+    out = health.quarantine_reasons_by_model(host_cluster)
     return [
         {
             **asdict(row),
@@ -490,5 +490,5 @@ def capacity_rows(host_cluster: HostCluster | None = None) -> list[dict[str, obj
 
 
 def _out(reasons: dict[str, int]) -> dict[str, object]:
-    """The model's GPUs out of service in that host cluster, and why (`health.services`)."""
+    """The model's GPUs out of service in that host cluster, and why (`health.selectors`)."""
     return {"quarantined_gpus": sum(reasons.values()), "quarantine_reasons": reasons}

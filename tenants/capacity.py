@@ -3,8 +3,9 @@
 A tenant's cluster lives on one host cluster, so its guarantees are admitted against that host cluster's
 GPUs only. A MIG or shared class is counted in whole GPUs of its model, each class packed on its own GPUs
 (⌈units / units per GPU⌉), so the guarantees of all classes of one model on a host cluster never need more
-healthy GPUs than that host cluster has. Mixing profiles on one GPU could fit more; the MIG planner may refine
-this, but admission never promises what the hardware cannot hold.
+healthy GPUs than that host cluster has (healthy: in service, `fleet.selectors.IN_SERVICE`). Mixing profiles
+on one GPU could fit more; the MIG planner may refine this, but admission never promises what the hardware
+cannot hold.
 """
 
 from __future__ import annotations
@@ -15,16 +16,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from django.db import transaction
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, Sum
 
-from fleet.models import Gpu, GpuClass, GpuModel, HostCluster, Node, NodePartition
+from fleet.models import Gpu, GpuClass, GpuModel, HostCluster, NodePartition
+from fleet.selectors import IN_SERVICE
 from gpucloud.errors import CapacityExceeded, Conflict, ValidationFailed
 from tenants import tiers
 from tenants.models import AdmissionLock, Quota, Tenant
 
 Key = tuple[str, str]  # (host cluster name, GPU model slug)
 Quotaholder = tuple[Tenant, GpuClass]  # one quota: (tenant, GPU class)
-HEALTHY = Q(health=Gpu.Health.HEALTHY, node__state=Node.State.READY)
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ def gpus_by_host_and_model(host_cluster: HostCluster | None = None) -> dict[Key,
     """(all GPUs, healthy GPUs on ready nodes) per (host cluster, GPU model)."""
     gpus = Gpu.objects.all() if host_cluster is None else Gpu.objects.filter(node__host_cluster=host_cluster)
     rows = gpus.values("node__host_cluster__name", "gpu_model__slug").annotate(
-        total=Count("id"), healthy=Count("id", filter=HEALTHY)
+        total=Count("id"), healthy=Count("id", filter=IN_SERVICE)
     )
     return {(r["node__host_cluster__name"], r["gpu_model__slug"]): (r["total"], r["healthy"]) for r in rows}
 
@@ -164,7 +165,7 @@ def capacity_of(
     model = gpu_class.gpu_model
     if classes is None:
         classes = classes_of(model)
-    healthy = Gpu.objects.filter(HEALTHY, node__host_cluster=host_cluster, gpu_model=model).count()
+    healthy = Gpu.objects.filter(IN_SERVICE, node__host_cluster=host_cluster, gpu_model=model).count()
     guaranteed = guaranteed_by_class(host_cluster, exclude, gpu_model=model)
     held = _held(guaranteed, {c.name: c for c in classes})
     return _row(host_cluster.name, gpu_class, healthy, guaranteed, held)
@@ -274,15 +275,16 @@ def classes_offered(
     host_cluster: HostCluster | None = None,
     keep: Iterable[str] = (),
 ) -> list[GpuClass]:
-    """The GPU classes worth offering in a menu, by name: those of GPU models with GPUs in service (`HEALTHY`)
-    on `host_cluster` (anywhere in the fleet when None) that `trust_tier` allows (any tier's when None) and
-    the host cluster can serve; plus the classes named in `keep` (a quota held already stays editable).
+    """The GPU classes worth offering in a menu, by name: those of GPU models with GPUs in service
+    (`fleet.selectors.IN_SERVICE`) on `host_cluster` (anywhere in the fleet when None) that `trust_tier`
+    allows (any tier's when None) and the host cluster can serve; plus the classes named in `keep` (a quota
+    held already stays editable).
 
     The catalog knows every model NVIDIA makes; offering a class of a model the fleet lacks, or one the tier
     forbids, only leads to a refusal after the form is sent. Admission still decides: this only narrows.
     """
     keep = set(keep)
-    gpus = Gpu.objects.filter(HEALTHY)
+    gpus = Gpu.objects.filter(IN_SERVICE)
     if host_cluster is not None:
         gpus = gpus.filter(node__host_cluster=host_cluster)
     in_service = GpuClass.objects.filter(gpu_model__in=gpus.values("gpu_model"))

@@ -26,7 +26,8 @@ from benchmarks.placement.openb import SeedResult, arrival_order, curve, run_see
 from benchmarks.placement.trace import read_nodes, read_pods
 from placement.engine.fleet import MILLI, NodeSpec, PodRequest
 from placement.extender.http import ExtenderServer
-from placement.extender.state import GPU, GPU_MILLI, MODEL_LABEL, Extender
+from placement.extender.pods import GPU, GPU_MILLI, MODEL_LABEL
+from placement.extender.state import Extender
 
 CLUSTER = "openb"
 

@@ -21,7 +21,6 @@ from billing.api.serializers import (
     BudgetSerializer,
     BudgetWriteSerializer,
     CollectionSourceSerializer,
-    HealthEventSerializer,
     InvoiceDraftSerializer,
     InvoiceSerializer,
     RateCardRetireSerializer,
@@ -29,11 +28,10 @@ from billing.api.serializers import (
     ScrapeRecordSerializer,
     UsageSerializer,
 )
-from billing.models import Budget, CollectionSource, HealthCredit, Invoice, RateCard, ScrapeRecord
+from billing.models import Budget, CollectionSource, Invoice, RateCard, ScrapeRecord
 from billing.services import budgets, invoicing, rates
 from core.permissions import is_platform_admin
 from gpucloud.errors import PermissionDenied, ValidationFailed
-from health.models import HealthEvent
 from tenants.api.viewsets import BaseViewSet
 
 
@@ -282,40 +280,3 @@ class ScrapeRecordViewSet(mixins.ListModelMixin, _AdminOnly):
     serializer_class = ScrapeRecordSerializer
     queryset = ScrapeRecord.objects.select_related("host_cluster").order_by("-at", "node")
     filterset_fields = ["status", "node", "source"]
-
-
-class HealthEventFilter(django_filters.FilterSet):  # type: ignore[misc]  # django-filter ships no types
-    host_cluster = django_filters.CharFilter(field_name="host_cluster__name")
-    node = django_filters.CharFilter(field_name="node__name")
-    gpu = django_filters.CharFilter(field_name="gpu__uuid", help_text="GPU UUID")
-    severity = django_filters.ChoiceFilter(choices=HealthEvent.Severity.choices)
-    signal = django_filters.CharFilter()
-    state = django_filters.ChoiceFilter(
-        choices=[("open", "open"), ("closed", "closed")], method="by_state", help_text="open or closed"
-    )
-
-    class Meta:
-        model = HealthEvent
-        fields = ["host_cluster", "node", "gpu", "severity", "signal", "state"]
-
-    def by_state(self, queryset: QuerySet[HealthEvent], name: str, value: str) -> QuerySet[HealthEvent]:
-        return queryset.filter(closed_at__isnull=value == "open")
-
-
-class HealthEventViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewSet):
-    """Health events of GPUs and nodes, newest first. Platform administrators see every event; anyone else
-    sees the events that cost their tenants time (those their tenants were credited for), nothing else."""
-
-    serializer_class = HealthEventSerializer
-    filterset_class = HealthEventFilter
-    lookup_field = "public_id"
-    lookup_url_kwarg = "id"
-
-    def get_queryset(self) -> QuerySet[HealthEvent]:
-        events = HealthEvent.objects.select_related("host_cluster", "node", "gpu").order_by(
-            "-first_seen", "id"
-        )
-        if is_platform_admin(self.request.user):
-            return events
-        credited = HealthCredit.objects.filter(tenant__in=self.visible_tenants()).values("event_id")
-        return events.filter(pk__in=credited)

@@ -1,12 +1,12 @@
 """Ingest: parse (`billing.dcgm`) → attribute pods to tenants by host namespace → integrate with the persisted
-per-node device state (`billing.metering`) → append ledger rows, the scrape record and the new state in one
-transaction. The scrape record is unique per (host cluster, node, time), so the same scrape ingested twice
-adds nothing.
+per-node device state (`billing.metering`) → append ledger rows (`billing.services.ledger`), the scrape record
+and the new state in one transaction. Health judges each round first (`health.services.observe.observe_dcgm`),
+so no sample of a GPU it takes out is billed, and the tenants whose pods it held are credited. The scrape
+record is unique per (host cluster, node, time), so the same scrape ingested twice adds nothing.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -15,8 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
-from django.db.models import F
+from django.db import transaction
 from django.utils import timezone
 
 from billing import dcgm, dcgm_health, hami, metering
@@ -27,13 +26,12 @@ from billing.models import (
     MeterState,
     ScrapeRecord,
     UnknownNode,
-    UsageEntry,
-    UsageHour,
 )
+from billing.services import ledger
 from fleet import catalog
-from fleet.health_rules import COUNTERS
 from fleet.models import HostCluster, Node
-from health import services as health
+from health.selectors import QuarantinedGpu
+from health.services.observe import DcgmReading, observe_dcgm
 from tenants.models import TenantCluster
 
 log = logging.getLogger(__name__)
@@ -114,6 +112,13 @@ def ingest_rounds(
     return {**existing, **records}
 
 
+def _listed(result: dcgm.ParseResult) -> frozenset[tuple[str, int | None]]:
+    """The GPUs an exposition lists, as (UUID, index)."""
+    return frozenset(
+        (k.uuid, int(r.gpu_index) if r.gpu_index.isdigit() else None) for k, r in result.devices.items()
+    )
+
+
 def _lock_states(host_cluster: HostCluster, nodes: Iterable[str]) -> dict[str, MeterState]:
     """The nodes' device states, locked: two collectors of one cluster never integrate the same interval."""
     nodes = list(nodes)
@@ -175,47 +180,21 @@ class _RoundWriter:
 
     def _judge_health(
         self, at: datetime, parsed: Mapping[str, tuple[str | bytes, dcgm.ParseResult]]
-    ) -> dict[str, health.Out]:
-        """The round's health signals, judged before any of its samples is billed (`health.services`)."""
-        scrapes = []
-        for node, (body, result) in parsed.items():
-            if not result.devices:
-                continue  # the exporter answered nothing usable: no GPU is "missing" from it
-            seen = frozenset(
-                (k.uuid, int(r.gpu_index) if r.gpu_index.isdigit() else None)
-                for k, r in result.devices.items()
-            )
-            fields = dcgm_health.read(body)
-            before = self.states[node].health or {}
-            elapsed = at.timestamp() - before["at"] if before.get("at") is not None else None
-            counters = {u: {f: v for f, v in fs.items() if f in COUNTERS and v} for u, fs in fields.items()}
-            listed = {uuid for uuid, _ in seen}
-            # The GPUs this scrape should list: those of the previous scrape a round ago (not after a gap,
-            # when anything may have changed on the node), and those found missing before and not back yet.
-            expected = None
-            if "listed" in before:
-                consecutive = elapsed is not None and elapsed <= settings.METER_MAX_GAP
-                expected = set(before.get("missing", ())) | (set(before["listed"]) if consecutive else set())
-            missing = sorted((expected or set()) - listed)
-            state = {
-                "at": at.timestamp(),
-                "gpus": {u: c for u, c in counters.items() if c},
-                "listed": sorted(listed),
-                "missing": missing,
-            }
-            if (
-                state["gpus"]
-                or before.get("gpus")
-                or state["listed"] != before.get("listed")
-                or missing != before.get("missing", [])
-            ):
-                self.health_states[node] = state  # unchanged zeros and the same GPUs cost no write
-            previous = before.get("gpus", {})
-            scrapes.append(health.NodeScrape(node, seen, fields, previous, elapsed, expected))
-        return health.observe_round(self.host_cluster, at, scrapes)
+    ) -> dict[str, QuarantinedGpu]:
+        """The round's health signals, judged before any of its samples is billed (`health.services.observe`);
+        the nodes' health memory is kept beside their metering state (`MeterState.health`)."""
+        readings = [
+            DcgmReading(node, _listed(result), dcgm_health.read(body))
+            for node, (body, result) in parsed.items()
+            if result.devices  # the exporter answered nothing usable: no GPU is "missing" from it
+        ]
+        memory = {r.node: self.states[r.node].health or {} for r in readings}
+        verdict = observe_dcgm(self.host_cluster, at, readings, memory)
+        self.health_states.update(verdict.memory)
+        return verdict.quarantined
 
     def _integrate(
-        self, node: str, at: datetime, result: dcgm.ParseResult, out: Mapping[str, health.Out]
+        self, node: str, at: datetime, result: dcgm.ParseResult, out: Mapping[str, QuarantinedGpu]
     ) -> None:
         record = self.records[(node, at)]
         integrator = self._integrator(node)
@@ -242,7 +221,7 @@ class _RoundWriter:
                 cell.util_gpu_seconds += usage.util_gpu_seconds
                 cell.joules += usage.joules
 
-    def _credits(self, node: str, integrator: metering.Integrator, out: Mapping[str, health.Out]) -> None:
+    def _credits(self, node: str, integrator: metering.Integrator, out: Mapping[str, QuarantinedGpu]) -> None:
         """Credits for the pods a GPU's fault caught: from the device's last clean sample (the integrator
         keeps it, as no later sample was taken) to the pod's end when the cluster knows it, else to the
         quarantine; capped. The unique row makes a retried or replayed round add none."""
@@ -288,7 +267,8 @@ class _RoundWriter:
     def _row(
         self, node: str, key: metering.LedgerKey, gpu_class: str, usage: metering.Usage
     ) -> tuple[Any, ...]:
-        """One ledger row as a tuple laid out as LEDGER_COLUMNS (no model instance: 14,000 per round)."""
+        """One ledger row as a tuple laid out as `ledger.LEDGER_COLUMNS` (no model instance: 14,000 of them a
+        round)."""
         gi = key.device.gpu_instance
         return (
             self.last[node].pk,
@@ -313,93 +293,15 @@ class _RoundWriter:
             for node, cells in self.cells.items()
             for (key, gpu_class), usage in cells.items()
         ]
-        _append_ledger(rows)
-        _add_to_hours([r.pk for r in self.last.values()], rows)
+        ledger.append(rows)
+        ledger.add_to_hours([r.pk for r in self.last.values()], rows)
         for node, integrator in self.integrators.items():
             self.states[node].state = integrator.state()
-        _save_states([self.states[node] for node in self.integrators])
+        ledger.save_states([self.states[node] for node in self.integrators])
         for node, state in self.health_states.items():
             MeterState.objects.filter(pk=self.states[node].pk).update(health=state)
         HealthCredit.objects.bulk_create(self.credits, ignore_conflicts=True)
         return self.records
-
-
-LEDGER_COLUMNS = (
-    "scrape_id", "host_cluster_id", "tenant_id", "gpu_class", "node", "device", "namespace", "pod", "hour",
-    "gpu_us", "util_gpu_us", "millijoules", "recorded_at",
-)  # fmt: skip
-
-
-def _append_ledger(rows: list[tuple[Any, ...]]) -> None:
-    """Append ledger rows laid out as LEDGER_COLUMNS. On PostgreSQL with COPY: Django's model instances and
-    per-field preparation in bulk_create cost more than parsing the round."""
-    if connection.vendor != "postgresql":
-        UsageEntry.objects.bulk_create(
-            [UsageEntry(**dict(zip(LEDGER_COLUMNS, row, strict=True))) for row in rows], batch_size=5000
-        )
-        return
-    columns = ", ".join(LEDGER_COLUMNS)
-    with (
-        connection.cursor() as cursor,
-        cursor.cursor.copy(f"COPY {UsageEntry._meta.db_table} ({columns}) FROM STDIN") as copy,
-    ):
-        for row in rows:
-            copy.write_row(row)
-
-
-HOUR_KEY = ("host_cluster_id", "node", "device", "namespace", "pod", "gpu_class", "hour")
-HOUR_SUMS = ("gpu_us", "util_gpu_us", "millijoules")
-
-
-def _add_to_hours(scrape_ids: list[int], rows: list[tuple[Any, ...]]) -> None:
-    """Add this call's ledger rows to the hourly sums: on PostgreSQL one INSERT … ON CONFLICT DO UPDATE."""
-    if not rows:
-        return
-    if connection.vendor != "postgresql":
-        _add_to_hours_slowly(rows)
-        return
-    key, sums = ", ".join(HOUR_KEY), ", ".join(HOUR_SUMS)
-    added = ", ".join(f"{c} = h.{c} + EXCLUDED.{c}" for c in HOUR_SUMS)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {UsageHour._meta.db_table} AS h ({key}, tenant_id, {sums}) "
-            f"SELECT {key}, max(tenant_id), {', '.join(f'sum({c})' for c in HOUR_SUMS)} "
-            f"FROM {UsageEntry._meta.db_table} WHERE scrape_id = ANY(%s) GROUP BY {key} "
-            f"ON CONFLICT ({key}) DO UPDATE SET {added}",
-            [scrape_ids],
-        )
-
-
-def _add_to_hours_slowly(rows: list[tuple[Any, ...]]) -> None:
-    """The same for SQLite (the embedded default, small fleets): one upsert per cell."""
-    position = {c: i for i, c in enumerate(LEDGER_COLUMNS)}
-    for row in rows:
-        key = {c: row[position[c]] for c in HOUR_KEY}
-        values = {c: row[position[c]] for c in HOUR_SUMS}
-        updated = UsageHour.objects.filter(**key).update(**{c: F(c) + v for c, v in values.items()})
-        if not updated:
-            UsageHour.objects.create(tenant_id=row[position["tenant_id"]], **key, **values)
-
-
-def _save_states(states: list[MeterState]) -> None:
-    """Write the nodes' new states. On PostgreSQL one UPDATE … FROM (VALUES …) per thousand nodes: Django's
-    bulk_update builds a CASE per row and took most of a 10,000-GPU round."""
-    if connection.vendor != "postgresql":
-        MeterState.objects.bulk_update(states, ["state"], batch_size=500)
-        return
-    table = MeterState._meta.db_table
-    with connection.cursor() as cursor:
-        for i in range(0, len(states), 1000):
-            batch = states[i : i + 1000]
-            values = ", ".join(["(%s, %s::jsonb)"] * len(batch))
-            params: list[Any] = []
-            for row in batch:
-                params += [row.pk, json.dumps(row.state)]
-            cursor.execute(
-                f"UPDATE {table} AS m SET state = v.state, updated_at = now() "
-                f"FROM (VALUES {values}) AS v(id, state) WHERE m.id = v.id",
-                params,
-            )
 
 
 def _add_hami_holders(

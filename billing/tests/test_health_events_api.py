@@ -12,8 +12,8 @@ from core.audit import Actor
 from core.models import AuditEvent
 from fleet.models import Gpu, GpuClass
 from gpucloud.errors import CapacityExceeded
-from health import services as health
 from health.models import HealthEvent, Quarantine
+from health.services import quarantines
 from tenants.services import quotas
 
 ADMIN = Actor.console("tests")
@@ -150,7 +150,7 @@ def test_a_clean_window_releases_a_gpu_and_a_flapping_one_waits_twice_as_long(mi
 
     round_(mini, 660, xid={1: 48})  # back again: the second quarantine within a day needs 1200 s
     q = Quarantine.objects.get(gpu=gpu, released_at=None)
-    assert health.required_clean(q) == timedelta(seconds=1200)
+    assert quarantines.required_clean(q) == timedelta(seconds=1200)
     for t in range(690, 1860, 30):
         round_(mini, t)
     assert Gpu.objects.get(pk=gpu.pk).health == Gpu.Health.QUARANTINED

@@ -24,7 +24,8 @@ from clusters.registration import register_host_cluster
 from core.permissions import is_platform_admin
 from fleet.models import HostCluster, Node
 from gpucloud.errors import PermissionDenied, ValidationFailed
-from health import services as health
+from health import selectors as health_reads
+from health.services import quarantines
 from tenants.api.viewsets import BaseViewSet
 
 
@@ -66,7 +67,7 @@ class HostClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseV
         the open health events. Platform administrators only."""
         _admin_only(request, "the fleet's nodes and GPUs are shown to platform administrators only")
         host_cluster = get_object_or_404(HostCluster, name=name)
-        rows = health.nodes_view(host_cluster)
+        rows = health_reads.nodes_view(host_cluster)
         page = self.paginate_queryset(rows)
         # DRF's stubs type a serializer's instance as one object, even with many=True
         return self.get_paginated_response(FleetNodeSerializer(page, many=True).data)  # type: ignore[arg-type]
@@ -88,8 +89,10 @@ class HostClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseV
             if gpu is None:
                 indices = ", ".join(str(i) for i in target.gpus.values_list("index", flat=True))
                 raise ValidationFailed.on("gpu", f"node {node} has no GPU {index}; its GPUs: {indices}")
-        health.release(actor=self.actor(), node=target, gpu=gpu, reason=serializer.validated_data["reason"])
-        view = next(n for n in health.nodes_view(host_cluster) if n["name"] == node)
+        quarantines.release(
+            actor=self.actor(), node=target, gpu=gpu, reason=serializer.validated_data["reason"]
+        )
+        view = next(n for n in health_reads.nodes_view(host_cluster) if n["name"] == node)
         return Response(FleetNodeSerializer(view).data)
 
 

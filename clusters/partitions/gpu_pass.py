@@ -13,7 +13,7 @@ Once per reconcile pass, before the tenants' objects are rendered (docs/kubernet
    of service), failures with a backoff, and what waits and why; on the host cluster, a summary
    (`HostCluster.partitions`).
 
-A GPU out of service (quarantined, or every GPU of a node that is not ready: `tenants.capacity.HEALTHY`) is
+A GPU out of service (quarantined, or every GPU of a node that is not ready: `fleet.selectors.IN_SERVICE`) is
 left out of the plan: no slices or time-slicing capacity are planned on it, and what it would advertise is
 subtracted from the node's advertised units. Health is read every pass, so a release is planned on at the
 next pass (docs/health.md, "Partitions").
@@ -55,12 +55,13 @@ from clusters.render.gpu_operator import (
     render_device_plugin_config,
     render_mig_config,
 )
-from fleet.models import Gpu, GpuClass, HostCluster, Node, NodePartition
+from fleet.models import GpuClass, HostCluster, Node, NodePartition
+from fleet.selectors import gpus_out_of_service
 from gpucloud.kube.api import KubeApi
 from gpucloud.kube.errors import DriverError
 from placement.engine.errors import EngineError
 from placement.engine.partition_plans import NodeTarget, PartitionNode, PartitionPlan, plan_partitions
-from tenants.capacity import HEALTHY, advertised_units, guaranteed_by_class
+from tenants.capacity import advertised_units, guaranteed_by_class
 from tenants.models import Quota, Tenant
 
 log = logging.getLogger(__name__)
@@ -125,16 +126,6 @@ def _failure(obs: ObservedNode, row: NodePartition | None, now: datetime) -> tup
     elif obs.mig_state == NodePartition.MigState.SUCCESS:
         failures, retry_at = 0, None
     return failures, retry_at
-
-
-def out_of_service_gpus(host_cluster: HostCluster) -> dict[str, frozenset[int]]:
-    """Indexes of the GPU rows out of service (not `HEALTHY`) per node name (one query); a node that is not
-    ready has all its GPUs out, rows or not (`_unavailable`)."""
-    indexes: dict[str, set[int]] = defaultdict(set)
-    rows = Gpu.objects.filter(node__host_cluster=host_cluster).exclude(HEALTHY)
-    for name, index in rows.values_list("node__name", "index"):
-        indexes[name].add(index)
-    return {name: frozenset(found) for name, found in indexes.items()}
 
 
 def _unavailable(obs: ObservedNode, node: Node, out_of_service: dict[str, frozenset[int]]) -> frozenset[int]:
@@ -226,7 +217,9 @@ def reconcile_partitions(host_cluster: HostCluster, api: KubeApi) -> PartitionOu
     now = timezone.now()
     observed = [obs for obs in view.nodes if obs.name in nodes]
     planned: dict[str, tuple[PartitionNode, int, datetime | None]] = {}
-    out_of_service = out_of_service_gpus(host_cluster)
+    out_of_service = gpus_out_of_service(
+        host_cluster
+    )  # a node not ready has all its GPUs out: `_unavailable`
     for obs in observed:
         node = nodes[obs.name]
         unavailable = _unavailable(obs, node, out_of_service)

@@ -15,8 +15,8 @@ from django.utils import timezone
 from clusters.reconcile import tenants as reconcile
 from clusters.tests.test_host_clusters_api import kubeconfig_for
 from fleet.models import Gpu, HostCluster, Node, NodePartition
-from health import services as health
 from health.models import HealthEvent
+from health.services import quarantines
 from tenants.capacity import capacity_table
 from tests.kube_emulator import gpu_node, gpu_pod, start_emulator
 
@@ -115,7 +115,7 @@ def quarantine(node: str, gpu: int | None = None) -> None:
         subject=f"gpu:{gpu}" if gpu is not None else "node", signal="xid", value="79", severity="fatal",
         action="quarantine", source="dcgm", first_seen=now, last_seen=now,
     )  # fmt: skip
-    assert health.quarantine(event, now) is not None
+    assert quarantines.quarantine(event, now) is not None
 
 
 def test_a_quarantined_gpu_gets_no_slices_counts_for_nothing_and_comes_back_once_released(

@@ -6,14 +6,15 @@ from rest_framework.routers import SimpleRouter
 from billing.api.views import (
     BudgetViewSet,
     CollectionSourceViewSet,
-    HealthEventViewSet,
     InvoiceViewSet,
     RateCardViewSet,
     ScrapeRecordViewSet,
     UsageViewSet,
 )
+from billing.selectors import credited_events
 from clusters.api.views import AdminKubeconfigView, HostClusterViewSet, KubeconfigView
 from gitops.api.views import ApplyViewSet, GitSourceViewSet, SchemaViewSet
+from health.api.views import HealthEventViewSet
 from placement.api.views import CapacityViewSet, GpuClassViewSet, WhatIfViewSet
 from tenants.api.views import (
     AuditEventViewSet,
@@ -40,7 +41,10 @@ router.register("invoices", InvoiceViewSet, basename="invoice")
 router.register("budgets", BudgetViewSet, basename="budget")
 router.register("metering/sources", CollectionSourceViewSet, basename="metering-source")
 router.register("metering/scrapes", ScrapeRecordViewSet, basename="metering-scrape")
-router.register("health-events", HealthEventViewSet, basename="health-event")
+# Who sees which health event is billing's to say (the credits); health sits below billing (health.api.views).
+router.register(
+    "health-events", HealthEventViewSet.seen_by_tenants_as(credited_events), basename="health-event"
+)
 router.register("schemas", SchemaViewSet, basename="schema")
 router.register("apply", ApplyViewSet, basename="apply")
 router.register("gitops/sources", GitSourceViewSet, basename="gitops-source")

@@ -28,8 +28,8 @@ from billing.tests.conftest import A100, H100, Row, exposition, gpu_uuid, mini, 
 from core.audit import Actor
 from fleet.models import GpuClass, Node
 from gitops import services as gitops
-from health import services as health
 from health.models import HealthEvent
+from health.services import quarantines
 from tenants.models import Tenant, TenantCluster
 from tenants.services import members, quotas
 from tenants.tokens import create_scim_token, create_service_token, create_token
@@ -127,8 +127,8 @@ def _quarantine(mini, acme) -> HealthEvent:  # noqa: F811
     down = HealthEvent.objects.create(
         node=a100, subject="node", signal="condition", value="KernelDeadlock", source="kubernetes", **common
     )
-    assert health.quarantine(event, moment) is not None
-    assert health.quarantine(down, moment) is not None
+    assert quarantines.quarantine(event, moment) is not None
+    assert quarantines.quarantine(down, moment) is not None
     HealthCredit.objects.create(
         tenant=acme, event=event, host_cluster=mini, node=h100.name, gpu_uuid=gpu.uuid, device=gpu.uuid,
         namespace="tenant-acme", pod="train", gpu_class="h100-80gb", lost_from=moment,

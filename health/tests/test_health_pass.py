@@ -19,10 +19,10 @@ from billing.services.ingest import ingest_round
 from billing.tests.conftest import Row, exposition
 from core.models import AuditEvent
 from fleet.models import Gpu, HostCluster, Node, placeholder_uuid
-from health import services as health
 from health.models import HealthEvent, Quarantine
 from health.node_driver import CORDONED, GPUS_OUT, TAINT_KEY
 from health.node_pass import health_pass
+from health.services import alerts
 from tenants.capacity import gpus_by_host_and_model
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -229,13 +229,13 @@ def test_the_notification_names_the_gpu_and_the_models_over_the_alert_share(host
     scrape(host, 0)
     scrape(host, 30, faults={0: 79})
     first = Quarantine.objects.get()
-    message = health.notify(first.pk)
+    message = alerts.notify(first.pk)
     assert message is not None
     assert message["gpu"] == real_uuid("h200-1", 0)
     assert message["reason"] == "xid-79"
     assert message["models_over_threshold"] == []  # 1 of 16 out
     scrape(host, 60, faults=dict.fromkeys(range(7), 79))  # 7 of 16 H200s out: 44 %
-    message = health.notify(Quarantine.objects.order_by("id").last().pk)
+    message = alerts.notify(Quarantine.objects.order_by("id").last().pk)
     assert message is not None
     assert message["models_over_threshold"] == [{"model": "h200-141gb", "gpus": 16, "out": 7}]
     assert [m.to for m in mailoutbox] == [["admin@example.com", "oncall@example.com"]] * 2

@@ -21,7 +21,7 @@ from gpucloud.kube.errors import DriverError
 from gpucloud.kube.meta import SHARED, TENANT, TRUST_TIER
 from placement.engine.errors import EngineError
 from placement.engine.fleet import NodeSpec, Tier
-from placement.extender.state import MIG, MODEL_LABEL, BadRequest, ObservedPod, pod_request, quantity
+from placement.extender.pods import MIG, MODEL_LABEL, BadRequest, ObservedPod, pod_request, quantity
 
 log = logging.getLogger(__name__)
 POD_PATH = "/api/v1/pods"

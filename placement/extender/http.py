@@ -27,7 +27,8 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from placement.extender.state import MAX_BODY, Extender, handle
+from placement.extender.pods import BadRequest
+from placement.extender.state import Extender
 
 log = logging.getLogger(__name__)
 PREFIX = "/scheduler/v1/"
@@ -36,6 +37,22 @@ IDLE_TIMEOUT = (
     120.0  # seconds a connection may wait between requests (Go keeps idle ones 90 s) or stall in one
 )
 MAX_CONNECTIONS = 64  # connections served at once (kube-scheduler keeps a few)
+MAX_BODY = 8 * 2**20
+VERBS = ("filter", "prioritize")
+
+
+def handle(extender: Extender, verb: str, body: bytes) -> tuple[int, Any]:
+    """One extender call: (HTTP status, JSON-able answer). 400 for bad input, 404 for an unknown verb."""
+    if verb not in VERBS:
+        return 404, {"Error": f"unknown verb {verb!r}; this extender serves {', '.join(VERBS)}"}
+    if len(body) > MAX_BODY:
+        return 413, {"Error": f"body larger than {MAX_BODY} bytes"}
+    try:
+        args = json.loads(body)
+        return 200, extender.filter(args) if verb == "filter" else extender.prioritize(args)
+    except (ValueError, RecursionError) as e:  # JSONDecodeError and BadRequest are ValueErrors
+        message = str(e) if isinstance(e, BadRequest) else f"the body is not JSON: {e}"
+        return 400, {"Error": message}
 
 
 class NotReady(Exception):

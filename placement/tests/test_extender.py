@@ -8,15 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from placement.engine.fleet import NodeSpec, PodRequest
-from placement.extender.state import (
-    MAX_PRIORITY,
-    BadRequest,
-    Extender,
-    ObservedPod,
-    handle,
-    pod_request,
-    quantity,
-)
+from placement.extender.http import handle
+from placement.extender.pods import BadRequest, ObservedPod, pod_request, quantity
+from placement.extender.state import MAX_PRIORITY, Extender
 
 NODES = [
     NodeSpec("a", 32_000, 256_000, 8, "G2"),

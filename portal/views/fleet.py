@@ -13,7 +13,7 @@ from django.shortcuts import render
 from fleet.models import HostCluster, Node
 from fleet.selectors import GpuUse, gpu_uses, host_clusters, models_in_fleet, nodes_by_topology
 from gpucloud.errors import PermissionDenied
-from health import services as health
+from health import selectors as health
 from health.models import Quarantine
 from portal.scoping import actor_of
 

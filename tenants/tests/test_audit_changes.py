@@ -11,8 +11,8 @@ from billing.services import budgets, invoicing
 from core.audit import Actor
 from core.models import AuditEvent
 from fleet.models import Gpu, GpuClass
-from health import services as health
 from health.models import HealthEvent
+from health.services import quarantines
 from tenants.services import lifecycle, quotas, sleep
 
 
@@ -102,6 +102,6 @@ def test_idling_issuing_and_quarantine_record_the_state_before(people, demo_flee
         host_cluster=demo_fleet, node=gpu.node, gpu=gpu, subject=f"gpu:{gpu.index}", signal="xid",
         value="79", severity="fatal", action="quarantine", source="dcgm", first_seen=moment, last_seen=moment,
     )  # fmt: skip
-    health.quarantine(event, moment)
+    quarantines.quarantine(event, moment)
     out = AuditEvent.objects.get(action="gpu.quarantine")
     assert out.changes()[0] == {"field": "state", "before": "in service", "after": "quarantined"}
