@@ -25,14 +25,7 @@ from gitops.crds import CRD_DIR
 from gitops.manifests import from_bodies
 from gitops.models import ManagedObject
 from gpucloud.errors import ValidationFailed
-from gpucloud.tests.test_cli import (  # noqa: F401
-    fresh_database,
-    gpucloud,
-    healthz,
-    process_env,
-    stop,
-    wait_until,
-)
+from gpucloud.tests.test_cli import gpucloud, healthz, process_env, stop, wait_until
 from scheduling.models import HostCluster
 from tenants.audit import Actor
 from tenants.models import AuditEvent, Quota, Tenant
@@ -42,7 +35,7 @@ from workers import reconcile
 from workers.hostclusters import register_host_cluster
 from workers.kube.api import Gone
 from workers.kube.kinds import RATE_CARD_RESOURCE, TENANT_RESOURCE
-from workers.tests.test_host_clusters_api import kubeconfig_for
+from workers.tests.conftest import kubeconfig_for
 
 GROUP = "gpucloud.io/v1alpha1"
 NS = "tenants"
@@ -474,7 +467,7 @@ def test_the_api_registers_a_host_cluster_that_watches_tenants(emulator, api, ad
 @pytest.mark.worker
 def test_the_tenant_watcher_process_applies_resources_and_stops_on_sigterm(
     emulator,
-    fresh_database,  # noqa: F811 (the fixture imported above)
+    fresh_database,
     tmp_path,
 ):
     health = free_port()

@@ -10,11 +10,11 @@ from decimal import Decimal
 
 import pytest
 
-from billing.models import Budget, Invoice, InvoiceLine, RateCard
+from billing.models import Budget, RateCard
+from billing.tests.conftest import invoice_issued_with
 from gitops import state
 from gitops.apply import apply
 from gitops.manifests import ManifestInvalid, read_texts
-from tenants import services
 from tenants.audit import Actor
 from tenants.models import AuditEvent
 
@@ -89,20 +89,6 @@ def test_a_budget_of_many_digits_in_a_manifest_is_kept_exactly(demo_fleet):
     assert Budget.objects.get().monthly_amount == Decimal("12345678901234.12")
 
 
-def _used(card: RateCard) -> None:
-    """An issued invoice of January with a line at the card's prices."""
-    tenant = services.create_tenant(actor=CONSOLE, slug="acme")
-    invoice = Invoice.objects.create(
-        tenant=tenant, period_start=datetime(2026, 1, 1, tzinfo=UTC),
-        period_end=datetime(2026, 2, 1, tzinfo=UTC), state=Invoice.State.ISSUED, trust_tier="standard",
-    )  # fmt: skip
-    InvoiceLine.objects.create(
-        invoice=invoice, kind="usage", gpu_class="h200-141gb", description="usage",
-        charge_start=invoice.period_start, charge_end=invoice.period_end, gpu_hours=1, list_unit_price=3,
-        unit_price=3, list_amount=3, amount=3, currency="USD", rate_card_version=card.version,
-    )  # fmt: skip
-
-
 def test_effective_until_alone_retires_the_newest_version_and_export_keeps_it(demo_fleet):
     apply(docs(CARD), actor=CONSOLE, source="cards")
     retiring = CARD + '  effectiveUntil: "2026-07-01T00:00:00Z"\n'
@@ -125,7 +111,7 @@ def test_a_pruned_card_is_deleted_when_unused_and_retired_when_an_issued_invoice
     apply(docs(CARD), actor=CONSOLE, source="cards")
     apply(docs(CARD.replace("list-2026", "list-2027")), actor=CONSOLE, source="more")
     used = RateCard.objects.get(name="list-2027")
-    _used(used)
+    invoice_issued_with(used)
 
     pruned = apply([], actor=CONSOLE, source="cards", prune=True)
     assert [str(c) for c in pruned.changes] == [

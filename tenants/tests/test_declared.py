@@ -7,7 +7,7 @@ import pytest
 
 from gitops import services as gitops
 from gitops.models import GitSource
-from gitops.tests.gitrepos import Repo, declare_tenant
+from gitops.tests.gitrepos import declare_tenant
 from scheduling.models import GpuClass
 from tenants import services
 from tenants.audit import Actor
@@ -23,11 +23,6 @@ spec:
   members: [{user: alice, role: owner}]
   quotas: [{gpuClass: h200-141gb, guaranteed: 8}]
 """
-
-
-@pytest.fixture
-def repo(tmp_path):
-    return Repo(tmp_path / "platform")
 
 
 @pytest.fixture

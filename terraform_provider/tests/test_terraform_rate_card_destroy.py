@@ -7,9 +7,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from billing.models import Invoice, InvoiceLine, RateCard
-from tenants import services
-from tenants.audit import Actor
+from billing.models import RateCard
+from billing.tests.conftest import invoice_issued_with
 from tenants.models import AuditEvent
 from terraform_provider.tests.conftest import PROVIDER, Terraform
 
@@ -30,27 +29,13 @@ CARDS = (
 )
 
 
-def issued_with(card: RateCard) -> None:
-    """January's invoice of a tenant, issued, with a line at the card's prices."""
-    tenant = services.create_tenant(actor=Actor.console("tests"), slug="acme")
-    invoice = Invoice.objects.create(
-        tenant=tenant, period_start=datetime(2026, 1, 1, tzinfo=UTC),
-        period_end=datetime(2026, 2, 1, tzinfo=UTC), state=Invoice.State.ISSUED, trust_tier="standard",
-    )  # fmt: skip
-    InvoiceLine.objects.create(
-        invoice=invoice, kind="usage", gpu_class="h200-141gb", description="usage",
-        charge_start=invoice.period_start, charge_end=invoice.period_end, gpu_hours=1, list_unit_price=3,
-        unit_price=3, list_amount=3, amount=3, currency="USD", rate_card_version=card.version,
-    )  # fmt: skip
-
-
 def test_destroy_deletes_an_unused_card_and_retires_one_an_issued_invoice_used(terraform: Terraform) -> None:
     terraform.write(CARDS)
     terraform.run("init")
     terraform.apply()
     draft = RateCard.objects.get(effective_from=datetime(2027, 1, 1, tzinfo=UTC))
     billed = RateCard.objects.get(effective_from=datetime(2026, 1, 1, tzinfo=UTC))
-    issued_with(billed)
+    invoice_issued_with(billed)
     assert "No changes." in terraform.plan(expect=0)
 
     destroyed = terraform.run("destroy", "-auto-approve")

@@ -20,9 +20,9 @@ from tenants.models import AuditEvent, Identity, Membership, Tenant
 from tests.kube_emulator import VCLUSTER_ADMIN_TOKEN, OidcIssuer, RunningEmulator, start_virtual_cluster
 from tests.sso import CLI_CLIENT_ID, Provider, kubelogin_id_token
 from workers import access, reconcile
-from workers.kube.api import ApiStatusError, KubeApi, RetryPolicy, api_client_for_url
+from workers.kube.api import KubeApi, RetryPolicy, api_client_for_url
 from workers.render.access import account_name
-from workers.tests.test_host_clusters_api import host  # noqa: F401 (a fixture)
+from workers.tests.conftest import configmap, status_of
 
 RBAC = "rbac.authorization.k8s.io/v1"
 ONCE = RetryPolicy(attempts=1, timeout_seconds=10.0)
@@ -43,7 +43,7 @@ def vcluster(cluster_sso: Provider) -> Iterator[RunningEmulator]:
 
 
 @pytest.fixture
-def vision(cluster_sso, host, kube_emulator, vcluster, admin) -> Tenant:  # noqa: F811
+def vision(cluster_sso, host, kube_emulator, vcluster, admin) -> Tenant:
     tenant = services.create_tenant(actor=Actor.of(admin), slug="vision", host_cluster=host)
     reconcile.reconcile_host_cluster(host)
     kube_emulator.make_vcluster_ready(
@@ -57,18 +57,6 @@ def as_token(vcluster: RunningEmulator, token: str) -> KubeApi:
     api_client = api_client_for_url(vcluster.url)
     api_client.configuration.api_key = {"authorization": f"Bearer {token}"}
     return KubeApi(api_client, ONCE)
-
-
-def status_of(fn: Any, *args: Any) -> int:
-    try:
-        fn(*args)
-    except ApiStatusError as exc:
-        return exc.status
-    return 200
-
-
-def configmap(name: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "default"}}
 
 
 def test_the_vcluster_api_server_trusts_the_provider_for_the_cli_client(vision, kube_emulator, cluster_sso):

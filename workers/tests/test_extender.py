@@ -26,8 +26,7 @@ from workers.extender.http import ExtenderServer, NotReady
 from workers.extender.service import Registry
 from workers.kube.api import KubeApi, RetryPolicy, api_client_for_url
 from workers.render.namespace import render_namespace
-from workers.tests.conftest import make_tenant
-from workers.tests.test_host_clusters_api import kubeconfig_for
+from workers.tests.conftest import kubeconfig_for, make_tenant
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "placement.md"
 FAST = RetryPolicy(attempts=1, timeout_seconds=2.0)

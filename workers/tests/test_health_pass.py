@@ -11,7 +11,6 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-import yaml
 from django.utils import timezone
 
 from billing.models import ScrapeRecord
@@ -23,23 +22,11 @@ from tenants.capacity import gpus_by_host_and_model
 from tenants.models import AuditEvent
 from workers.drivers.node_health import CORDONED, GPUS_OUT, TAINT_KEY
 from workers.health import health_pass
+from workers.tests.conftest import kubeconfig_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 H200 = "NVIDIA H200"
 TAINT = {"key": TAINT_KEY, "effect": "NoSchedule"}
-
-
-def kubeconfig_for(url: str) -> str:
-    return yaml.safe_dump(
-        {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "current-context": "host",
-            "clusters": [{"name": "host", "cluster": {"server": url}}],
-            "users": [{"name": "admin", "user": {"token": "t"}}],
-            "contexts": [{"name": "host", "context": {"cluster": "host", "user": "admin"}}],
-        }
-    )
 
 
 def gpu_node(name: str) -> dict[str, Any]:

@@ -11,7 +11,6 @@ from tenants import services
 from tenants.audit import Actor
 from tenants.models import AuditEvent, Tenant
 from workers import reconcile
-from workers.tests.test_host_clusters_api import host  # noqa: F401 (a fixture)
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
 
@@ -28,7 +27,7 @@ def gpu_quota(kube_emulator) -> dict[str, Any]:
     return next(r for r in resources if r["name"] == "nvidia.com/gpu")
 
 
-def test_the_tenant_sets_its_vcluster_sleep_mode_from_its_settings(host, kube_emulator, api, admin):  # noqa: F811
+def test_the_tenant_sets_its_vcluster_sleep_mode_from_its_settings(host, kube_emulator, api, admin):
     client = api(admin)
     client.post("/api/v1/tenants/", {"slug": "vision", "host_cluster": "gpu-east"}, format="json")
     reconcile.reconcile_host_cluster(host)
@@ -48,7 +47,7 @@ def test_the_tenant_sets_its_vcluster_sleep_mode_from_its_settings(host, kube_em
 
 
 def test_an_idle_tenant_asleep_lends_its_guarantee_and_gets_it_back_when_woken(
-    host,  # noqa: F811
+    host,
     kube_emulator,
     api,
     admin,

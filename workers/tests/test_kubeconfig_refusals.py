@@ -22,7 +22,7 @@ from tenants.audit import Actor
 from tenants.models import AuditEvent
 from tenants.tokens import create_token
 from workers import reconcile
-from workers.tests.test_host_clusters_api import kubeconfig_for
+from workers.tests.conftest import kubeconfig_for
 
 
 def kubeconfig_with(url: str, user: dict[str, Any]) -> str:

@@ -8,10 +8,8 @@ from typing import Any
 from tenants.models import Membership, Tenant
 from workers import reconcile
 from workers.models import ObservedWorkload
-from workers.tests.test_host_clusters_api import KUEUE, host
+from workers.tests.test_host_clusters_api import KUEUE
 from workers.tests.test_kubernetes_driver import kueue_workload
-
-__all__ = ["host"]  # the fixture: a registered Kubernetes host cluster `gpu-east` running Kueue
 
 
 def rows(tenant: Tenant) -> set[tuple[Any, ...]]:

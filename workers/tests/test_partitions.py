@@ -17,7 +17,7 @@ from scheduling.models import Gpu, HealthEvent, HostCluster, Node, NodePartition
 from tenants.capacity import capacity_table
 from tests.kube_emulator import gpu_node, gpu_pod, start_emulator
 from workers import reconcile
-from workers.tests.test_host_clusters_api import kubeconfig_for
+from workers.tests.conftest import kubeconfig_for
 
 OPERATOR_NS = "gpu-operator"
 MIG_1G = "h200-141gb.mig-1g.18gb"

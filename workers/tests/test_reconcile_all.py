@@ -12,7 +12,7 @@ from scheduling.models import HostCluster
 from tenants.models import Tenant
 from workers import tasks
 from workers.locks import exclusive
-from workers.tests.test_health_pass import kubeconfig_for
+from workers.tests.conftest import kubeconfig_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
 
