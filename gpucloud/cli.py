@@ -25,6 +25,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from gpucloud import __version__
 from gpucloud.env import ConfigError, env_choice, env_int, env_str
 
 # Any fixed 64-bit number shared by every `gpucloud migrate`: the PostgreSQL advisory lock they queue on.
@@ -207,6 +208,7 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], None], str]] = {
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="gpucloud", description="The gpucloud control plane's processes.")
+    parser.add_argument("--version", action="version", version=f"gpucloud {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (_, help_text) in COMMANDS.items():
         sub = commands.add_parser(name, help=help_text)

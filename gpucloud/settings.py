@@ -11,6 +11,7 @@ from pathlib import Path
 
 import dj_database_url
 
+from gpucloud import __version__
 from gpucloud.env import (
     ConfigError,
     env_bool,
@@ -321,7 +322,7 @@ REST_FRAMEWORK = {
 SPECTACULAR_SETTINGS = {
     "TITLE": "gpucloud API",
     "DESCRIPTION": "Tenants, quotas and capacity of a multi-tenant GPU cloud.",
-    "VERSION": "1.0.0",
+    "VERSION": __version__,  # pyproject.toml's (gpucloud/__init__.py)
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
     "SCHEMA_PATH_PREFIX": "/api/v1",

@@ -17,19 +17,8 @@ import pytest
 from django.conf import settings
 from django.db import connections
 
-from tests.tools import unavailable
+from tests.tools import CHROMIUM, CHROMIUM_ARGS, unavailable
 
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-dev-shm-usage",
-]
 WIDE: Any = {"width": 1280, "height": 860}
 NARROW: Any = {"width": 390, "height": 844}
 
@@ -91,7 +80,7 @@ def browser(live_server: Any) -> Iterator[Browser]:
     shots = Path(os.environ.get("GPUCLOUD_SCREENSHOTS") or settings.VAR_DIR / "screenshots")
     try:
         with sync_playwright() as p:
-            chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+            chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
             context = chromium.new_context(viewport=WIDE, accept_downloads=True, timezone_id="Europe/Paris")
             context.set_default_timeout(15_000)
             browser = Browser(live_server.url, context, None, shots)

@@ -1,11 +1,14 @@
-"""Fixtures every test may use: the demo fleet, the three people of every tenancy test, API clients,
-and a real Celery worker."""
+"""Fixtures every test may use: the demo fleet, the three people of every tenancy test, API clients, a git
+repository, a fresh PostgreSQL database for processes that migrate their own, and a real Celery worker."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from django.conf import settings
 from django.contrib.auth.models import User
@@ -18,11 +21,13 @@ from rest_framework.test import APIClient
 from core.audit import Actor
 from fleet import fleet_file
 from fleet.services import load_fleet, sync_catalog
+from gitops.tests.gitrepos import Repo
 from gpucloud.kube.api import api_client_for_url
 from tenants.models import Tenant
 from tenants.services import lifecycle, members
 from tenants.tokens import create_token
 from tests.kube_emulator import RunningEmulator, start_emulator
+from tests.tools import server_url, with_database
 
 SYSTEM = Actor.system("tests")
 
@@ -118,6 +123,24 @@ def api() -> Callable[[User | None], APIClient]:
         return api_client
 
     return client
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Repo:
+    """A git repository `platform` the test commits to (gitops/tests/gitrepos.py), served over file://."""
+    return Repo(tmp_path / "platform")
+
+
+@pytest.fixture
+def fresh_database() -> Iterator[str]:
+    """The URL of a new, empty PostgreSQL database, dropped afterwards."""
+    name = f"gpc_cli_{uuid.uuid4().hex[:10]}"
+    admin = with_database(server_url(), "postgres")
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    yield with_database(server_url(), name)
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""Helpers shared by the tests that start real tools (oidc-provider, Prometheus, `make run`)."""
+"""Helpers shared by the tests that start real tools (oidc-provider, Prometheus, `make run`) or processes
+that make their own PostgreSQL database. No Django here: processes that tests spawn import this too."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import os
 import socket
 from pathlib import Path
 from typing import NoReturn
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
@@ -50,3 +52,17 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def server_url() -> str:
+    """The PostgreSQL server of DATABASE_URL, for tests whose processes make their own database."""
+    url = os.environ.get("DATABASE_URL", "")
+    if not url.startswith("postgres"):
+        pytest.fail("these tests need DATABASE_URL=postgres://… (make test sets it)")
+    return url
+
+
+def with_database(url: str, name: str) -> str:
+    """`url` naming database `name` instead."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path="/" + name))

@@ -141,7 +141,7 @@ def parse_month(text: str) -> tuple[int, int]:
     return int(year), int(month)
 
 
-class InvoiceFilter(django_filters.FilterSet):  # type: ignore[misc]  # django-filter ships no types
+class InvoiceFilter(django_filters.FilterSet):
     tenant = django_filters.CharFilter(field_name="tenant__slug", help_text="tenant slug")
 
     class Meta:

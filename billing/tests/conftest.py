@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from billing.models import Invoice, InvoiceLine, RateCard
+from billing.simexporter import ExporterPool
 from core.audit import Actor
 from fleet import fleet_file
 from fleet.models import GpuClass, HostCluster, Node, SimulatedPod
@@ -59,6 +61,25 @@ def at(seconds: float) -> datetime:
 def mini(gpu_catalog: None) -> HostCluster:
     """A simulated host cluster `mini`: node h100-0 (4 × H100) and node a100-0 (2 × A100)."""
     return load_fleet(actor=SYSTEM, fleet=fleet_file.parse(MINI_FLEET), source="mini").host_cluster
+
+
+class Clock:
+    """The time the simulated exporters report: T0 until a test moves `now`."""
+
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+@pytest.fixture
+def pool(mini: HostCluster) -> Iterator[tuple[ExporterPool, Clock]]:
+    """A simulated DCGM exporter per node of `mini` on loopback, and the clock they read."""
+    clock = Clock(T0)
+    exporters = ExporterPool(mini, clock)
+    yield exporters, clock
+    exporters.stop()
 
 
 @pytest.fixture
@@ -185,3 +206,19 @@ def receivers() -> Iterator[list[Receiver]]:
     yield made
     for receiver in made:
         receiver.stop()
+
+
+def invoice_issued_with(card: RateCard) -> Invoice:
+    """January 2026's invoice of a new tenant `acme`, issued, with a line at the card's prices: what keeps a
+    rate card from being deleted (it is retired instead)."""
+    tenant = lifecycle.create_tenant(actor=Actor.console("tests"), slug="acme")
+    invoice = Invoice.objects.create(
+        tenant=tenant, period_start=datetime(2026, 1, 1, tzinfo=UTC),
+        period_end=datetime(2026, 2, 1, tzinfo=UTC), state=Invoice.State.ISSUED, trust_tier="standard",
+    )  # fmt: skip
+    InvoiceLine.objects.create(
+        invoice=invoice, kind="usage", gpu_class="h200-141gb", description="usage",
+        charge_start=invoice.period_start, charge_end=invoice.period_end, gpu_hours=1, list_unit_price=3,
+        unit_price=3, list_amount=3, amount=3, currency="USD", rate_card_version=card.version,
+    )  # fmt: skip
+    return invoice

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import socket
 import urllib.request
-from collections.abc import Iterator
-from datetime import datetime
 
 import pytest
 from django.db.models import Sum
@@ -14,19 +12,11 @@ from billing import dcgm
 from billing.collect import collect_exporters, collect_host_cluster
 from billing.metrics import METER_SCRAPES
 from billing.models import MICRO, CollectionSource, ScrapeRecord, UsageEntry
-from billing.simexporter import ExporterPool, cluster_facts, stop_all
+from billing.simexporter import cluster_facts, stop_all
 from billing.tasks import collect_usage
-from billing.tests.conftest import T0, at, gpu_uuid
+from billing.tests.conftest import at, gpu_uuid
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the exporters read the database from their own threads
-
-
-class Clock:
-    def __init__(self, now: datetime) -> None:
-        self.now = now
-
-    def __call__(self) -> datetime:
-        return self.now
 
 
 @pytest.fixture
@@ -38,14 +28,6 @@ def workload(mini, tenant_on, make_pod):
     make_pod("s1", "tenant-beta", "h100-80gb.shared", "h100-0", [1], at(-600), milli=500)
     make_pod("s2", "tenant-beta", "h100-80gb.shared", "h100-0", [1], at(-600), milli=500)
     return acme, beta
-
-
-@pytest.fixture
-def pool(mini) -> Iterator[tuple[ExporterPool, Clock]]:
-    clock = Clock(T0)
-    exporters = ExporterPool(mini, clock)
-    yield exporters, clock
-    exporters.stop()
 
 
 def seconds(**filters) -> dict[str, int]:

@@ -5,7 +5,6 @@ then on, and writes the credit the tenant's next invoice carries, once, however 
 from __future__ import annotations
 
 import urllib.request
-from collections.abc import Iterator
 from datetime import datetime
 from decimal import Decimal
 
@@ -18,7 +17,7 @@ from billing.models import MICRO, HealthCredit, InvoiceLine, ScrapeRecord, Usage
 from billing.services.ingest import ingest_rounds
 from billing.services.invoicing import draft_invoice, issue_invoice
 from billing.services.rates import create_rate_card
-from billing.simexporter import ExporterPool, cluster_facts
+from billing.simexporter import cluster_facts
 from billing.tests.conftest import T0, at, gpu_uuid
 from core.audit import Actor
 from core.models import AuditEvent
@@ -29,22 +28,6 @@ from tenants.capacity import gpus_by_host_and_model
 pytestmark = pytest.mark.django_db(transaction=True)  # the exporters read the database from their own threads
 ADMIN = Actor.console("tests")
 XID = "DCGM_FI_DEV_XID_ERRORS"
-
-
-class Clock:
-    def __init__(self, now: datetime) -> None:
-        self.now = now
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
-@pytest.fixture
-def pool(mini) -> Iterator[tuple[ExporterPool, Clock]]:
-    clock = Clock(T0)
-    exporters = ExporterPool(mini, clock)
-    yield exporters, clock
-    exporters.stop()
 
 
 @pytest.fixture

@@ -18,10 +18,10 @@ from django.contrib.auth.models import User
 from clusters.access import rbac as access
 from clusters.reconcile import tenants as reconcile
 from clusters.render.access import account_name
-from clusters.tests.test_host_clusters_api import host  # noqa: F401 (a fixture)
+from clusters.tests.conftest import configmap, status_of
 from core.audit import Actor
 from core.models import AuditEvent
-from gpucloud.kube.api import ApiStatusError, KubeApi, RetryPolicy, api_client_from_kubeconfig
+from gpucloud.kube.api import KubeApi, RetryPolicy, api_client_from_kubeconfig
 from tenants.models import Membership, Tenant
 from tenants.services import members
 from tests.kube_emulator import VCLUSTER_ADMIN_TOKEN, RunningEmulator, start_virtual_cluster
@@ -39,7 +39,7 @@ def vcluster() -> Iterator[RunningEmulator]:
 
 
 @pytest.fixture
-def vision(host, kube_emulator, vcluster, api, admin, make_user) -> Tenant:  # noqa: F811
+def vision(host, kube_emulator, vcluster, api, admin, make_user) -> Tenant:
     """Tenant `vision` ready on gpu-east; admin owns it, alice is a member and bob a viewer."""
     client = api(admin)
     created = client.post("/api/v1/tenants/", {"slug": "vision", "host_cluster": "gpu-east"}, format="json")
@@ -65,18 +65,6 @@ def as_person(kubeconfig: str, vcluster: RunningEmulator) -> KubeApi:
     document["clusters"][0]["cluster"]["server"] = vcluster.url
     document["clusters"][0]["cluster"].pop("certificate-authority-data", None)
     return KubeApi(api_client_from_kubeconfig(yaml.safe_dump(document)), ONCE)
-
-
-def status_of(fn: Any, *args: Any) -> int:
-    try:
-        fn(*args)
-    except ApiStatusError as exc:
-        return exc.status
-    return 200
-
-
-def configmap(name: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "default"}}
 
 
 def download(api: Any, user: User) -> Any:

@@ -17,10 +17,10 @@ import yaml
 from clusters.access import rbac as access
 from clusters.reconcile import tenants as reconcile
 from clusters.render.access import account_name
-from clusters.tests.test_host_clusters_api import host  # noqa: F401 (a fixture)
+from clusters.tests.conftest import configmap, status_of
 from core.audit import Actor
 from core.models import AuditEvent
-from gpucloud.kube.api import ApiStatusError, KubeApi, RetryPolicy, api_client_for_url
+from gpucloud.kube.api import KubeApi, RetryPolicy, api_client_for_url
 from tenants.models import Identity, Membership, Tenant
 from tenants.services import lifecycle, members
 from tests.kube_emulator import VCLUSTER_ADMIN_TOKEN, OidcIssuer, RunningEmulator, start_virtual_cluster
@@ -45,7 +45,7 @@ def vcluster(cluster_sso: Provider) -> Iterator[RunningEmulator]:
 
 
 @pytest.fixture
-def vision(cluster_sso, host, kube_emulator, vcluster, admin) -> Tenant:  # noqa: F811
+def vision(cluster_sso, host, kube_emulator, vcluster, admin) -> Tenant:
     tenant = lifecycle.create_tenant(actor=Actor.of(admin), slug="vision", host_cluster=host)
     reconcile.reconcile_host_cluster(host)
     kube_emulator.make_vcluster_ready(
@@ -59,18 +59,6 @@ def as_token(vcluster: RunningEmulator, token: str) -> KubeApi:
     api_client = api_client_for_url(vcluster.url)
     api_client.configuration.api_key = {"authorization": f"Bearer {token}"}
     return KubeApi(api_client, ONCE)
-
-
-def status_of(fn: Any, *args: Any) -> int:
-    try:
-        fn(*args)
-    except ApiStatusError as exc:
-        return exc.status
-    return 200
-
-
-def configmap(name: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "default"}}
 
 
 def test_the_vcluster_api_server_trusts_the_provider_for_the_cli_client(vision, kube_emulator, cluster_sso):

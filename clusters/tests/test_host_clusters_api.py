@@ -3,69 +3,17 @@
 The cluster is the Kubernetes API stand-in (tests/kube_emulator.py) reached through the real client.
 """
 
-from typing import Any
-
 import pytest
 import yaml
 
 from clusters.reconcile import tenants as reconcile
+from clusters.tests.conftest import h200_node, kubeconfig_for
 from core.models import AuditEvent
 from fleet.models import HostCluster, Node
 from tenants.models import Tenant
 from tests.kube_emulator import VCLUSTER_ADMIN_TOKEN, Faults, start_emulator, start_virtual_cluster
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
-
-
-def kubeconfig_for(url: str) -> str:
-    return yaml.safe_dump(
-        {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "current-context": "host",
-            "clusters": [{"name": "host", "cluster": {"server": url}}],
-            "users": [{"name": "admin", "user": {"token": "host-admin-token"}}],
-            "contexts": [{"name": "host", "context": {"cluster": "host", "user": "admin"}}],
-        }
-    )
-
-
-def h200_node(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "labels": {
-                "kubernetes.io/hostname": name,
-                "nvidia.com/gpu.product": "NVIDIA-H200",
-                "nvidia.com/gpu.count": "8",
-                "nvidia.com/mig.capable": "true",
-                "topology.kubernetes.io/zone": "zone-a",
-                "example.com/topology-rack": "rack-1",
-            },
-        },
-        "status": {"allocatable": {"nvidia.com/gpu": "8", "nvidia.com/mig-1g.18gb": "7"}},
-    }
-
-
-@pytest.fixture
-def host(kube_emulator, api, admin, gpu_catalog):
-    """A registered Kubernetes host cluster `gpu-east` with two 8 × H200 nodes, running Kueue."""
-    for n in (1, 2):
-        kube_emulator.put_object(h200_node(f"h200-{n}"))
-    response = api(admin).post(
-        "/api/v1/host-clusters/",
-        {
-            "name": "gpu-east",
-            "driver": "kubernetes",
-            "kubeconfig": kubeconfig_for(kube_emulator.url),
-            "scheduler": "kueue",
-        },
-        format="json",
-    )
-    assert response.status_code == 201, response.json()
-    return HostCluster.objects.get(name="gpu-east")
 
 
 def test_registration_discovers_the_cluster_and_keeps_the_kubeconfig_encrypted(host, api, admin):

@@ -8,7 +8,6 @@ from typing import Any
 from django.utils import timezone
 
 from clusters.reconcile import tenants as reconcile
-from clusters.tests.test_host_clusters_api import host  # noqa: F401 (a fixture)
 from core.audit import Actor
 from core.models import AuditEvent
 from tenants.models import Tenant
@@ -29,7 +28,7 @@ def gpu_quota(kube_emulator) -> dict[str, Any]:
     return next(r for r in resources if r["name"] == "nvidia.com/gpu")
 
 
-def test_the_tenant_sets_its_vcluster_sleep_mode_from_its_settings(host, kube_emulator, api, admin):  # noqa: F811
+def test_the_tenant_sets_its_vcluster_sleep_mode_from_its_settings(host, kube_emulator, api, admin):
     client = api(admin)
     client.post("/api/v1/tenants/", {"slug": "vision", "host_cluster": "gpu-east"}, format="json")
     reconcile.reconcile_host_cluster(host)
@@ -49,7 +48,7 @@ def test_the_tenant_sets_its_vcluster_sleep_mode_from_its_settings(host, kube_em
 
 
 def test_an_idle_tenant_asleep_lends_its_guarantee_and_gets_it_back_when_woken(
-    host,  # noqa: F811
+    host,
     kube_emulator,
     api,
     admin,

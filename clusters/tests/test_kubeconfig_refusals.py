@@ -16,7 +16,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from clusters.reconcile import tenants as reconcile
-from clusters.tests.test_host_clusters_api import kubeconfig_for
+from clusters.tests.conftest import kubeconfig_for
 from core.audit import Actor
 from core.models import AuditEvent
 from fleet.models import HostCluster

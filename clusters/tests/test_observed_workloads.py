@@ -7,11 +7,9 @@ from typing import Any
 
 from clusters.models import ObservedWorkload
 from clusters.reconcile import tenants as reconcile
-from clusters.tests.test_host_clusters_api import KUEUE, host
+from clusters.tests.test_host_clusters_api import KUEUE
 from clusters.tests.test_kubernetes_driver import kueue_workload
 from tenants.models import Membership, Tenant
-
-__all__ = ["host"]  # the fixture: a registered Kubernetes host cluster `gpu-east` running Kueue
 
 
 def rows(tenant: Tenant) -> set[tuple[Any, ...]]:

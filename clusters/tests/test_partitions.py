@@ -13,7 +13,7 @@ import yaml
 from django.utils import timezone
 
 from clusters.reconcile import tenants as reconcile
-from clusters.tests.test_host_clusters_api import kubeconfig_for
+from clusters.tests.conftest import kubeconfig_for
 from fleet.models import Gpu, HostCluster, Node, NodePartition
 from health.models import HealthEvent
 from health.services import quarantines

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from clusters import tasks
+from clusters.tests.conftest import kubeconfig_for
 from fleet.models import HostCluster
 from gpucloud.locks import exclusive
-from health.tests.test_health_pass import kubeconfig_for
 from tenants.models import Tenant
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]

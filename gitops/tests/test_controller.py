@@ -21,7 +21,7 @@ from django.core.management.base import CommandError
 from billing.models import RateCard
 from clusters.reconcile import tenants as reconcile
 from clusters.registration import register_host_cluster
-from clusters.tests.test_host_clusters_api import kubeconfig_for
+from clusters.tests.conftest import kubeconfig_for
 from core.audit import Actor
 from core.models import AuditEvent
 from fleet.models import HostCluster
@@ -33,8 +33,7 @@ from gitops.models import ManagedObject
 from gpucloud.errors import ValidationFailed
 from gpucloud.kube.api import Gone
 from gpucloud.kube.kinds import RATE_CARD_RESOURCE, TENANT_RESOURCE
-from gpucloud.tests.test_cli import (  # noqa: F401
-    fresh_database,
+from gpucloud.tests.test_cli import (
     gpucloud,
     healthz,
     process_env,
@@ -475,7 +474,7 @@ def test_the_api_registers_a_host_cluster_that_watches_tenants(emulator, api, ad
 @pytest.mark.worker
 def test_the_tenant_watcher_process_applies_resources_and_stops_on_sigterm(
     emulator,
-    fresh_database,  # noqa: F811 (the fixture imported above)
+    fresh_database,
     tmp_path,
 ):
     health = free_port()

@@ -11,6 +11,7 @@ from decimal import Decimal
 import pytest
 
 from billing.models import Budget, Invoice, InvoiceLine, RateCard
+from billing.tests.conftest import invoice_issued_with
 from core.audit import Actor
 from core.models import AuditEvent
 from gitops import specs as state
@@ -125,7 +126,7 @@ def test_a_pruned_card_is_deleted_when_unused_and_retired_when_an_issued_invoice
     apply(docs(CARD), actor=CONSOLE, source="cards")
     apply(docs(CARD.replace("list-2026", "list-2027")), actor=CONSOLE, source="more")
     used = RateCard.objects.get(name="list-2027")
-    _used(used)
+    invoice_issued_with(used)
 
     pruned = apply([], actor=CONSOLE, source="cards", prune=True)
     assert [str(c) for c in pruned.changes] == [

@@ -17,7 +17,7 @@ from core.audit import Actor
 from core.models import AuditEvent
 from gitops import services
 from gitops.models import GitSource, ManagedObject
-from gitops.tests.gitrepos import Repo, smart_http
+from gitops.tests.gitrepos import smart_http
 from tenants.models import Tenant
 
 CONSOLE = Actor.console("test")
@@ -35,18 +35,6 @@ def tenant(slug: str, guaranteed: int, display_name: str = "Vision Team") -> str
       quotas:
         - {{gpuClass: h200-141gb, guaranteed: {guaranteed}, burst: 4}}
     """
-
-
-@pytest.fixture
-def repo(tmp_path):
-    return Repo(tmp_path / "platform")
-
-
-@pytest.fixture
-def source(repo, demo_fleet, settings, tmp_path):
-    settings.VAR_DIR = tmp_path / "var"
-    repo.commit("readme", {"README.md": "tenants live in tenants/\n"})
-    return services.create_source(actor=CONSOLE, name="platform", url=repo.url, branch="main", path="tenants")
 
 
 def h200_quota(slug: str) -> int:

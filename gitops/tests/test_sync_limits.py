@@ -19,24 +19,12 @@ from django.core.management.base import CommandError
 
 from gitops import services
 from gitops.models import GitSource
-from gitops.tests.gitrepos import Repo, smart_http
+from gitops.tests.gitrepos import smart_http
 from gitops.tests.test_sync import CONSOLE, tenant
 from gpucloud.celery import SYNC_GITOPS_SOURCE, enqueue
 from tenants.models import Tenant
 
 DEEP = 50_000
-
-
-@pytest.fixture
-def repo(tmp_path):
-    return Repo(tmp_path / "platform")
-
-
-@pytest.fixture
-def source(repo, demo_fleet, settings, tmp_path):
-    settings.VAR_DIR = tmp_path / "var"
-    repo.commit("readme", {"README.md": "tenants live in tenants/\n"})
-    return services.create_source(actor=CONSOLE, name="platform", url=repo.url, branch="main", path="tenants")
 
 
 def vision(display_name: str = "Vision Team") -> bytes:

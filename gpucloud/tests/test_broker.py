@@ -18,9 +18,7 @@ from kombu.connection import Connection
 from gpucloud import broker
 from gpucloud import celery as names
 from gpucloud.celery import app
-from gpucloud.tests.test_cli import fresh_database, gpucloud, process_env, stop, wait_until
-
-__all__ = ["fresh_database"]  # a fixture: imported to be used here
+from gpucloud.tests.test_cli import gpucloud, process_env, stop, wait_until
 
 TRANSPORT = "gpucloud.broker:Transport"
 

@@ -17,44 +17,18 @@ import sys
 import time
 import urllib.error
 import urllib.request
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import psycopg
 import pytest
 import redis
 
-from tests.tools import free_port
+from tests.tools import free_port, with_database
 
 pytestmark = pytest.mark.worker
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def server_url() -> str:
-    url = os.environ.get("DATABASE_URL", "")
-    if not url.startswith("postgres"):
-        pytest.fail("these tests need DATABASE_URL=postgres://… (make test sets it)")
-    return url
-
-
-def with_database(url: str, name: str) -> str:
-    parts = urlsplit(url)
-    return urlunsplit(parts._replace(path="/" + name))
-
-
-@pytest.fixture
-def fresh_database() -> Iterator[str]:
-    """The URL of a new, empty PostgreSQL database, dropped afterwards."""
-    name = f"gpc_cli_{uuid.uuid4().hex[:10]}"
-    admin = with_database(server_url(), "postgres")
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    yield with_database(server_url(), name)
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
 
 
 def process_env(**extra: str) -> dict[str, str]:

@@ -26,7 +26,7 @@ from tenants.models import Tenant
 TenantEvents = Callable[[QuerySet[Tenant]], QuerySet[Any]]
 
 
-class HealthEventFilter(django_filters.FilterSet):  # type: ignore[misc]  # django-filter ships no types
+class HealthEventFilter(django_filters.FilterSet):
     host_cluster = django_filters.CharFilter(field_name="host_cluster__name")
     node = django_filters.CharFilter(field_name="node__name")
     gpu = django_filters.CharFilter(field_name="gpu__uuid", help_text="GPU UUID")

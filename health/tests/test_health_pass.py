@@ -11,12 +11,12 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-import yaml
 from django.utils import timezone
 
 from billing.models import ScrapeRecord
 from billing.services.ingest import ingest_round
 from billing.tests.conftest import Row, exposition
+from clusters.tests.conftest import kubeconfig_for
 from core.models import AuditEvent
 from fleet.models import Gpu, HostCluster, Node, placeholder_uuid
 from health.models import HealthEvent, Quarantine
@@ -28,19 +28,6 @@ from tenants.capacity import gpus_by_host_and_model
 pytestmark = pytest.mark.django_db(transaction=True)
 H200 = "NVIDIA H200"
 TAINT = {"key": TAINT_KEY, "effect": "NoSchedule"}
-
-
-def kubeconfig_for(url: str) -> str:
-    return yaml.safe_dump(
-        {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "current-context": "host",
-            "clusters": [{"name": "host", "cluster": {"server": url}}],
-            "users": [{"name": "admin", "user": {"token": "t"}}],
-            "contexts": [{"name": "host", "context": {"cluster": "host", "user": "admin"}}],
-        }
-    )
 
 
 def gpu_node(name: str) -> dict[str, Any]:

@@ -15,8 +15,7 @@ import pytest
 import yaml
 
 from clusters.render.namespace import render_namespace
-from clusters.tests.conftest import make_tenant
-from clusters.tests.test_host_clusters_api import kubeconfig_for
+from clusters.tests.conftest import kubeconfig_for, make_tenant
 from core.audit import Actor
 from fleet.models import HostCluster
 from gpucloud import crypto

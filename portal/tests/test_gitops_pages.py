@@ -12,7 +12,7 @@ from django.contrib.messages import get_messages
 from core.audit import Actor
 from gitops import services
 from gitops.models import GitSource
-from gitops.tests.gitrepos import Repo, declare_tenant
+from gitops.tests.gitrepos import declare_tenant
 from tenants.models import Tenant
 
 CONSOLE = Actor.console("test")
@@ -25,11 +25,6 @@ spec:
   members: [{user: alice, role: owner}]
   sleep: {whenIdle: false, afterInactivity: 2h}
 """
-
-
-@pytest.fixture
-def repo(tmp_path):
-    return Repo(tmp_path / "platform")
 
 
 @pytest.fixture

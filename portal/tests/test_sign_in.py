@@ -10,10 +10,8 @@ import pytest
 import requests
 
 from core.models import AuditEvent
-from gpucloud.tests.test_cli import fresh_database, get, gpucloud, process_env, stop, wait_until
+from gpucloud.tests.test_cli import get, gpucloud, process_env, stop, wait_until
 from tests.tools import free_port
-
-__all__ = ["fresh_database"]  # a fixture: imported to be used here
 
 
 def sign_in(client, username: str, password: str, address: str = "10.0.0.7") -> int:

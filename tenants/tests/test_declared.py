@@ -10,7 +10,7 @@ from core.models import AuditEvent
 from fleet.models import GpuClass
 from gitops import services as gitops
 from gitops.models import GitSource
-from gitops.tests.gitrepos import Repo, declare_tenant
+from gitops.tests.gitrepos import declare_tenant
 from tenants.models import Tenant
 from tenants.services import quotas
 
@@ -24,11 +24,6 @@ spec:
   members: [{user: alice, role: owner}]
   quotas: [{gpuClass: h200-141gb, guaranteed: 8}]
 """
-
-
-@pytest.fixture
-def repo(tmp_path):
-    return Repo(tmp_path / "platform")
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from billing.models import Invoice, InvoiceLine, RateCard
+from billing.tests.conftest import invoice_issued_with
 from core.audit import Actor
 from core.models import AuditEvent
 from tenants.services import lifecycle
@@ -50,7 +51,7 @@ def test_destroy_deletes_an_unused_card_and_retires_one_an_issued_invoice_used(t
     terraform.apply()
     draft = RateCard.objects.get(effective_from=datetime(2027, 1, 1, tzinfo=UTC))
     billed = RateCard.objects.get(effective_from=datetime(2026, 1, 1, tzinfo=UTC))
-    issued_with(billed)
+    invoice_issued_with(billed)
     assert "No changes." in terraform.plan(expect=0)
 
     destroyed = terraform.run("destroy", "-auto-approve")
