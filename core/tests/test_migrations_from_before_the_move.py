@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psycopg
@@ -23,6 +23,8 @@ from django.conf import settings
 ROOT = Path(__file__).resolve().parents[2]
 # The last commit before the packages moved: main when issue #25's work began.
 BEFORE_THE_MOVE = "a3d3ac3"
+# The commit issue #25 was read at; issue #24's migrations came after it.
+ISSUE_READ_AT = "5bfabbc"
 
 
 def _connection_url(name: str) -> str:
@@ -45,18 +47,38 @@ def database() -> Iterator[str]:
 
 
 @pytest.fixture
-def old_tree(tmp_path: Path) -> Path:
+def database_factory() -> Iterator[Callable[[], str]]:
+    """Fresh PostgreSQL databases of the test's own, dropped afterwards."""
+    made: list[str] = []
+
+    def make() -> str:
+        name = f"gpucloud_move_{uuid.uuid4().hex[:10]}"
+        with psycopg.connect(_connection_url("postgres"), autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        made.append(name)
+        return name
+
+    yield make
+    with psycopg.connect(_connection_url("postgres"), autocommit=True) as conn:
+        for name in made:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _tree_at(commit: str, into: Path) -> Path:
+    """The repository's files at `commit` (from git: a clone has the history)."""
     if shutil.which("git") is None or not (ROOT / ".git").exists():
         pytest.fail("this test needs git and the repository's history (run it from a clone)")
-    tree = tmp_path / "before"
-    tree.mkdir()
+    into.mkdir()
     archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", "--format=tar", BEFORE_THE_MOVE],
-        capture_output=True,
-        check=True,
+        ["git", "-C", str(ROOT), "archive", "--format=tar", commit], capture_output=True, check=True
     )
-    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
-    return tree
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
+    return into
+
+
+@pytest.fixture
+def old_tree(tmp_path: Path) -> Path:
+    return _tree_at(BEFORE_THE_MOVE, tmp_path / "before")
 
 
 def _migrate(tree: Path, database: str) -> None:
@@ -112,3 +134,15 @@ def test_a_database_from_before_the_move_migrates_to_the_head_and_no_table_chang
         "billing",
     }
     assert applied_before <= applied_after
+
+
+def test_a_database_from_the_commit_the_issue_was_read_at_migrates_to_the_schema_of_a_new_one(
+    database_factory, tmp_path
+):
+    """Issue #24's migrations came between, so tables do change on this way; the result must be exactly the
+    schema a database made at the head has."""
+    old, new = database_factory(), database_factory()
+    _migrate(_tree_at(ISSUE_READ_AT, tmp_path / "read-at"), old)
+    _migrate(ROOT, old)
+    _migrate(ROOT, new)
+    assert _schema(old) == _schema(new)
