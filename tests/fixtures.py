@@ -1,11 +1,15 @@
 """Fixtures every test may use: the demo fleet, the three people of every tenancy test, API clients,
-and a real Celery worker."""
+a real Celery worker; and what each pytest-xdist worker keeps to itself when the suite runs in parallel."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
+import psycopg
 import pytest
 from django.conf import settings
 from django.contrib.auth.models import User
@@ -22,6 +26,106 @@ from tenants.models import Tenant
 from tenants.tokens import create_token
 
 SYSTEM = Actor.system("tests")
+WORKER_DATABASE = pytest.StashKey[tuple[str, str]]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist (`make test` runs `pytest -n …`) the workers run tests side by side, so what a test
+    or a process it starts would share with the whole run becomes the worker's own. pytest-django gives each
+    worker its test database (test_<name>_gw0, …); this gives it the rest:
+    - DATABASE_URL, which the processes some tests start (`gpucloud scheduler`, the image's web) connect to
+      as it is: a database <name>_gw0 of the worker's, made here and dropped when it ends;
+    - the Celery broker: Redis database 15 for gw0, 14 for gw1… (of CELERY_BROKER_URL's number), so one
+      worker's Celery never takes another's tasks, and a test purging its queues or RedBeat's lock and
+      schedule touches its worker's alone;
+    - GPUCLOUD_VAR_DIR (Git mirrors, screenshots, locks): a directory gw0/ in the run's.
+    Django's settings were read before any conftest loads, so they are set here as well as the environment.
+    """
+    worker = getattr(config, "workerinput", {}).get("workerid")
+    if worker is None:
+        return
+    index = int(worker.removeprefix("gw"))
+
+    database = os.environ.get("DATABASE_URL", "")
+    if database.startswith("postgres"):
+        parts = urlsplit(database)
+        name = f"{parts.path.lstrip('/')}_{worker}"
+        admin = urlunsplit(parts._replace(path="/postgres"))
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            conn.execute(f'CREATE DATABASE "{name}"')
+        config.stash[WORKER_DATABASE] = (admin, name)
+        os.environ["DATABASE_URL"] = urlunsplit(parts._replace(path="/" + name))
+
+    broker = os.environ.get("CELERY_BROKER_URL", "")
+    if broker.startswith(("redis://", "rediss://")):
+        parts = urlsplit(broker)
+        number = int(parts.path.strip("/") or 0) - index
+        if number < 0:
+            raise pytest.UsageError(f"{worker}: no Redis database is left below {broker} for this worker")
+        own = urlunsplit(parts._replace(path=f"/{number}"))
+        os.environ["CELERY_BROKER_URL"] = settings.CELERY_BROKER_URL = own
+        if broker == settings.CELERY_REDBEAT_REDIS_URL:
+            settings.CELERY_REDBEAT_REDIS_URL = own
+        from gpucloud.celery import app
+
+        app.conf.broker_url, app.conf.redbeat_redis_url = own, settings.CELERY_REDBEAT_REDIS_URL
+
+    var_dir = Path(settings.VAR_DIR) / worker
+    var_dir.mkdir(parents=True, exist_ok=True)
+    os.environ["GPUCLOUD_VAR_DIR"] = str(var_dir)
+    settings.VAR_DIR = var_dir
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist: the tests of a module that share a module-scoped fixture (a built wheel, a running
+    embedded default) go to one worker as a group (`--dist loadgroup`), so it is made once; and the slow ones
+    are handed out first, so the run does not end waiting on a wheel build begun last."""
+    if not hasattr(config, "workerinput"):
+        return  # a run in one process keeps the collection's order
+    for item in items:
+        fixtures = getattr(item, "_fixtureinfo", None)
+        definitions = fixtures.name2fixturedefs.values() if fixtures else ()
+        if any(d.scope in ("module", "class", "package") for defs in definitions for d in defs):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+    cost: dict[str, int] = {}
+    for item in items:
+        unit = _unit(item)
+        cost[unit] = max(cost.get(unit, 0), _expected_cost(item))
+    first = {unit: index for index, unit in reversed(list(enumerate(map(_unit, items))))}
+    items.sort(key=lambda item: (-cost[_unit(item)], first[_unit(item)]))
+
+
+def _unit(item: pytest.Item) -> str:
+    group = item.get_closest_marker("xdist_group")
+    return str(group.args[0]) if group else item.nodeid
+
+
+def _expected_cost(item: pytest.Item) -> int:
+    """A rough rank of a test's time: a wheel or image build takes minutes; a real process, a browser or a
+    live server seconds to tens of seconds; a transactional test flushes every table; the rest is quick."""
+    if item.get_closest_marker("wheel"):
+        return 3
+    names = set(getattr(item, "fixturenames", ()))
+    if item.get_closest_marker("worker") or names & {
+        "browser",
+        "live_server",
+        "celery_worker",
+        "oidc_provider",
+    }:
+        return 2
+    django_db = item.get_closest_marker("django_db")
+    if "transactional_db" in names or (django_db and django_db.kwargs.get("transaction")):
+        return 1
+    return 0
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if WORKER_DATABASE in config.stash:
+        admin, name = config.stash[WORKER_DATABASE]
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture(autouse=True)
