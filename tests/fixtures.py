@@ -3,7 +3,10 @@ a real Celery worker; and what each pytest-xdist worker keeps to itself when the
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -77,51 +80,104 @@ def pytest_configure(config: pytest.Config) -> None:
     settings.VAR_DIR = var_dir
 
 
-@pytest.hookimpl(tryfirst=True)
+# Under pytest-xdist: the tests of a module that share a module-scoped fixture (a built wheel, a running
+# embedded default) go to one worker, so it is made once. `--dist loadgroup` cannot do it on pytest 9.2: it
+# marks a group by editing the test's node id, which pytest no longer reads (pytest-dev/pytest-xdist#1386).
+# So each worker writes the groups it collected to a file the controller names (GROUPS), and the controller's
+# scheduler, made by pytest_xdist_make_scheduler for `--dist loadgroup`, reads them from there.
+GROUPS = "gpucloud_groups"
+
+
+GROUPS_DIR = pytest.StashKey[Path]()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    if GROUPS_DIR not in node.config.stash:
+        node.config.stash[GROUPS_DIR] = Path(tempfile.mkdtemp(prefix="gpucloud-xdist-groups-"))
+    node.workerinput[GROUPS] = str(node.config.stash[GROUPS_DIR])
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        """One work unit per group the workers wrote, one per test otherwise; units in collection order."""
+
+        groups: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.groups is None:
+                written = sorted(config.stash[GROUPS_DIR].glob("*.json"))
+                self.groups = json.loads(written[0].read_text()) if written else {}
+            return self.groups.get(nodeid, nodeid)
+
+    return GroupScheduling(config, log)
+
+
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist: the tests of a module that share a module-scoped fixture (a built wheel, a running
-    embedded default) go to one worker as a group (`--dist loadgroup`), so it is made once; and the slow ones
-    are handed out first, so the run does not end waiting on a wheel build begun last."""
-    if not hasattr(config, "workerinput"):
+    """Under pytest-xdist: group the tests sharing a module-scoped fixture, and hand the slow ones out first,
+    so that the run does not end waiting on a wheel build begun last. pytest-django has put the tests that
+    use the database in a transaction before those that flush it (data migrations' rows are gone after a
+    flush); that order stays. Only the tests without a database move: the slow ones to the front."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is None:
         return  # a run in one process keeps the collection's order
-    for item in items:
-        fixtures = getattr(item, "_fixtureinfo", None)
-        definitions = fixtures.name2fixturedefs.values() if fixtures else ()
-        if any(d.scope in ("module", "class", "package") for defs in definitions for d in defs):
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
-    cost: dict[str, int] = {}
-    for item in items:
-        unit = _unit(item)
-        cost[unit] = max(cost.get(unit, 0), _expected_cost(item))
-    first = {unit: index for index, unit in reversed(list(enumerate(map(_unit, items))))}
-    items.sort(key=lambda item: (-cost[_unit(item)], first[_unit(item)]))
+    order = {item.nodeid: _order(item) for item in items}
+    groups = {item.nodeid: item.nodeid.split("::")[0] for item in items if _shares_a_module_fixture(item)}
+    phases: dict[str, set[int]] = {}
+    for nodeid, group in groups.items():
+        phases.setdefault(group, set()).add(order[nodeid][0])
+    # A group goes out when its last phase does; one with tests in a transaction and tests that flush would
+    # run the former after other tests' flushes, so it is not made (its module fixture is made per worker).
+    groups = {nodeid: group for nodeid, group in groups.items() if not {1, 2} <= phases[group]}
+    unit = {item.nodeid: groups.get(item.nodeid, item.nodeid) for item in items}
+    rank: dict[str, tuple[int, int, int]] = {}
+    for index, item in enumerate(items):
+        phase, slow = order[item.nodeid]
+        before = rank.get(unit[item.nodeid], (phase, slow, index))
+        rank[unit[item.nodeid]] = (max(before[0], phase), min(before[1], slow), min(before[2], index))
+    items.sort(key=lambda item: rank[unit[item.nodeid]])
+    if GROUPS in workerinput:
+        writing = Path(workerinput[GROUPS]) / f"{workerinput['workerid']}.writing"
+        writing.write_text(json.dumps(groups))
+        writing.rename(writing.with_suffix(".json"))  # whole, or not there
 
 
-def _unit(item: pytest.Item) -> str:
-    group = item.get_closest_marker("xdist_group")
-    return str(group.args[0]) if group else item.nodeid
+def _shares_a_module_fixture(item: pytest.Item) -> bool:
+    """The test uses a module-, class- or package-scoped fixture of the project's (a plugin's own, such as
+    pytest-django's class-scoped one every test has, has no base id)."""
+    fixtures = getattr(item, "_fixtureinfo", None)
+    definitions = fixtures.name2fixturedefs.values() if fixtures else ()
+    return any(d.scope in ("module", "class", "package") and d.baseid for defs in definitions for d in defs)
 
 
-def _expected_cost(item: pytest.Item) -> int:
-    """A rough rank of a test's time: a wheel or image build takes minutes; a real process, a browser or a
-    live server seconds to tens of seconds; a transactional test flushes every table; the rest is quick."""
-    if item.get_closest_marker("wheel"):
-        return 3
+def _order(item: pytest.Item) -> tuple[int, int]:
+    """When a test is handed out: first the slow ones without a database (a wheel or image build, a real
+    process: tens of seconds to minutes); then the tests in a transaction; then those that flush the
+    database, slow ones first; last the quick ones without a database, which even out the workers' ends."""
     names = set(getattr(item, "fixturenames", ()))
-    if item.get_closest_marker("worker") or names & {
-        "browser",
-        "live_server",
-        "celery_worker",
-        "oidc_provider",
-    }:
-        return 2
     django_db = item.get_closest_marker("django_db")
-    if "transactional_db" in names or (django_db and django_db.kwargs.get("transaction")):
-        return 1
-    return 0
+    if item.get_closest_marker("wheel"):
+        slow = 2
+    elif item.get_closest_marker("worker") or names & {"browser", "live_server", "celery_worker"}:
+        slow = 1
+    else:
+        slow = 0
+    if (django_db and django_db.kwargs.get("transaction")) or names & {"transactional_db", "live_server"}:
+        return 2, -slow
+    if django_db or "db" in names:
+        return 1, 0
+    return (0, -slow) if slow else (3, 0)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    if GROUPS_DIR in config.stash:
+        shutil.rmtree(config.stash[GROUPS_DIR], ignore_errors=True)
     if WORKER_DATABASE in config.stash:
         admin, name = config.stash[WORKER_DATABASE]
         with psycopg.connect(admin, autocommit=True) as conn:
