@@ -47,8 +47,14 @@ lint: install-test
 terraform-provider: $(VENV)/.terraform-installed
 	@$(PY) -m terraform_provider.build var/terraform
 
+# The suite runs in PYTEST_WORKERS processes (pytest-xdist). tests/fixtures.py gives each its own databases,
+# Redis database and var/, keeps the tests sharing a module fixture together and hands the slow ones out
+# first. Much of the suite waits on processes, HTTP and PostgreSQL, so more processes than cores pay off.
+# PYTEST_WORKERS=0 runs it in one process.
+PYTEST_WORKERS ?= 3
 test: lint
-	bash scripts/with-services.sh $(VENV)/bin/pytest $(PYTEST_ARGS)
+	bash scripts/with-services.sh $(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder \
+	  $(PYTEST_ARGS)
 
 # The portal's browser tests, saving their screenshots where the README shows them.
 screenshots: install-test

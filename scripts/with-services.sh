@@ -8,7 +8,10 @@ set -euo pipefail
 tmp=$(mktemp -d)
 run_id="run_$$_$(date +%s)"
 cleanup() {
-  [ -n "${own_database:-}" ] && command -v psql >/dev/null && for db in "gpucloud_$run_id" "test_gpucloud_$run_id"; do
+  # The run's database and the test databases made from its name: test_gpucloud_<run>, and with pytest -n
+  # those of each xdist worker (gpucloud_<run>_gw0, test_gpucloud_<run>_gw0…), should a worker die undropped.
+  [ -n "${own_database:-}" ] && command -v psql >/dev/null && for db in $(psql -Atq "$own_database" \
+    -c "SELECT datname FROM pg_database WHERE position('gpucloud_$run_id' in datname) > 0" 2>/dev/null); do
     psql -q "$own_database" -c "DROP DATABASE IF EXISTS \"$db\" WITH (FORCE)" >/dev/null 2>&1 || true
   done
   [ -n "${pg_dir:-}" ] && runuser -u postgres -- "$pg_bin/pg_ctl" -D "$pg_dir" -m fast stop >/dev/null 2>&1 || true

@@ -1,12 +1,18 @@
 """Fixtures every test may use: the demo fleet, the three people of every tenancy test, API clients, a git
-repository, a fresh PostgreSQL database for processes that migrate their own, and a real Celery worker."""
+repository, a fresh PostgreSQL database for processes that migrate their own, a real Celery worker, the
+Kubernetes emulator; and what each pytest-xdist worker keeps to itself when the suite runs in parallel."""
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
@@ -30,6 +36,159 @@ from tests.kube_emulator import RunningEmulator, start_emulator
 from tests.tools import server_url, with_database
 
 SYSTEM = Actor.system("tests")
+WORKER_DATABASE = pytest.StashKey[tuple[str, str]]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist (`make test` runs `pytest -n …`) the workers run tests side by side, so what a test
+    or a process it starts would share with the whole run becomes the worker's own. pytest-django gives each
+    worker its test database (test_<name>_gw0, …); this gives it the rest:
+    - DATABASE_URL, which the processes some tests start (`gpucloud scheduler`, the image's web) connect to
+      as it is: a database <name>_gw0 of the worker's, made here and dropped when it ends;
+    - the Celery broker: Redis database 15 for gw0, 14 for gw1… (of CELERY_BROKER_URL's number), so one
+      worker's Celery never takes another's tasks, and a test purging its queues or RedBeat's lock and
+      schedule touches its worker's alone;
+    - GPUCLOUD_VAR_DIR (Git mirrors, screenshots, locks): a directory gw0/ in the run's.
+    Django's settings were read before any conftest loads, so they are set here as well as the environment.
+    """
+    worker = getattr(config, "workerinput", {}).get("workerid")
+    if worker is None:
+        return
+    index = int(worker.removeprefix("gw"))
+
+    database = os.environ.get("DATABASE_URL", "")
+    if database.startswith("postgres"):
+        parts = urlsplit(database)
+        name = f"{parts.path.lstrip('/')}_{worker}"
+        admin = urlunsplit(parts._replace(path="/postgres"))
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            conn.execute(f'CREATE DATABASE "{name}"')
+        config.stash[WORKER_DATABASE] = (admin, name)
+        os.environ["DATABASE_URL"] = urlunsplit(parts._replace(path="/" + name))
+
+    broker = os.environ.get("CELERY_BROKER_URL", "")
+    if broker.startswith(("redis://", "rediss://")):
+        parts = urlsplit(broker)
+        number = int(parts.path.strip("/") or 0) - index
+        if number < 0:
+            raise pytest.UsageError(f"{worker}: no Redis database is left below {broker} for this worker")
+        own = urlunsplit(parts._replace(path=f"/{number}"))
+        os.environ["CELERY_BROKER_URL"] = settings.CELERY_BROKER_URL = own
+        if broker == settings.CELERY_REDBEAT_REDIS_URL:
+            settings.CELERY_REDBEAT_REDIS_URL = own
+        from gpucloud.celery import app
+
+        app.conf.broker_url, app.conf.redbeat_redis_url = own, settings.CELERY_REDBEAT_REDIS_URL
+
+    var_dir = Path(settings.VAR_DIR) / worker
+    var_dir.mkdir(parents=True, exist_ok=True)
+    os.environ["GPUCLOUD_VAR_DIR"] = str(var_dir)
+    settings.VAR_DIR = var_dir
+
+
+# Under pytest-xdist: the tests of a module that share a module-scoped fixture (a built wheel, a running
+# embedded default) go to one worker, so it is made once. `--dist loadgroup` cannot do it on pytest 9.2: it
+# marks a group by editing the test's node id, which pytest no longer reads (pytest-dev/pytest-xdist#1386).
+# So each worker writes the groups it collected to a file the controller names (GROUPS), and the controller's
+# scheduler, made by pytest_xdist_make_scheduler for `--dist loadgroup`, reads them from there.
+GROUPS = "gpucloud_groups"
+
+
+GROUPS_DIR = pytest.StashKey[Path]()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    if GROUPS_DIR not in node.config.stash:
+        node.config.stash[GROUPS_DIR] = Path(tempfile.mkdtemp(prefix="gpucloud-xdist-groups-"))
+    node.workerinput[GROUPS] = str(node.config.stash[GROUPS_DIR])
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):  # type: ignore[misc]  # pytest-xdist ships no types
+        """One work unit per group the workers wrote, one per test otherwise; units in collection order."""
+
+        groups: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.groups is None:
+                written = sorted(config.stash[GROUPS_DIR].glob("*.json"))
+                self.groups = json.loads(written[0].read_text()) if written else {}
+            return self.groups.get(nodeid, nodeid)
+
+    return GroupScheduling(config, log)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist: group the tests sharing a module-scoped fixture, and hand the slow ones out first,
+    so that the run does not end waiting on a wheel build begun last. pytest-django has put the tests that
+    use the database in a transaction before those that flush it (data migrations' rows are gone after a
+    flush); that order stays. Only the tests without a database move: the slow ones to the front."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is None:
+        return  # a run in one process keeps the collection's order
+    order = {item.nodeid: _order(item) for item in items}
+    groups = {item.nodeid: item.nodeid.split("::")[0] for item in items if _shares_a_module_fixture(item)}
+    phases: dict[str, set[int]] = {}
+    for nodeid, group in groups.items():
+        phases.setdefault(group, set()).add(order[nodeid][0])
+    # A group goes out when its last phase does; one with tests in a transaction and tests that flush would
+    # run the former after other tests' flushes, so it is not made (its module fixture is made per worker).
+    groups = {nodeid: group for nodeid, group in groups.items() if not {1, 2} <= phases[group]}
+    unit = {item.nodeid: groups.get(item.nodeid, item.nodeid) for item in items}
+    rank: dict[str, tuple[int, int, int]] = {}
+    for index, item in enumerate(items):
+        phase, slow = order[item.nodeid]
+        before = rank.get(unit[item.nodeid], (phase, slow, index))
+        rank[unit[item.nodeid]] = (max(before[0], phase), min(before[1], slow), min(before[2], index))
+    items.sort(key=lambda item: rank[unit[item.nodeid]])
+    if GROUPS in workerinput:
+        writing = Path(workerinput[GROUPS]) / f"{workerinput['workerid']}.writing"
+        writing.write_text(json.dumps(groups))
+        writing.rename(writing.with_suffix(".json"))  # whole, or not there
+
+
+def _shares_a_module_fixture(item: pytest.Item) -> bool:
+    """The test uses a module-, class- or package-scoped fixture of the project's (a plugin's own, such as
+    pytest-django's class-scoped one every test has, has no base id)."""
+    fixtures = getattr(item, "_fixtureinfo", None)
+    definitions = fixtures.name2fixturedefs.values() if fixtures else ()
+    return any(d.scope in ("module", "class", "package") and d.baseid for defs in definitions for d in defs)
+
+
+def _order(item: pytest.Item) -> tuple[int, int]:
+    """When a test is handed out: first the slow ones without a database (a wheel or image build, a real
+    process: tens of seconds to minutes); then the tests in a transaction; then those that flush the
+    database, slow ones first; last the quick ones without a database, which even out the workers' ends."""
+    names = set(getattr(item, "fixturenames", ()))
+    django_db = item.get_closest_marker("django_db")
+    if item.get_closest_marker("wheel"):
+        slow = 2
+    elif item.get_closest_marker("worker") or names & {"browser", "live_server", "celery_worker"}:
+        slow = 1
+    else:
+        slow = 0
+    if (django_db and django_db.kwargs.get("transaction")) or names & {"transactional_db", "live_server"}:
+        return 2, -slow
+    if django_db or "db" in names:
+        return 1, 0
+    return (0, -slow) if slow else (3, 0)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if GROUPS_DIR in config.stash:
+        shutil.rmtree(config.stash[GROUPS_DIR], ignore_errors=True)
+    if WORKER_DATABASE in config.stash:
+        admin, name = config.stash[WORKER_DATABASE]
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture(autouse=True)

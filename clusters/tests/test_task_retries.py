@@ -9,7 +9,8 @@ from django.db import OperationalError
 from gpucloud.kube.errors import PermanentDriverError, TemporaryDriverError
 from gpucloud.locks import LockBusy
 
-TASKS = [name for name in current_app.tasks if name.startswith(("workers.", "billing."))]
+# Sorted: the registry's order differs between processes, and pytest-xdist's workers must collect alike.
+TASKS = sorted(name for name in current_app.tasks if name.startswith(("workers.", "billing.")))
 
 
 def test_every_app_declares_its_tasks_with_the_one_decorator():
