@@ -51,7 +51,7 @@ terraform-provider: $(VENV)/.terraform-installed
 # Redis database and var/, keeps the tests sharing a module fixture together and hands the slow ones out
 # first. Much of the suite waits on processes, HTTP and PostgreSQL, so more processes than cores pay off.
 # PYTEST_WORKERS=0 runs it in one process.
-PYTEST_WORKERS ?= 3
+PYTEST_WORKERS ?= 4
 test: lint
 	bash scripts/with-services.sh $(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder \
 	  $(PYTEST_ARGS)
