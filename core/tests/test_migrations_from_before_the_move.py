@@ -13,12 +13,13 @@ import shutil
 import subprocess
 import sys
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
-from django.conf import settings
+
+from tests.tools import server_url, with_database
 
 ROOT = Path(__file__).resolve().parents[2]
 # The last commit before the packages moved: main when issue #25's work began.
@@ -27,41 +28,17 @@ BEFORE_THE_MOVE = "a3d3ac3"
 ISSUE_READ_AT = "5bfabbc"
 
 
-def _connection_url(name: str) -> str:
-    db = settings.DATABASES["default"]
-    host, port = db.get("HOST") or "127.0.0.1", db.get("PORT") or 5432
-    user = db.get("USER") or "postgres"
-    return f"postgresql://{user}@{host}:{port}/{name}"
-
-
 @pytest.fixture
-def database() -> Iterator[str]:
-    if settings.DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
-        pytest.fail("the schema comparison needs PostgreSQL (run the tests through scripts/with-services.sh)")
-    name = f"gpucloud_move_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(_connection_url("postgres"), autocommit=True) as conn:
+def another_database() -> Iterator[str]:
+    """A second new database beside `fresh_database` (tests/fixtures.py), on the same server, dropped
+    afterwards."""
+    name = f"gpc_move_{uuid.uuid4().hex[:10]}"
+    admin = with_database(server_url(), "postgres")
+    with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
-    yield name
-    with psycopg.connect(_connection_url("postgres"), autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-@pytest.fixture
-def database_factory() -> Iterator[Callable[[], str]]:
-    """Fresh PostgreSQL databases of the test's own, dropped afterwards."""
-    made: list[str] = []
-
-    def make() -> str:
-        name = f"gpucloud_move_{uuid.uuid4().hex[:10]}"
-        with psycopg.connect(_connection_url("postgres"), autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
-        made.append(name)
-        return name
-
-    yield make
-    with psycopg.connect(_connection_url("postgres"), autocommit=True) as conn:
-        for name in made:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    yield with_database(server_url(), name)
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
 
 
 def _tree_at(commit: str, into: Path) -> Path:
@@ -85,7 +62,7 @@ def _migrate(tree: Path, database: str) -> None:
     env = {
         **os.environ,
         "PYTHONPATH": str(tree),
-        "DATABASE_URL": f"postgres://{_connection_url(database).split('://', 1)[1]}",
+        "DATABASE_URL": database,
         "DJANGO_SETTINGS_MODULE": "gpucloud.settings",
     }
     run = subprocess.run(
@@ -101,7 +78,7 @@ def _migrate(tree: Path, database: str) -> None:
 
 def _schema(database: str) -> str:
     dump = subprocess.run(
-        ["pg_dump", "--schema-only", "--no-owner", _connection_url(database)],
+        ["pg_dump", "--schema-only", "--no-owner", database],
         capture_output=True,
         text=True,
         check=True,
@@ -113,15 +90,15 @@ def _schema(database: str) -> str:
 
 
 def _applied(database: str) -> set[tuple[str, str]]:
-    with psycopg.connect(_connection_url(database)) as conn:
+    with psycopg.connect(database) as conn:
         return {(app, name) for app, name in conn.execute("SELECT app, name FROM django_migrations")}
 
 
-def test_a_database_from_before_the_move_migrates_to_the_head_and_no_table_changes(database, old_tree):
-    _migrate(old_tree, database)
-    before, applied_before = _schema(database), _applied(database)
-    _migrate(ROOT, database)
-    after, applied_after = _schema(database), _applied(database)
+def test_a_database_from_before_the_move_migrates_to_the_head_and_no_table_changes(fresh_database, old_tree):
+    _migrate(old_tree, fresh_database)
+    before, applied_before = _schema(fresh_database), _applied(fresh_database)
+    _migrate(ROOT, fresh_database)
+    after, applied_after = _schema(fresh_database), _applied(fresh_database)
     assert after == before
     new = applied_after - applied_before
     assert {app for app, _ in new} == {
@@ -137,11 +114,11 @@ def test_a_database_from_before_the_move_migrates_to_the_head_and_no_table_chang
 
 
 def test_a_database_from_the_commit_the_issue_was_read_at_migrates_to_the_schema_of_a_new_one(
-    database_factory, tmp_path
+    fresh_database, another_database, tmp_path
 ):
     """Issue #24's migrations came between, so tables do change on this way; the result must be exactly the
     schema a database made at the head has."""
-    old, new = database_factory(), database_factory()
+    old, new = fresh_database, another_database
     _migrate(_tree_at(ISSUE_READ_AT, tmp_path / "read-at"), old)
     _migrate(ROOT, old)
     _migrate(ROOT, new)
