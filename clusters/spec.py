@@ -44,6 +44,8 @@ class TenantSpec:
     quotas: tuple[QuotaSpec, ...] = ()
     sleep_after_inactivity: str = ""  # the tenant's own setting; empty = the host cluster's
     asleep: bool = False  # put to sleep by gpucloud after an idle window (see billing/services/idle.py)
+    # Isolated tenants: the host nodes dedicated to it (labelled and tainted gpucloud.io/tenant=<slug>).
+    dedicated_nodes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -66,6 +66,16 @@ class ClusterProfile:
     dra: bool = (
         False  # serves resource.k8s.io/v1 and runs NVIDIA's DRA driver: DeviceClasses, claim templates
     )
+    # Every GPU resource name the cluster's nodes advertise (nvidia.com/gpu, nvidia.com/mig-1g.18gb,
+    # nvidia.com/gpu.shared, HAMi's nvidia.com/gpumem and nvidia.com/gpucores, …), whoever holds them: each
+    # tenant's ResourceQuota and admission policy name all of them, 0 / refused where the tenant holds none.
+    gpu_resources: tuple[str, ...] = ()
+    # Pod Security Standard enforced per trust tier (host namespace label and the vCluster's own setting).
+    pod_security: tuple[tuple[str, str], ...] = (
+        ("isolated", "restricted"),
+        ("standard", "baseline"),
+        ("trusted", "baseline"),
+    )
 
     def endpoint(self, slug: str) -> str:
         """The external URL of a tenant's API server."""
