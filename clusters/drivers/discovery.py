@@ -1,10 +1,12 @@
 """What a Kubernetes host cluster runs, read in one place: registration and every reconcile pass use it.
 
-`discover` reads the server version, the served API groups, the GPU nodes and NVIDIA's DRA DeviceClass; for
+`discover` reads the server version, the served API groups, the GPU nodes and the DRA DeviceClasses; for
 the conformance report (`clusters.drivers.conformance`, re-checked on every pass) it also reads the GPU
-Operator's ClusterPolicy and Kueue's controller Deployment (six requests at most). The add-on flags the
-renderers and admission read (`HostCluster.addons`) and the GPU nodes the fleet imports are derived from that
-one `ClusterDiscovery`. `check_profile` refuses a profile the cluster cannot serve.
+Operator's ClusterPolicy, Kueue's controller Deployment and Kueue's configuration (seven requests at most).
+The add-on flags the renderers and admission read (`HostCluster.addons`), every GPU resource name the
+cluster offers (`HostCluster.gpu_resources`: what each tenant's ResourceQuota names) and the GPU nodes the
+fleet imports are derived from that one `ClusterDiscovery`. `check_profile` refuses a profile the cluster
+cannot serve.
 
 Not a driver: the drivers import it, it imports none of them.
 """
@@ -16,9 +18,13 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+import yaml
+
 from clusters.drivers.quantities import count, quantity
 from clusters.render import ClusterProfile
+from clusters.render.dra import DEVICE_COUNT, device_class_name
 from clusters.spec import QuotaSpec
+from fleet import catalog
 from gpucloud.kube import kinds as k
 from gpucloud.kube.api import ApiStatusError, KubeApi, NotFound
 from gpucloud.kube.errors import PermanentDriverError
@@ -51,6 +57,10 @@ DRA_DRIVER = "gpu.nvidia.com"  # NVIDIA's DRA driver installs a DeviceClass of i
 GPU_PRODUCT = "nvidia.com/gpu.product"
 HAMI_REGISTER = "hami.io/node-nvidia-register"  # HAMi's device plugin annotates the GPU nodes it serves
 KUEUE_SELECTOR = "app.kubernetes.io/name=kueue"  # the Kueue chart's controller Deployment
+# Kueue's Configuration: this ConfigMap in the controller's namespace, under this key (the chart's and
+# the release manifests' names).
+KUEUE_CONFIG, KUEUE_CONFIG_KEY = "kueue-manager-config", "controller_manager_config.yaml"
+HAMI_RESOURCES = (catalog.HAMI_RESOURCE, catalog.HAMI_MEMORY, catalog.HAMI_CORES)
 TOPOLOGY_HINTS = ("topology", "kubernetes.io/hostname")
 
 
@@ -84,6 +94,9 @@ class ClusterDiscovery:
     dra_driver: bool  # resource.k8s.io/v1 is served and NVIDIA's DRA DeviceClass exists
     cluster_policy: Manifest | None = None  # the GPU Operator's; read for the conformance report only
     kueue_image: str = ""  # the Kueue controller's image, whose tag is its version; conformance report only
+    device_classes: tuple[Manifest, ...] = ()  # every DeviceClass (resource.k8s.io/v1), as listed
+    # Kueue's Configuration as parsed from its ConfigMap; None when not read or not found (conformance only).
+    kueue_config: dict[str, Any] | None = None
 
     def serves(self, group: str, version: str) -> bool:
         return version in self.groups.get(group, ())
@@ -104,6 +117,28 @@ class ClusterDiscovery:
         """Every GPU resource name some node offers (`nvidia.com/gpu`, `nvidia.com/mig-1g.18gb`…)."""
         return {name for node in self.gpu_nodes for name in node.allocatable}
 
+    def gpu_resources(self) -> tuple[str, ...]:
+        """Every name a pod can ask for GPUs by here, whoever holds them: what each tenant's ResourceQuota
+        names (0 where the tenant holds none). The nodes' `nvidia.com/*` extended resources; HAMi's three
+        where HAMi serves the nodes (its memory and cores are not node allocatable, but pods ask for
+        them); and the device count of every DeviceClass that selects NVIDIA's GPU driver's devices
+        (NVIDIA's own `gpu.nvidia.com`/`mig.nvidia.com` as much as gpucloud's per-class ones), since a
+        claim on any of them reaches a GPU."""
+        hami, dra = self.addons["hami"], self.addons["dra"] and self.dra_driver
+        names = self.resource_names() | (set(HAMI_RESOURCES) if hami else set())
+        classes = set(gpu_device_classes(self.device_classes))
+        # What the nodes' models can be made to offer too (the MIG manager and time-slicing change what a
+        # node advertises from pass to pass), and the DeviceClasses gpucloud renders for them.
+        for model in filter(None, (catalog.model_for_product(n.product) for n in self.gpu_nodes)):
+            names |= catalog.resource_names_of(model, hami=hami)
+            if dra:
+                classes |= {
+                    device_class_name(c.name)
+                    for c in catalog.classes_of(model)
+                    if c.kind in (catalog.WHOLE, catalog.MIG)
+                }
+        return tuple(sorted(names | {f"{name}{DEVICE_COUNT}" for name in classes}))
+
 
 def _gpu_node(node: Manifest) -> GpuNode:
     labels = node.get("metadata", {}).get("labels") or {}
@@ -122,6 +157,19 @@ def _gpu_node(node: Manifest) -> GpuNode:
     )
 
 
+def gpu_device_classes(classes: Iterable[Manifest]) -> list[str]:
+    """Names of the DeviceClasses whose selectors pick devices of NVIDIA's GPU driver (`gpu.nvidia.com`),
+    or that gpucloud renders (`gpucloud-…`)."""
+    names = []
+    for device_class in classes:
+        name = device_class["metadata"]["name"]
+        selectors = (device_class.get("spec") or {}).get("selectors") or []
+        expressions = " ".join(str((s.get("cel") or {}).get("expression", "")) for s in selectors)
+        if name == DRA_DRIVER or name.startswith("gpucloud-") or f"'{DRA_DRIVER}'" in expressions:
+            names.append(name)
+    return names
+
+
 def _soft(api: KubeApi) -> Callable[..., Any]:
     """A read that answers None when it fails, but for 401 (the credentials: every read would fail)."""
 
@@ -138,20 +186,23 @@ def _soft(api: KubeApi) -> Callable[..., Any]:
     return get
 
 
-def _exists(get: Callable[..., Any], path: str) -> bool:
-    try:
-        return get(path) is not None
-    except NotFound:
-        return False
-
-
-def _kueue_image(get: Callable[..., Any]) -> str:
-    image = ""
+def _kueue(get: Callable[..., Any]) -> tuple[str, dict[str, Any] | None]:
+    """Kueue's controller image and its Configuration (from the ConfigMap in the controller's namespace)."""
+    image, namespace = "", ""
     deployments = get("/apis/apps/v1/deployments", {"labelSelector": KUEUE_SELECTOR}) or {}
     for item in deployments.get("items") or []:
         containers = ((item.get("spec") or {}).get("template") or {}).get("spec", {}).get("containers") or []
-        image = next((c.get("image", "") for c in containers if "kueue" in c.get("image", "")), image)
-    return image
+        found = next((c.get("image", "") for c in containers if "kueue" in c.get("image", "")), "")
+        if found:
+            image, namespace = found, item["metadata"].get("namespace", "")
+    if not namespace:
+        return image, None
+    configmap = get(f"/api/v1/namespaces/{namespace}/configmaps/{KUEUE_CONFIG}") or {}
+    try:
+        config = yaml.safe_load((configmap.get("data") or {}).get(KUEUE_CONFIG_KEY) or "")
+    except yaml.YAMLError:
+        config = None
+    return image, config if isinstance(config, dict) else None
 
 
 def discover(api: KubeApi, *, conformance: bool = False) -> ClusterDiscovery:
@@ -173,11 +224,15 @@ def discover(api: KubeApi, *, conformance: bool = False) -> ClusterDiscovery:
     if conformance and "v1" in groups.get("nvidia.com", ()):
         items = (get(CLUSTER_POLICY.path()) or {}).get("items") or []
         policy = items[0] if items else None
-    dra, (dra_group, dra_version) = False, ADDONS["dra"]
+    classes: list[Manifest] = []
+    dra_group, dra_version = ADDONS["dra"]
     if dra_version in groups.get(dra_group, ()):
-        dra = _exists(get, k.DEVICE_CLASS.path(name=DRA_DRIVER))
-    image = _kueue_image(get) if conformance and "kueue.x-k8s.io" in groups else ""
-    return ClusterDiscovery(version.get("gitVersion", ""), groups, nodes, dra, policy, image)
+        classes = (get(k.DEVICE_CLASS.path()) or {}).get("items") or []
+    dra = any(c["metadata"]["name"] == DRA_DRIVER for c in classes)
+    image, config = _kueue(get) if conformance and "kueue.x-k8s.io" in groups else ("", None)
+    return ClusterDiscovery(
+        version.get("gitVersion", ""), groups, nodes, dra, policy, image, tuple(classes), config
+    )
 
 
 def missing_resources(discovery: ClusterDiscovery, quotas: Iterable[QuotaSpec]) -> set[str]:

@@ -365,9 +365,9 @@ CHECKED_EVERY = timedelta(minutes=5)  # checked_at is rewritten at most this oft
 
 
 def check_conformance(host_cluster: HostCluster, api: KubeApi) -> None:
-    """Re-check what the cluster runs (every pass): the conformance report and the add-on flags, written
-    only when they change (and `checked_at` at most every few minutes). Fails soft, like the partition
-    pass."""
+    """Re-check what the cluster runs (every pass): the conformance report, the add-on flags and the GPU
+    resource names tenants' ResourceQuotas name, written only when they change (and `checked_at` at most
+    every few minutes). Fails soft, like the partition pass."""
     try:
         found = discovery.discover(api, conformance=True)
     except DriverError as exc:
@@ -386,6 +386,7 @@ def check_conformance(host_cluster: HostCluster, api: KubeApi) -> None:
         for name, value in (
             ("conformance", report),
             ("addons", addons),
+            ("gpu_resources", list(found.gpu_resources())),
             ("server_version", found.server_version or host_cluster.server_version),
         )
         if getattr(host_cluster, name) != value
@@ -394,6 +395,7 @@ def check_conformance(host_cluster: HostCluster, api: KubeApi) -> None:
     if not changed and not stale:
         return
     host_cluster.conformance, host_cluster.addons, host_cluster.checked_at = report, addons, now
+    host_cluster.gpu_resources = list(found.gpu_resources())
     host_cluster.server_version = found.server_version or host_cluster.server_version
     host_cluster.save(update_fields=[*changed, "checked_at"])
 
