@@ -86,7 +86,8 @@ def test_on_kai_without_dra_only_the_sum_holds_and_the_quota_says_so(make_tenant
     rq = render_resource_quota(two_models(make_tenant), ClusterProfile(scheduler="kai"))
     assert rq["spec"]["hard"] == {"requests.nvidia.com/gpu": "7"}
     assert rq["metadata"]["annotations"][PER_MODEL] == (
-        "h200-141gb, l40s-48gb: only their sum holds (KAI has one GPU number per queue, and this cluster has no DRA)"
+        "h200-141gb, l40s-48gb: only their sum holds "
+        "(KAI has one GPU number per queue, and this cluster has no DRA)"
     )
 
 
