@@ -22,6 +22,9 @@ def profile_of(host_cluster: HostCluster) -> ClusterProfile:
         oidc=oidc_settings(),
         dra=bool(host_cluster.addons.get("dra") and host_cluster.addons.get("nvidia_dra_driver")),
         gpu_resources=gpu_resources_of(host_cluster),
+        mutating_admission=next(
+            (v for v in ("v1", "v1beta1") if host_cluster.addons.get(f"mutating_admission_policy_{v}")), ""
+        ),
     )
 
 

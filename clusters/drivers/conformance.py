@@ -66,6 +66,8 @@ def check(
         caps += [_from_kueue(c) for c in kueue_config.check(discovery.kueue_config)]
     if scheduler:
         caps.append(_per_model(discovery, scheduler, several_models))
+    if scheduler == "kai":
+        caps.append(_kai_pod_defaults(discovery))
     caps += _gpu_operator(discovery, mig_configmap, plugin_configmap)
     annotated = sum(1 for n in discovery.nodes if HAMI_REGISTER in (n["metadata"].get("annotations") or {}))
     caps.append(
@@ -136,15 +138,16 @@ def _per_model(discovery: ClusterDiscovery, scheduler: str, several_models: Sequ
     dra = _served(discovery, "resource.k8s.io", "v1")[0] and discovery.dra_driver
     tenants = f"tenants holding whole-GPU quotas of several models: {', '.join(several_models) or 'none'}"
     if scheduler == "kueue":
-        through = {s.name: s.holds for s in kueue_config.check(discovery.kueue_config)}
-        holds = all(through.values())
+        holds = all(
+            s.holds for s in kueue_config.check(discovery.kueue_config) if s.name in kueue_config.EVERY_POD
+        )
         return Capability(
             "per_model_quotas",
             holds,
             f"Kueue flavors per model; {tenants}",
             "a pod Kueue does not admit is held by the namespace ResourceQuota only, which adds the models "
             "up: it may take one model's GPUs up to the tenant's whole-GPU total",
-            "set what the kueue_* capabilities above name, so that Kueue admits every tenant pod",
+            f"set what {', '.join(kueue_config.EVERY_POD)} name, so that Kueue admits every tenant pod",
         )
     return Capability(
         "per_model_quotas",
@@ -156,6 +159,23 @@ def _per_model(discovery: ClusterDiscovery, scheduler: str, several_models: Sequ
         "them up to its total",
         "Kubernetes 1.34+ and NVIDIA's DRA driver (see dra): gpucloud then quotas whole GPUs per model "
         "through one DeviceClass each",
+    )
+
+
+def _kai_pod_defaults(discovery: ClusterDiscovery) -> Capability:
+    """KAI reads a pod's queue from its label and schedules only pods that name it: gpucloud sets both on
+    every synced pod with a MutatingAdmissionPolicy where the cluster serves one."""
+    versions = discovery.mutating_policies
+    return Capability(
+        "kai_pod_defaults",
+        bool(versions),
+        f"MutatingAdmissionPolicy served in admissionregistration.k8s.io/{', '.join(versions)}"
+        if versions
+        else "",
+        "tenant pods are not given their queue (kai.scheduler/queue) and schedulerName kai-scheduler: the "
+        "admission policies refuse a pod that lacks them, saying what to set",
+        "Kubernetes 1.36+ (GA), or 1.34+ with kube-apiserver --feature-gates=MutatingAdmissionPolicy=true "
+        "--runtime-config=admissionregistration.k8s.io/v1beta1=true",
     )
 
 

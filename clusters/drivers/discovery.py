@@ -1,12 +1,12 @@
 """What a Kubernetes host cluster runs, read in one place: registration and every reconcile pass use it.
 
-`discover` reads the server version, the served API groups, the GPU nodes and the DRA DeviceClasses; for
-the conformance report (`clusters.drivers.conformance`, re-checked on every pass) it also reads the GPU
-Operator's ClusterPolicy, Kueue's controller Deployment and Kueue's configuration (seven requests at most).
-The add-on flags the renderers and admission read (`HostCluster.addons`), every GPU resource name the
-cluster offers (`HostCluster.gpu_resources`: what each tenant's ResourceQuota names) and the GPU nodes the
-fleet imports are derived from that one `ClusterDiscovery`. `check_profile` refuses a profile the cluster
-cannot serve.
+`discover` reads the server version, the served API groups, the GPU nodes, the DRA DeviceClasses and
+which versions of admissionregistration.k8s.io serve MutatingAdmissionPolicies; for the conformance report
+(`clusters.drivers.conformance`, re-checked on every pass) it also reads the GPU Operator's ClusterPolicy,
+Kueue's controller Deployment and Kueue's configuration (nine requests at most). The add-on flags the
+renderers and admission read (`HostCluster.addons`), every GPU resource name the cluster offers
+(`HostCluster.gpu_resources`: what each tenant's ResourceQuota names) and the GPU nodes the fleet imports
+are derived from that one `ClusterDiscovery`. `check_profile` refuses a profile the cluster cannot serve.
 
 Not a driver: the drivers import it, it imports none of them.
 """
@@ -60,6 +60,8 @@ KUEUE_SELECTOR = "app.kubernetes.io/name=kueue"  # the Kueue chart's controller 
 # Kueue's Configuration: this ConfigMap in the controller's namespace, under this key (the chart's and
 # the release manifests' names).
 KUEUE_CONFIG, KUEUE_CONFIG_KEY = "kueue-manager-config", "controller_manager_config.yaml"
+ADMISSION = "admissionregistration.k8s.io"
+MUTATING_POLICY_VERSIONS = ("v1", "v1beta1")
 HAMI_RESOURCES = (catalog.HAMI_RESOURCE, catalog.HAMI_MEMORY, catalog.HAMI_CORES)
 TOPOLOGY_HINTS = ("topology", "kubernetes.io/hostname")
 
@@ -97,6 +99,9 @@ class ClusterDiscovery:
     device_classes: tuple[Manifest, ...] = ()  # every DeviceClass (resource.k8s.io/v1), as listed
     # Kueue's Configuration as parsed from its ConfigMap; None when not read or not found (conformance only).
     kueue_config: dict[str, Any] | None = None
+    # The admissionregistration.k8s.io versions serving MutatingAdmissionPolicies (beta in 1.34 behind a
+    # feature gate, GA in 1.36): on KAI clusters they give tenant pods their queue and scheduler name.
+    mutating_policies: tuple[str, ...] = ()
 
     def serves(self, group: str, version: str) -> bool:
         return version in self.groups.get(group, ())
@@ -107,6 +112,8 @@ class ClusterDiscovery:
         addons = {name: self.serves(group, version) for name, (group, version) in ADDONS.items()}
         addons["hami"] = any(HAMI_REGISTER in (n["metadata"].get("annotations") or {}) for n in self.nodes)
         addons["nvidia_dra_driver"] = self.dra_driver
+        for version in MUTATING_POLICY_VERSIONS:
+            addons[f"mutating_admission_policy_{version}"] = version in self.mutating_policies
         return addons
 
     @property
@@ -205,6 +212,17 @@ def _kueue(get: Callable[..., Any]) -> tuple[str, dict[str, Any] | None]:
     return image, config if isinstance(config, dict) else None
 
 
+def _mutating_policies(get: Callable[..., Any], groups: dict[str, tuple[str, ...]]) -> tuple[str, ...]:
+    """The versions of admissionregistration.k8s.io whose resources include mutatingadmissionpolicies."""
+    served = []
+    for version in MUTATING_POLICY_VERSIONS:
+        if version in groups.get(ADMISSION, ()):
+            resources = (get(f"/apis/{ADMISSION}/{version}") or {}).get("resources") or []
+            if any(r.get("name") == "mutatingadmissionpolicies" for r in resources):
+                served.append(version)
+    return tuple(served)
+
+
 def discover(api: KubeApi, *, conformance: bool = False) -> ClusterDiscovery:
     """Server version, served API groups (which add-ons are installed), GPU nodes and NVIDIA's DRA driver.
 
@@ -230,8 +248,9 @@ def discover(api: KubeApi, *, conformance: bool = False) -> ClusterDiscovery:
         classes = (get(k.DEVICE_CLASS.path()) or {}).get("items") or []
     dra = any(c["metadata"]["name"] == DRA_DRIVER for c in classes)
     image, config = _kueue(get) if conformance and "kueue.x-k8s.io" in groups else ("", None)
+    mutating = _mutating_policies(get, groups)
     return ClusterDiscovery(
-        version.get("gitVersion", ""), groups, nodes, dra, policy, image, tuple(classes), config
+        version.get("gitVersion", ""), groups, nodes, dra, policy, image, tuple(classes), config, mutating
     )
 
 

@@ -16,6 +16,8 @@ from typing import Any
 from gpucloud.kube.meta import TRUST_TIER
 
 TIERS = ("isolated", "standard", "trusted")
+# The settings without which some tenant pod starts without Kueue admitting it.
+EVERY_POD = ("kueue_pod_integration", "kueue_manage_without_queue_name", "kueue_tenant_namespaces")
 NAME_LABEL = "kubernetes.io/metadata.name"
 WHERE = "in Kueue's Configuration (ConfigMap kueue-manager-config, key controller_manager_config.yaml; "
 WHERE += "Helm: managerConfig.controllerManagerConfigYaml), then restart kueue-controller-manager:"
@@ -75,6 +77,15 @@ def _fair_sharing(config: dict[str, Any]) -> bool:
     return fair is not None
 
 
+def _ignores_cpu_and_memory(config: dict[str, Any]) -> bool:
+    """CPU and memory, which gpucloud's ClusterQueues do not cover, must not block admission."""
+    resources = config.get("resources") or {}
+    if resources.get("quotaCheckStrategy") == "IgnoreUndeclared":
+        return True
+    prefixes = resources.get("excludeResourcePrefixes") or []
+    return all(any(name.startswith(p) for p in prefixes) for name in ("cpu", "memory"))
+
+
 def check(config: dict[str, Any] | None) -> list[Setting]:
     """The settings gpucloud needs, judged from Kueue's parsed Configuration (None: not readable)."""
     unread = "Kueue's configuration could not be read (ConfigMap kueue-manager-config in Kueue's namespace)"
@@ -108,6 +119,14 @@ def check(config: dict[str, Any] | None) -> list[Setting]:
             "Kueue manages no pod of an unselected tenant namespace, even one naming its LocalQueue",
             f"{WHERE} managedJobsNamespaceSelector: {{matchExpressions: "
             f"[{{key: {TRUST_TIER}, operator: Exists}}]}}",
+        ),
+        Setting(
+            "kueue_undeclared_resources",
+            config is not None and _ignores_cpu_and_memory(conf),
+            f"resources: {conf.get('resources') or 'unset'}" if config is not None else unread,
+            "a tenant pod asking for CPU or memory, which tenant ClusterQueues do not cover, is never "
+            "admitted (the vCluster's own control plane included, once its namespace is selected)",
+            f"{WHERE} resources: {{quotaCheckStrategy: IgnoreUndeclared}}",
         ),
         Setting(
             "kueue_fair_sharing",

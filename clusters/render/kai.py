@@ -8,7 +8,7 @@ from typing import Any
 
 from clusters.spec import QuotaSpec, TenantSpec
 from fleet import catalog
-from gpucloud.kube.meta import SHARED, Manifest, obj, owned
+from gpucloud.kube.meta import SHARED, TRUST_TIER, Manifest, obj, owned
 
 API = "scheduling.run.ai/v2"
 WHOLE_GPU = "nvidia.com/gpu"
@@ -76,5 +76,57 @@ def render_leaf_queue(tenant: TenantSpec) -> Manifest:
     return owned(obj(API, "Queue", leaf_queue_name(tenant), spec=spec), tenant.slug)
 
 
-def render_shared(tenants: Sequence[TenantSpec]) -> list[Manifest]:
-    return [render_parent_queue(tier) for tier in sorted({tenant.trust_tier for tenant in tenants})]
+def render_shared(tenants: Sequence[TenantSpec], mutating_admission: str = "") -> list[Manifest]:
+    """Parent queues per tier; with a served MutatingAdmissionPolicy version, the tenant pods' defaults."""
+    parents = [render_parent_queue(tier) for tier in sorted({tenant.trust_tier for tenant in tenants})]
+    return parents + (render_pod_defaults(mutating_admission) if tenants and mutating_admission else [])
+
+
+POD_DEFAULTS = "gpucloud-kai-pod-defaults"
+SYNCED_LABEL = "vcluster.loft.sh/managed-by"  # on every host object vCluster syncs from the tenant cluster
+PARAMS = "gpucloud-admission"  # the namespace's ConfigMap the admission policies read: queue, schedulerName
+# Set on every tenant pod at creation (a server-side-apply merge): the tenant's queue label, KAI's scheduler.
+POD_DEFAULTS_EXPRESSION = (
+    "Object{metadata: Object.metadata{labels: {'" + QUEUE_LABEL + "': params.data.queue}}, "
+    "spec: Object.spec{schedulerName: params.data.schedulerName}}"
+)
+
+
+def render_pod_defaults(version: str) -> list[Manifest]:
+    """A MutatingAdmissionPolicy (admissionregistration.k8s.io `version`) and its binding giving every pod
+    created in a tenant namespace its tenant's KAI queue and KAI's scheduler name, from the namespace's own
+    `gpucloud-admission` ConfigMap (`paramRef` without a namespace; no ConfigMap, no pod). vCluster syncs
+    pods as the tenant wrote them, so this is what puts each of them in its queue; where the cluster serves
+    no MutatingAdmissionPolicy, the admission policies refuse a pod that lacks them, saying what to set."""
+    api = f"admissionregistration.k8s.io/{version}"
+    policy = {
+        "paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
+        "matchConstraints": {
+            "resourceRules": [
+                {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}
+            ]
+        },
+        # The pods vCluster synced from the tenant's cluster (it labels them); not the vCluster's own.
+        "matchConditions": [
+            {
+                "name": "synced-by-vcluster",
+                "expression": f"has(object.metadata.labels) && '{SYNCED_LABEL}' in object.metadata.labels",
+            }
+        ],
+        "failurePolicy": "Fail",
+        "reinvocationPolicy": "IfNeeded",
+        "mutations": [
+            {"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": POD_DEFAULTS_EXPRESSION}}
+        ],
+    }
+    binding = {
+        "policyName": POD_DEFAULTS,
+        "paramRef": {"name": PARAMS, "parameterNotFoundAction": "Deny"},
+        "matchResources": {
+            "namespaceSelector": {"matchExpressions": [{"key": TRUST_TIER, "operator": "Exists"}]}
+        },
+    }
+    return [
+        owned(obj(api, "MutatingAdmissionPolicy", POD_DEFAULTS, spec=policy), SHARED),
+        owned(obj(api, "MutatingAdmissionPolicyBinding", POD_DEFAULTS, spec=binding), SHARED),
+    ]

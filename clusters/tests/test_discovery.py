@@ -57,6 +57,8 @@ def test_discovery_reads_version_addons_and_gpu_nodes(kube_emulator, kube_client
         "dra": False,
         "nvidia_dra_driver": False,
         "hami": False,
+        "mutating_admission_policy_v1": False,
+        "mutating_admission_policy_v1beta1": False,
     }
     (node,) = found.gpu_nodes
     assert (node.name, node.product, node.count, node.memory_mib, node.mig_capable) == (

@@ -14,6 +14,7 @@ GOOD = {
     },
     "integrations": {"frameworks": ["batch/job", "jobset.x-k8s.io/jobset", "pod"]},
     "fairSharing": {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]},
+    "resources": {"quotaCheckStrategy": "IgnoreUndeclared"},
 }
 
 
@@ -94,3 +95,21 @@ def test_label_selectors_match_like_kubernetes():
     assert selects({"matchExpressions": [{"key": "b", "operator": "NotIn", "values": ["1"]}]}, labels)
     assert selects({"matchExpressions": [{"key": "b", "operator": "DoesNotExist"}]}, labels)
     assert not selects({"matchExpressions": [{"key": "a", "operator": "DoesNotExist"}]}, labels)
+
+
+@pytest.mark.parametrize(
+    ("resources", "holds"),
+    [
+        (None, False),
+        ({"quotaCheckStrategy": "BlockUndeclared"}, False),
+        ({"excludeResourcePrefixes": ["cpu", "memory", "ephemeral-storage"]}, True),
+        ({"excludeResourcePrefixes": ["cpu"]}, False),
+    ],
+)
+def test_cpu_and_memory_must_not_block_admission(resources, holds):
+    config = {k: v for k, v in GOOD.items() if k != "resources"} | (
+        {"resources": resources} if resources else {}
+    )
+    setting = judged(config)["kueue_undeclared_resources"]
+    assert setting.holds is holds
+    assert setting.how.endswith("resources: {quotaCheckStrategy: IgnoreUndeclared}")

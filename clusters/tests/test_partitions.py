@@ -476,6 +476,7 @@ def test_the_conformance_report_lists_what_the_cluster_lacks_and_is_rechecked_ev
         "managedJobsNamespaceSelector": {"matchLabels": {"team": "ml"}},
         "integrations": {"frameworks": ["batch/job", "pod"]},
         "fairSharing": {"preemptionStrategies": ["LessThanOrEqualToFinalShare"]},
+        "resources": {"excludeResourcePrefixes": ["cpu", "memory"]},
     }
     kube_emulator.put_object(
         {

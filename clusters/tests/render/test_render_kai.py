@@ -53,3 +53,31 @@ def test_a_tenant_of_hami_vgpus_only_gets_no_kai_guarantee(make_tenant):
         "overQuotaWeight": 1,
         "limit": 0,
     }
+
+
+def test_where_the_cluster_serves_mutating_admission_policies_tenant_pods_get_their_queue_and_scheduler(
+    make_tenant,
+):
+    profile = ClusterProfile(scheduler="kai", mutating_admission="v1beta1")
+    shared = render_shared([make_tenant()], profile)
+    policy, binding = (o for o in shared if o["kind"].startswith("MutatingAdmissionPolicy"))
+    assert policy["apiVersion"] == "admissionregistration.k8s.io/v1beta1"
+    assert policy["spec"]["paramKind"] == {"apiVersion": "v1", "kind": "ConfigMap"}
+    (mutation,) = policy["spec"]["mutations"]
+    expression = mutation["applyConfiguration"]["expression"]
+    assert "'kai.scheduler/queue': params.data.queue" in expression
+    assert "schedulerName: params.data.schedulerName" in expression
+    assert "vcluster.loft.sh/managed-by" in policy["spec"]["matchConditions"][0]["expression"]
+    assert binding["spec"]["policyName"] == policy["metadata"]["name"]
+    assert binding["spec"]["paramRef"] == {"name": "gpucloud-admission", "parameterNotFoundAction": "Deny"}
+    selector = binding["spec"]["matchResources"]["namespaceSelector"]
+    assert selector == {"matchExpressions": [{"key": "gpucloud.io/trust-tier", "operator": "Exists"}]}
+
+
+def test_without_mutating_admission_policies_nothing_is_rendered_for_them(make_tenant):
+    for profile in (
+        ClusterProfile(scheduler="kai"),
+        ClusterProfile(scheduler="kueue", mutating_admission="v1"),
+    ):
+        kinds = {o["kind"] for o in render_shared([make_tenant()], profile)}
+        assert "MutatingAdmissionPolicy" not in kinds
