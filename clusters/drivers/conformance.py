@@ -63,7 +63,8 @@ def check(
     """
     caps = [_scheduler(discovery, "kueue"), _scheduler(discovery, "kai"), *_vcluster(discovery)]
     if _served(discovery, "kueue.x-k8s.io", "v1beta2")[0]:
-        caps += [_from_kueue(c) for c in kueue_config.check(discovery.kueue_config)]
+        settings = kueue_config.check(discovery.kueue_config)
+        caps += [_from_kueue(c) for c in settings] + [_pod_groups(settings)]
     if scheduler:
         caps.append(_per_model(discovery, scheduler, several_models))
     if scheduler == "kai":
@@ -130,6 +131,25 @@ def check(
 
 def _from_kueue(setting: kueue_config.Setting) -> Capability:
     return Capability(setting.name, setting.holds, setting.seen, setting.without, setting.how)
+
+
+def _pod_groups(settings: Sequence[kueue_config.Setting]) -> Capability:
+    """vCluster syncs a Job's pods, not the Job: on the host, Kueue sees plain pods, and keeps them together
+    only as a pod group, which the pods must declare themselves (nothing on the host knows a group's size)."""
+    pods = next(s for s in settings if s.name == "kueue_pod_integration")
+    return Capability(
+        "kueue_pod_groups",
+        pods.holds,
+        "a Job's or JobSet's pods are one workload when their template carries the pod-group label and "
+        "annotation (vCluster syncs both); gpucloud cannot add them: a host pod does not say its group's size"
+        if pods.holds
+        else "",
+        "each synced pod is admitted on its own: a multi-pod job may start in part and hold GPUs while the "
+        "rest waits",
+        "the pod integration (kueue_pod_integration); in the tenant's pod template: labels: "
+        "{kueue.x-k8s.io/pod-group-name: <job name>}, annotations: {kueue.x-k8s.io/pod-group-total-count: "
+        '"<pods>"}',
+    )
 
 
 def _per_model(discovery: ClusterDiscovery, scheduler: str, several_models: Sequence[str]) -> Capability:

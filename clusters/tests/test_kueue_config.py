@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from clusters.drivers import conformance
+from clusters.drivers.discovery import ClusterDiscovery
 from clusters.drivers.kueue_config import check, selects
 
 GOOD = {
@@ -113,3 +115,19 @@ def test_cpu_and_memory_must_not_block_admission(resources, holds):
     setting = judged(config)["kueue_undeclared_resources"]
     assert setting.holds is holds
     assert setting.how.endswith("resources: {quotaCheckStrategy: IgnoreUndeclared}")
+
+
+def test_the_conformance_report_says_pod_groups_are_the_tenants_to_declare():
+    def report(config):
+        found = ClusterDiscovery("v1.34.0", {"kueue.x-k8s.io": ("v1beta2",)}, [], False, kueue_config=config)
+        caps = conformance.check(found, mig_configmap="m", plugin_configmap="p", scheduler="kueue")
+        return {c.name: c for c in caps}
+
+    groups = report(GOOD)["kueue_pod_groups"]
+    assert groups.found
+    assert "kueue.x-k8s.io/pod-group-total-count" in groups.how
+    assert report(GOOD)["per_model_quotas"].found
+    without_pods = report(GOOD | {"integrations": {"frameworks": ["batch/job"]}})
+    assert not without_pods["kueue_pod_groups"].found
+    assert not without_pods["per_model_quotas"].found
+    assert "kueue_pod_integration" in without_pods["per_model_quotas"].how
