@@ -33,7 +33,8 @@ def world(*tenants: TenantSpec, running: tuple[dict[str, Any], ...] = (), **prof
     return World(cluster, tenants, tuple(rendered), running=running)
 
 
-def pod(name: str = "p", namespace: str = "tenant-acme", phase: str = "", claims=(), **limits: int):
+def pod(limits=None, name: str = "p", namespace: str = "tenant-acme", phase: str = "", claims=()):
+    limits = limits or {}
     spec: dict[str, Any] = {
         "containers": [{"name": "main", "resources": {"limits": {k: str(v) for k, v in limits.items()}}}]
     }
@@ -58,7 +59,7 @@ def gpus(n: int) -> dict[str, int]:
 
 @pytest.mark.parametrize("scheduler", ["kueue", "kai"])
 def test_a_mig_profile_the_tenant_holds_none_of_is_refused_with_0(scheduler):
-    found = judge(pod(**{"nvidia.com/mig-3g.71gb": 1}), world(make_tenant(), scheduler=scheduler))
+    found = judge(pod({"nvidia.com/mig-3g.71gb": 1}), world(make_tenant(), scheduler=scheduler))
     assert found == [
         "exceeded quota: gpucloud-gpu-quota, requested: requests.nvidia.com/mig-3g.71gb=1, "
         "used: requests.nvidia.com/mig-3g.71gb=0, limited: requests.nvidia.com/mig-3g.71gb=0"
@@ -67,30 +68,30 @@ def test_a_mig_profile_the_tenant_holds_none_of_is_refused_with_0(scheduler):
 
 @pytest.mark.parametrize("resource", ["nvidia.com/gpumem", "nvidia.com/gpucores", "nvidia.com/gpu.shared"])
 def test_hami_and_shared_resources_the_tenant_holds_none_of_are_refused(resource):
-    (message,) = judge(pod(**{resource: 1024}), world(make_tenant()))
+    (message,) = judge(pod({resource: 1024}), world(make_tenant()))
     assert f"limited: requests.{resource}=0" in message
 
 
 def test_a_pod_within_the_quota_is_admitted():
-    assert judge(pod(**gpus(6), **{"nvidia.com/mig-1g.18gb": 7}), world(make_tenant())) == []
+    assert judge(pod(gpus(6) | {"nvidia.com/mig-1g.18gb": 7}), world(make_tenant())) == []
 
 
 def test_running_pods_count_and_finished_ones_do_not():
-    running = (pod("a", **gpus(4)), pod("b", **gpus(2)), pod("done", phase="Succeeded", **gpus(8)))
-    (message,) = judge(pod(**gpus(1)), world(make_tenant(), running=running))
+    running = (pod(gpus(4), "a"), pod(gpus(2), "b"), pod(gpus(8), "done", phase="Succeeded"))
+    (message,) = judge(pod(gpus(1)), world(make_tenant(), running=running))
     assert "requested: requests.nvidia.com/gpu=1, used: requests.nvidia.com/gpu=6" in message
-    assert judge(pod(**gpus(1)), world(make_tenant(), running=running[1:])) == []
+    assert judge(pod(gpus(1)), world(make_tenant(), running=running[1:])) == []
 
 
 def test_other_namespaces_use_their_own_quota():
     other = make_tenant("other", quotas=())
-    running = (pod("a", **gpus(6)),)  # acme's
-    (message,) = judge(pod(namespace="tenant-other", **gpus(1)), world(make_tenant(), other, running=running))
+    running = (pod(gpus(6), "a"),)  # acme's
+    (message,) = judge(pod(gpus(1), namespace="tenant-other"), world(make_tenant(), other, running=running))
     assert "used: requests.nvidia.com/gpu=0, limited: requests.nvidia.com/gpu=0" in message
 
 
 def test_requests_count_like_the_api_server_init_containers_and_sidecars_included():
-    manifest = pod(**gpus(2))
+    manifest = pod(gpus(2))
     manifest["spec"]["initContainers"] = [
         {"name": "warmup", "resources": {"limits": gpus(6)}},  # alone: 6 at most at a time
         {"name": "sidecar", "restartPolicy": "Always", "resources": {"requests": gpus(1), "limits": gpus(1)}},
@@ -107,17 +108,17 @@ def two_models() -> TenantSpec:
 def test_on_kueue_the_quota_is_the_sum_of_the_models_and_kueue_flavors_hold_each_model():
     # 6 H200s + 1 L40S: 7 nvidia.com/gpu pass the ResourceQuota (the backstop); Kueue's per-model flavors
     # (clusters/render/kueue.py) are what keeps the 7th off an H200.
-    assert judge(pod(**gpus(7)), world(two_models(), scheduler="kueue")) == []
-    assert judge(pod(**gpus(8)), world(two_models(), scheduler="kueue")) != []
+    assert judge(pod(gpus(7)), world(two_models(), scheduler="kueue")) == []
+    assert judge(pod(gpus(8)), world(two_models(), scheduler="kueue")) != []
 
 
 def test_on_kai_without_dra_only_the_sum_holds():
-    assert judge(pod(**gpus(7)), world(two_models(), scheduler="kai")) == []
+    assert judge(pod(gpus(7)), world(two_models(), scheduler="kai")) == []
 
 
 def test_on_kai_with_dra_each_model_is_held_by_its_device_class():
     found = world(two_models(), scheduler="kai", dra=True)
-    assert "limited: requests.nvidia.com/gpu=0" in judge(pod(**gpus(1)), found)[0]
+    assert "limited: requests.nvidia.com/gpu=0" in judge(pod(gpus(1)), found)[0]
     assert judge(pod(claims=["h200-141gb"] * 6 + ["l40s-48gb"]), found) == []
     (message,) = judge(pod(claims=["l40s-48gb"] * 2), found)
     assert "requested: gpucloud-l40s-48gb.deviceclass.resource.k8s.io/devices=2" in message

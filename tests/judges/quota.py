@@ -27,32 +27,41 @@ FINISHED = ("Succeeded", "Failed")
 COMPUTE = ("cpu", "memory", "ephemeral-storage")
 
 
-def _container_amounts(container: dict[str, Any], prefix: str) -> Counter[str]:
+Amounts = dict[str, Decimal]
+
+
+def _add(total: Amounts, more: Amounts) -> None:
+    for name, amount in more.items():
+        total[name] = total.get(name, Decimal(0)) + amount
+
+
+def _container_amounts(container: dict[str, Any], prefix: str) -> Amounts:
     resources = container.get("resources") or {}
     limits = {name: parse_quantity(v) for name, v in (resources.get("limits") or {}).items()}
     amounts = {name: parse_quantity(v) for name, v in (resources.get(prefix) or {}).items()}
     if prefix == "requests":  # an extended resource given only as a limit is requested at that limit
         amounts = {name: v for name, v in limits.items() if name not in COMPUTE} | amounts
-    return Counter(amounts)
+    return amounts
 
 
-def _pod_amounts(pod: Manifest, prefix: str) -> Counter[str]:
+def _pod_amounts(pod: Manifest, prefix: str) -> Amounts:
     spec = pod.get("spec") or {}
-    total: Counter[str] = Counter()
+    total: Amounts = {}
     for container in spec.get("containers") or []:
-        total.update(_container_amounts(container, prefix))
+        _add(total, _container_amounts(container, prefix))
     for init in spec.get("initContainers") or []:
         if init.get("restartPolicy") == "Always":  # a sidecar runs beside the containers
-            total.update(_container_amounts(init, prefix))
+            _add(total, _container_amounts(init, prefix))
     for init in spec.get("initContainers") or []:
         if init.get("restartPolicy") != "Always":
             for name, amount in _container_amounts(init, prefix).items():
-                total[name] = max(total[name], amount)
-    total.update({name: parse_quantity(v) for name, v in (spec.get("overhead") or {}).items()})
+                total[name] = max(total.get(name, Decimal(0)), amount)
+    _add(total, {name: parse_quantity(v) for name, v in (spec.get("overhead") or {}).items()})
     return total
 
 
 def _claimed_devices(pod: Manifest, world: World) -> Counter[str]:
+    """Devices per quota key the claims made from the pod's claim templates would hold."""
     namespace = pod["metadata"]["namespace"]
     templates = {t["metadata"]["name"]: t for t in world.objects("ResourceClaimTemplate", namespace)}
     devices: Counter[str] = Counter()
@@ -76,10 +85,10 @@ def usage(pod: Manifest, world: World) -> dict[str, Decimal]:
     return used
 
 
-def _sum(pods: Iterable[Manifest], world: World) -> Counter[str]:
-    total: Counter[str] = Counter()
+def _sum(pods: Iterable[Manifest], world: World) -> Amounts:
+    total: Amounts = {}
     for pod in pods:
-        total.update(usage(pod, world))
+        _add(total, usage(pod, world))
     return total
 
 
@@ -108,7 +117,9 @@ def judge(pod: Manifest, world: World) -> list[str]:
             raise NotImplementedError("gpucloud renders no scoped ResourceQuota")
         hard = {key: parse_quantity(value) for key, value in quota["spec"]["hard"].items()}
         over = sorted(
-            key for key, limit in hard.items() if requested.get(key) and used[key] + requested[key] > limit
+            key
+            for key, limit in hard.items()
+            if requested.get(key) and used.get(key, Decimal(0)) + requested[key] > limit
         )
         if over:
             messages.append(
