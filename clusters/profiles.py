@@ -5,7 +5,8 @@ from __future__ import annotations
 from django.conf import settings
 
 from clusters.render.profile import ClusterProfile, OidcSettings
-from fleet.models import HostCluster
+from fleet import catalog
+from fleet.models import GpuClass, HostCluster
 
 
 def profile_of(host_cluster: HostCluster) -> ClusterProfile:
@@ -20,7 +21,26 @@ def profile_of(host_cluster: HostCluster) -> ClusterProfile:
         sleep_after_inactivity=settings.VCLUSTER_SLEEP_AFTER_INACTIVITY,
         oidc=oidc_settings(),
         dra=bool(host_cluster.addons.get("dra") and host_cluster.addons.get("nvidia_dra_driver")),
+        gpu_resources=gpu_resources_of(host_cluster),
+        mutating_admission=next(
+            (v for v in ("v1", "v1beta1") if host_cluster.addons.get(f"mutating_admission_policy_{v}")), ""
+        ),
     )
+
+
+def gpu_resources_of(host_cluster: HostCluster) -> tuple[str, ...]:
+    """Every GPU resource name the host cluster offers: on a Kubernetes cluster as discovery last read it
+    (every pass, `clusters.partitions.gpu_pass.check_conformance`); on a simulated one the resource names
+    of the GPU classes of the models its nodes hold (HAMi's memory and cores with its fraction classes)."""
+    if host_cluster.driver != HostCluster.Driver.SIMULATED:
+        return tuple(sorted(host_cluster.gpu_resources))
+    classes = GpuClass.objects.filter(gpu_model__gpus__node__host_cluster=host_cluster).distinct()
+    names = set()
+    for kind, resource_name in classes.values_list("kind", "resource_name"):
+        names.add(resource_name)
+        if kind == GpuClass.Kind.FRACTION:
+            names |= {catalog.HAMI_MEMORY, catalog.HAMI_CORES}
+    return tuple(sorted(names))
 
 
 def oidc_settings() -> OidcSettings | None:

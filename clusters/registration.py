@@ -97,6 +97,7 @@ def register_host_cluster(
     )
     found = _discover(_parse_kubeconfig(kubeconfig), watch_tenants)
     host_cluster.addons = found.addons
+    host_cluster.gpu_resources = list(found.gpu_resources())
     try:
         check_profile(found, profile_of(host_cluster))
     except UnsupportedCluster as exc:

@@ -150,6 +150,23 @@ def model_by_slug(slug: str) -> GpuModelSpec | None:
     return next((model for model in GPU_MODELS if model.slug == slug), None)
 
 
+def model_for_product(product: str) -> GpuModelSpec | None:
+    """The catalog model a node's `nvidia.com/gpu.product` label names (`NVIDIA-H200`, `NVIDIA-H200-SXM`…)."""
+    wanted = product.lower().replace(" ", "-")
+    for model in GPU_MODELS:
+        label = model.product_label.lower()
+        if wanted == label or wanted.startswith(label + "-"):
+            return model
+    return None
+
+
+def resource_names_of(model: GpuModelSpec, *, hami: bool) -> set[str]:
+    """Every resource name a pod can ask for a GPU of this model by: whole, shared, each MIG profile, and
+    HAMi's vGPU, memory and cores where HAMi serves it."""
+    names = {c.resource_name for c in classes_of(model) if c.kind != FRACTION or hami}
+    return names | ({HAMI_MEMORY, HAMI_CORES} if hami else set())
+
+
 def model_for_dcgm_name(model_name: str) -> GpuModelSpec | None:
     """The catalog model a dcgm-exporter `modelName` label names, ignoring case and spacing."""
     wanted = " ".join(model_name.split()).lower()

@@ -135,6 +135,11 @@ class HostCluster(models.Model):
         default=dict, blank=True, help_text="the last partition pass: nodes waiting or failed, demand not met"
     )
     checked_at = models.DateTimeField(null=True, blank=True, help_text="when conformance was last checked")
+    # Every GPU resource name the cluster offers (clusters/drivers/discovery.py `gpu_resources`), re-read
+    # every pass: each tenant's ResourceQuota names all of them, 0 where the tenant holds none.
+    gpu_resources = models.JSONField(
+        default=list, blank=True, help_text="GPU resource names the nodes offer (whole, MIG, HAMi, DRA)"
+    )
 
     class Meta:
         ordering = ["name"]

@@ -1,18 +1,20 @@
 """What a Kubernetes host cluster has of the capabilities gpucloud uses, and what it lacks.
 
 `check` judges one `ClusterDiscovery` (`clusters.drivers.discovery.discover(api, conformance=True)`: the
-server version, the served API groups, the GPU nodes, the GPU Operator's ClusterPolicy, NVIDIA's DRA
-DeviceClass and Kueue's controller Deployment, six requests at most) and answers one `Capability` per thing
-gpucloud uses: found or missing, the version seen, what gpucloud does without it, and how to add it. The
-reconciler runs it on every pass (clusters/partitions/gpu_pass.py), so installing an add-on later is noticed
-without registering the cluster again.
+server version, the served API groups, the GPU nodes, the GPU Operator's ClusterPolicy, the DRA
+DeviceClasses, Kueue's controller Deployment and configuration, seven requests at most) and answers one
+`Capability` per thing gpucloud uses: found or missing, the version seen, what gpucloud does without it,
+and how to add it. The reconciler runs it on every pass (clusters/partitions/gpu_pass.py), so installing
+an add-on later is noticed without registering the cluster again.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from clusters.drivers import kueue_config
 from clusters.drivers.discovery import HAMI_REGISTER, ClusterDiscovery
 
 NPD_CONDITIONS = ("KernelDeadlock", "ReadonlyFilesystem", "FrequentKubeletRestart", "CorruptDockerOverlay2")
@@ -46,9 +48,27 @@ def _policy(discovery: ClusterDiscovery, *path: str) -> Any:
     return value
 
 
-def check(discovery: ClusterDiscovery, *, mig_configmap: str, plugin_configmap: str) -> list[Capability]:
-    """Every capability gpucloud uses, judged from one observation (see the module docstring)."""
+def check(
+    discovery: ClusterDiscovery,
+    *,
+    mig_configmap: str,
+    plugin_configmap: str,
+    scheduler: str = "",
+    several_models: Sequence[str] = (),
+) -> list[Capability]:
+    """Every capability gpucloud uses, judged from one observation (see the module docstring).
+
+    With the host cluster's `scheduler`, also whether per-model quotas hold there; `several_models` names
+    its tenants holding whole-GPU quotas of more than one model (whose pods all ask for `nvidia.com/gpu`).
+    """
     caps = [_scheduler(discovery, "kueue"), _scheduler(discovery, "kai"), *_vcluster(discovery)]
+    if _served(discovery, "kueue.x-k8s.io", "v1beta2")[0]:
+        settings = kueue_config.check(discovery.kueue_config)
+        caps += [_from_kueue(c) for c in settings] + [_pod_groups(settings)]
+    if scheduler:
+        caps.append(_per_model(discovery, scheduler, several_models))
+    if scheduler == "kai":
+        caps.append(_kai_pod_defaults(discovery))
     caps += _gpu_operator(discovery, mig_configmap, plugin_configmap)
     annotated = sum(1 for n in discovery.nodes if HAMI_REGISTER in (n["metadata"].get("annotations") or {}))
     caps.append(
@@ -107,6 +127,76 @@ def check(discovery: ClusterDiscovery, *, mig_configmap: str, plugin_configmap: 
         )
     )
     return caps
+
+
+def _from_kueue(setting: kueue_config.Setting) -> Capability:
+    return Capability(setting.name, setting.holds, setting.seen, setting.without, setting.how)
+
+
+def _pod_groups(settings: Sequence[kueue_config.Setting]) -> Capability:
+    """vCluster syncs a Job's pods, not the Job: on the host, Kueue sees plain pods, and keeps them together
+    only as a pod group, which the pods must declare themselves (nothing on the host knows a group's size)."""
+    pods = next(s for s in settings if s.name == "kueue_pod_integration")
+    return Capability(
+        "kueue_pod_groups",
+        pods.holds,
+        "a Job's or JobSet's pods are one workload when their template carries the pod-group label and "
+        "annotation (vCluster syncs both); gpucloud cannot add them: a host pod does not say its group's size"
+        if pods.holds
+        else "",
+        "each synced pod is admitted on its own: a multi-pod job may start in part and hold GPUs while the "
+        "rest waits",
+        "the pod integration (kueue_pod_integration); in the tenant's pod template: labels: "
+        "{kueue.x-k8s.io/pod-group-name: <job name>}, annotations: {kueue.x-k8s.io/pod-group-total-count: "
+        '"<pods>"}',
+    )
+
+
+def _per_model(discovery: ClusterDiscovery, scheduler: str, several_models: Sequence[str]) -> Capability:
+    """Whole GPUs of every model are `nvidia.com/gpu`: what keeps a tenant to each model's quota here
+    (clusters/render/resourcequota.py)."""
+    dra = _served(discovery, "resource.k8s.io", "v1")[0] and discovery.dra_driver
+    tenants = f"tenants holding whole-GPU quotas of several models: {', '.join(several_models) or 'none'}"
+    if scheduler == "kueue":
+        holds = all(
+            s.holds for s in kueue_config.check(discovery.kueue_config) if s.name in kueue_config.EVERY_POD
+        )
+        return Capability(
+            "per_model_quotas",
+            holds,
+            f"Kueue flavors per model; {tenants}",
+            "a pod Kueue does not admit is held by the namespace ResourceQuota only, which adds the models "
+            "up: it may take one model's GPUs up to the tenant's whole-GPU total",
+            f"set what {', '.join(kueue_config.EVERY_POD)} name, so that Kueue admits every tenant pod",
+        )
+    return Capability(
+        "per_model_quotas",
+        dra,
+        f"KAI with DRA DeviceClasses per model; {tenants}"
+        if dra
+        else f"KAI without DRA: only the sum holds; {tenants}",
+        "KAI has one GPU number per queue: a tenant holding whole GPUs of several models may take any of "
+        "them up to its total",
+        "Kubernetes 1.34+ and NVIDIA's DRA driver (see dra): gpucloud then quotas whole GPUs per model "
+        "through one DeviceClass each",
+    )
+
+
+def _kai_pod_defaults(discovery: ClusterDiscovery) -> Capability:
+    """KAI reads a pod's queue from its label and schedules only pods that name it: gpucloud sets both on
+    every synced pod with a MutatingAdmissionPolicy where the cluster serves one."""
+    versions = discovery.mutating_policies
+    return Capability(
+        "kai_pod_defaults",
+        bool(versions),
+        f"MutatingAdmissionPolicy served in admissionregistration.k8s.io/{', '.join(versions)}"
+        if versions
+        else "",
+        "tenant pods are not given their queue (kai.scheduler/queue) and schedulerName kai-scheduler: the "
+        "admission policies refuse a pod that lacks them, saying what to set",
+        "Kubernetes 1.36+ (GA), or 1.34+ with kube-apiserver --feature-gates=MutatingAdmissionPolicy=true "
+        "--runtime-config=admissionregistration.k8s.io/v1beta1=true",
+    )
 
 
 def _scheduler(discovery: ClusterDiscovery, name: str) -> Capability:

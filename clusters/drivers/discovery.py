@@ -1,10 +1,12 @@
 """What a Kubernetes host cluster runs, read in one place: registration and every reconcile pass use it.
 
-`discover` reads the server version, the served API groups, the GPU nodes and NVIDIA's DRA DeviceClass; for
-the conformance report (`clusters.drivers.conformance`, re-checked on every pass) it also reads the GPU
-Operator's ClusterPolicy and Kueue's controller Deployment (six requests at most). The add-on flags the
-renderers and admission read (`HostCluster.addons`) and the GPU nodes the fleet imports are derived from that
-one `ClusterDiscovery`. `check_profile` refuses a profile the cluster cannot serve.
+`discover` reads the server version, the served API groups, the GPU nodes, the DRA DeviceClasses and
+which versions of admissionregistration.k8s.io serve MutatingAdmissionPolicies; for the conformance report
+(`clusters.drivers.conformance`, re-checked on every pass) it also reads the GPU Operator's ClusterPolicy,
+Kueue's controller Deployment and Kueue's configuration (nine requests at most). The add-on flags the
+renderers and admission read (`HostCluster.addons`), every GPU resource name the cluster offers
+(`HostCluster.gpu_resources`: what each tenant's ResourceQuota names) and the GPU nodes the fleet imports
+are derived from that one `ClusterDiscovery`. `check_profile` refuses a profile the cluster cannot serve.
 
 Not a driver: the drivers import it, it imports none of them.
 """
@@ -16,9 +18,13 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+import yaml
+
 from clusters.drivers.quantities import count, quantity
 from clusters.render import ClusterProfile
+from clusters.render.dra import DEVICE_COUNT, device_class_name
 from clusters.spec import QuotaSpec
+from fleet import catalog
 from gpucloud.kube import kinds as k
 from gpucloud.kube.api import ApiStatusError, KubeApi, NotFound
 from gpucloud.kube.errors import PermanentDriverError
@@ -51,6 +57,12 @@ DRA_DRIVER = "gpu.nvidia.com"  # NVIDIA's DRA driver installs a DeviceClass of i
 GPU_PRODUCT = "nvidia.com/gpu.product"
 HAMI_REGISTER = "hami.io/node-nvidia-register"  # HAMi's device plugin annotates the GPU nodes it serves
 KUEUE_SELECTOR = "app.kubernetes.io/name=kueue"  # the Kueue chart's controller Deployment
+# Kueue's Configuration: this ConfigMap in the controller's namespace, under this key (the chart's and
+# the release manifests' names).
+KUEUE_CONFIG, KUEUE_CONFIG_KEY = "kueue-manager-config", "controller_manager_config.yaml"
+ADMISSION = "admissionregistration.k8s.io"
+MUTATING_POLICY_VERSIONS = ("v1", "v1beta1")
+HAMI_RESOURCES = (catalog.HAMI_RESOURCE, catalog.HAMI_MEMORY, catalog.HAMI_CORES)
 TOPOLOGY_HINTS = ("topology", "kubernetes.io/hostname")
 
 
@@ -84,6 +96,12 @@ class ClusterDiscovery:
     dra_driver: bool  # resource.k8s.io/v1 is served and NVIDIA's DRA DeviceClass exists
     cluster_policy: Manifest | None = None  # the GPU Operator's; read for the conformance report only
     kueue_image: str = ""  # the Kueue controller's image, whose tag is its version; conformance report only
+    device_classes: tuple[Manifest, ...] = ()  # every DeviceClass (resource.k8s.io/v1), as listed
+    # Kueue's Configuration as parsed from its ConfigMap; None when not read or not found (conformance only).
+    kueue_config: dict[str, Any] | None = None
+    # The admissionregistration.k8s.io versions serving MutatingAdmissionPolicies (beta in 1.34 behind a
+    # feature gate, GA in 1.36): on KAI clusters they give tenant pods their queue and scheduler name.
+    mutating_policies: tuple[str, ...] = ()
 
     def serves(self, group: str, version: str) -> bool:
         return version in self.groups.get(group, ())
@@ -94,6 +112,8 @@ class ClusterDiscovery:
         addons = {name: self.serves(group, version) for name, (group, version) in ADDONS.items()}
         addons["hami"] = any(HAMI_REGISTER in (n["metadata"].get("annotations") or {}) for n in self.nodes)
         addons["nvidia_dra_driver"] = self.dra_driver
+        for version in MUTATING_POLICY_VERSIONS:
+            addons[f"mutating_admission_policy_{version}"] = version in self.mutating_policies
         return addons
 
     @property
@@ -103,6 +123,28 @@ class ClusterDiscovery:
     def resource_names(self) -> set[str]:
         """Every GPU resource name some node offers (`nvidia.com/gpu`, `nvidia.com/mig-1g.18gb`…)."""
         return {name for node in self.gpu_nodes for name in node.allocatable}
+
+    def gpu_resources(self) -> tuple[str, ...]:
+        """Every name a pod can ask for GPUs by here, whoever holds them: what each tenant's ResourceQuota
+        names (0 where the tenant holds none). The nodes' `nvidia.com/*` extended resources; HAMi's three
+        where HAMi serves the nodes (its memory and cores are not node allocatable, but pods ask for
+        them); and the device count of every DeviceClass that selects NVIDIA's GPU driver's devices
+        (NVIDIA's own `gpu.nvidia.com`/`mig.nvidia.com` as much as gpucloud's per-class ones), since a
+        claim on any of them reaches a GPU."""
+        hami, dra = self.addons["hami"], self.addons["dra"] and self.dra_driver
+        names = self.resource_names() | (set(HAMI_RESOURCES) if hami else set())
+        classes = set(gpu_device_classes(self.device_classes))
+        # What the nodes' models can be made to offer too (the MIG manager and time-slicing change what a
+        # node advertises from pass to pass), and the DeviceClasses gpucloud renders for them.
+        for model in filter(None, (catalog.model_for_product(n.product) for n in self.gpu_nodes)):
+            names |= catalog.resource_names_of(model, hami=hami)
+            if dra:
+                classes |= {
+                    device_class_name(c.name)
+                    for c in catalog.classes_of(model)
+                    if c.kind in (catalog.WHOLE, catalog.MIG)
+                }
+        return tuple(sorted(names | {f"{name}{DEVICE_COUNT}" for name in classes}))
 
 
 def _gpu_node(node: Manifest) -> GpuNode:
@@ -122,6 +164,19 @@ def _gpu_node(node: Manifest) -> GpuNode:
     )
 
 
+def gpu_device_classes(classes: Iterable[Manifest]) -> list[str]:
+    """Names of the DeviceClasses whose selectors pick devices of NVIDIA's GPU driver (`gpu.nvidia.com`),
+    or that gpucloud renders (`gpucloud-…`)."""
+    names = []
+    for device_class in classes:
+        name = device_class["metadata"]["name"]
+        selectors = (device_class.get("spec") or {}).get("selectors") or []
+        expressions = " ".join(str((s.get("cel") or {}).get("expression", "")) for s in selectors)
+        if name == DRA_DRIVER or name.startswith("gpucloud-") or f"'{DRA_DRIVER}'" in expressions:
+            names.append(name)
+    return names
+
+
 def _soft(api: KubeApi) -> Callable[..., Any]:
     """A read that answers None when it fails, but for 401 (the credentials: every read would fail)."""
 
@@ -138,20 +193,34 @@ def _soft(api: KubeApi) -> Callable[..., Any]:
     return get
 
 
-def _exists(get: Callable[..., Any], path: str) -> bool:
-    try:
-        return get(path) is not None
-    except NotFound:
-        return False
-
-
-def _kueue_image(get: Callable[..., Any]) -> str:
-    image = ""
+def _kueue(get: Callable[..., Any]) -> tuple[str, dict[str, Any] | None]:
+    """Kueue's controller image and its Configuration (from the ConfigMap in the controller's namespace)."""
+    image, namespace = "", ""
     deployments = get("/apis/apps/v1/deployments", {"labelSelector": KUEUE_SELECTOR}) or {}
     for item in deployments.get("items") or []:
         containers = ((item.get("spec") or {}).get("template") or {}).get("spec", {}).get("containers") or []
-        image = next((c.get("image", "") for c in containers if "kueue" in c.get("image", "")), image)
-    return image
+        found = next((c.get("image", "") for c in containers if "kueue" in c.get("image", "")), "")
+        if found:
+            image, namespace = found, item["metadata"].get("namespace", "")
+    if not namespace:
+        return image, None
+    configmap = get(f"/api/v1/namespaces/{namespace}/configmaps/{KUEUE_CONFIG}") or {}
+    try:
+        config = yaml.safe_load((configmap.get("data") or {}).get(KUEUE_CONFIG_KEY) or "")
+    except yaml.YAMLError:
+        config = None
+    return image, config if isinstance(config, dict) else None
+
+
+def _mutating_policies(get: Callable[..., Any], groups: dict[str, tuple[str, ...]]) -> tuple[str, ...]:
+    """The versions of admissionregistration.k8s.io whose resources include mutatingadmissionpolicies."""
+    served = []
+    for version in MUTATING_POLICY_VERSIONS:
+        if version in groups.get(ADMISSION, ()):
+            resources = (get(f"/apis/{ADMISSION}/{version}") or {}).get("resources") or []
+            if any(r.get("name") == "mutatingadmissionpolicies" for r in resources):
+                served.append(version)
+    return tuple(served)
 
 
 def discover(api: KubeApi, *, conformance: bool = False) -> ClusterDiscovery:
@@ -173,11 +242,16 @@ def discover(api: KubeApi, *, conformance: bool = False) -> ClusterDiscovery:
     if conformance and "v1" in groups.get("nvidia.com", ()):
         items = (get(CLUSTER_POLICY.path()) or {}).get("items") or []
         policy = items[0] if items else None
-    dra, (dra_group, dra_version) = False, ADDONS["dra"]
+    classes: list[Manifest] = []
+    dra_group, dra_version = ADDONS["dra"]
     if dra_version in groups.get(dra_group, ()):
-        dra = _exists(get, k.DEVICE_CLASS.path(name=DRA_DRIVER))
-    image = _kueue_image(get) if conformance and "kueue.x-k8s.io" in groups else ""
-    return ClusterDiscovery(version.get("gitVersion", ""), groups, nodes, dra, policy, image)
+        classes = (get(k.DEVICE_CLASS.path()) or {}).get("items") or []
+    dra = any(c["metadata"]["name"] == DRA_DRIVER for c in classes)
+    image, config = _kueue(get) if conformance and "kueue.x-k8s.io" in groups else ("", None)
+    mutating = _mutating_policies(get, groups)
+    return ClusterDiscovery(
+        version.get("gitVersion", ""), groups, nodes, dra, policy, image, tuple(classes), config, mutating
+    )
 
 
 def missing_resources(discovery: ClusterDiscovery, quotas: Iterable[QuotaSpec]) -> set[str]:

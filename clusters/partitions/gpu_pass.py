@@ -365,20 +365,31 @@ CHECKED_EVERY = timedelta(minutes=5)  # checked_at is rewritten at most this oft
 
 
 def check_conformance(host_cluster: HostCluster, api: KubeApi) -> None:
-    """Re-check what the cluster runs (every pass): the conformance report and the add-on flags, written
-    only when they change (and `checked_at` at most every few minutes). Fails soft, like the partition
-    pass."""
+    """Re-check what the cluster runs (every pass): the conformance report, the add-on flags and the GPU
+    resource names tenants' ResourceQuotas name, written only when they change (and `checked_at` at most
+    every few minutes). Fails soft, like the partition pass."""
     try:
         found = discovery.discover(api, conformance=True)
     except DriverError as exc:
         log.warning("conformance check failed", extra={"host_cluster": host_cluster.name, "error": str(exc)})
         return
+    several = tenants_with_several_models(host_cluster)
     report = [
         c.as_dict()
         for c in conformance.check(
-            found, mig_configmap=settings.MIG_CONFIGMAP, plugin_configmap=settings.DEVICE_PLUGIN_CONFIGMAP
+            found,
+            mig_configmap=settings.MIG_CONFIGMAP,
+            plugin_configmap=settings.DEVICE_PLUGIN_CONFIGMAP,
+            scheduler=host_cluster.scheduler,
+            several_models=several,
         )
     ]
+    per_model = next(c for c in report if c["name"] == "per_model_quotas")
+    if several and not per_model["found"]:
+        log.warning(
+            "per-model GPU quotas do not hold",
+            extra={"host_cluster": host_cluster.name, "tenants": several, "without": per_model["without"]},
+        )
     addons = {**host_cluster.addons, **found.addons}
     now = timezone.now()
     changed = [
@@ -386,6 +397,7 @@ def check_conformance(host_cluster: HostCluster, api: KubeApi) -> None:
         for name, value in (
             ("conformance", report),
             ("addons", addons),
+            ("gpu_resources", list(found.gpu_resources())),
             ("server_version", found.server_version or host_cluster.server_version),
         )
         if getattr(host_cluster, name) != value
@@ -394,8 +406,23 @@ def check_conformance(host_cluster: HostCluster, api: KubeApi) -> None:
     if not changed and not stale:
         return
     host_cluster.conformance, host_cluster.addons, host_cluster.checked_at = report, addons, now
+    host_cluster.gpu_resources = list(found.gpu_resources())
     host_cluster.server_version = found.server_version or host_cluster.server_version
     host_cluster.save(update_fields=[*changed, "checked_at"])
+
+
+def tenants_with_several_models(host_cluster: HostCluster) -> list[str]:
+    """Tenants of the host cluster holding whole-GPU quotas of more than one model: their pods ask for
+    `nvidia.com/gpu` whatever the model (clusters/render/resourcequota.py, "per model")."""
+    models: dict[str, set[str]] = defaultdict(set)
+    quotas = Quota.objects.filter(
+        tenant__cluster__host_cluster=host_cluster, gpu_class__kind=GpuClass.Kind.WHOLE
+    )
+    for slug, model in quotas.exclude(tenant__state=Tenant.State.DELETED).values_list(
+        "tenant__slug", "gpu_class__gpu_model__slug"
+    ):
+        models[slug].add(model)
+    return sorted(slug for slug, held in models.items() if len(held) > 1)
 
 
 def manages_partitions(host_cluster: HostCluster) -> bool:

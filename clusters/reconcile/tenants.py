@@ -171,6 +171,8 @@ def _partition(host_cluster: HostCluster, driver: Driver) -> dict[tuple[int, str
     if not isinstance(driver, KubernetesDriver):
         return None
     partitions.check_conformance(host_cluster, driver.api)
+    # What the check just read (the GPU resource names quotas name, the add-ons) is rendered in this pass.
+    driver.profile = profile_of(host_cluster)
     if not partitions.manages_partitions(host_cluster):
         return None
     partitions.run_partition_pass(host_cluster, driver.api)

@@ -55,5 +55,5 @@ def render_shared(tenants: Sequence[TenantSpec], profile: ClusterProfile) -> lis
     present = [tenant for tenant in tenants if tenant.desired != "absent"]
     device_classes = dra.render_device_classes(present) if profile.dra else []
     if profile.scheduler == "kai":
-        return kai.render_shared(present) + device_classes
+        return kai.render_shared(present, profile.mutating_admission) + device_classes
     return kueue.render_shared(present, profile) + device_classes

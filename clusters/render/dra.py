@@ -24,6 +24,7 @@ from .kueue import flavor_name
 API = "resource.k8s.io/v1"
 DRIVER = "gpu.nvidia.com"
 REQUEST = "gpu"
+DEVICE_COUNT = ".deviceclass.resource.k8s.io/devices"  # ResourceQuota key suffix: devices claimed via a class
 
 
 def served(quota: QuotaSpec) -> bool:
@@ -90,7 +91,5 @@ def render_claim_templates(tenant: TenantSpec) -> list[Manifest]:
 def quota_limits(quotas: Iterable[QuotaSpec]) -> dict[str, int]:
     """ResourceQuota keys limiting the devices a namespace's claims hold, per device class."""
     return {
-        f"{device_class_name(q.gpu_class)}.deviceclass.resource.k8s.io/devices": q.guaranteed + q.burst
-        for q in quotas
-        if served(q)
+        f"{device_class_name(q.gpu_class)}{DEVICE_COUNT}": q.guaranteed + q.burst for q in quotas if served(q)
     }

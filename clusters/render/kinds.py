@@ -22,6 +22,7 @@ from gpucloud.kube.kinds import (
     VIRTUAL_CLUSTER_INSTANCE,
     WORKLOAD_PRIORITY_CLASS,
     Kind,
+    mutating_admission_kinds,
 )
 
 
@@ -39,6 +40,8 @@ def kinds_for(profile: ClusterProfile) -> list[Kind]:
         kinds += [HELM_REPOSITORY, HELM_RELEASE]
     if profile.scheduler == "kai":
         kinds.append(KAI_QUEUE)
+        if profile.mutating_admission:
+            kinds += mutating_admission_kinds(profile.mutating_admission)
     else:
         kinds += [RESOURCE_FLAVOR, COHORT, WORKLOAD_PRIORITY_CLASS, CLUSTER_QUEUE, LOCAL_QUEUE]
         if profile.topology_levels:

@@ -70,6 +70,9 @@ class ClusterProfile:
     # nvidia.com/gpu.shared, HAMi's nvidia.com/gpumem and nvidia.com/gpucores, …), whoever holds them: each
     # tenant's ResourceQuota and admission policy name all of them, 0 / refused where the tenant holds none.
     gpu_resources: tuple[str, ...] = ()
+    # The admissionregistration.k8s.io version serving MutatingAdmissionPolicies ("v1", "v1beta1"; "" for
+    # none): on a KAI cluster one gives every tenant pod its queue label and KAI's scheduler name.
+    mutating_admission: str = ""
     # Pod Security Standard enforced per trust tier (host namespace label and the vCluster's own setting).
     pod_security: tuple[tuple[str, str], ...] = (
         ("isolated", "restricted"),

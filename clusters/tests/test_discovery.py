@@ -57,6 +57,8 @@ def test_discovery_reads_version_addons_and_gpu_nodes(kube_emulator, kube_client
         "dra": False,
         "nvidia_dra_driver": False,
         "hami": False,
+        "mutating_admission_policy_v1": False,
+        "mutating_admission_policy_v1beta1": False,
     }
     (node,) = found.gpu_nodes
     assert (node.name, node.product, node.count, node.memory_mib, node.mig_capable) == (
@@ -105,3 +107,94 @@ def test_a_scheduler_the_cluster_lacks_is_refused_clearly():
         check_scheduler(found, "kai")
     with pytest.raises(UnsupportedCluster, match="vCluster Platform"):
         check_profile(found, ClusterProfile(vcluster_mode="platform"))
+
+
+def test_gpu_resources_name_what_the_nodes_models_can_be_asked_for_by_hami_and_every_gpu_device_class():
+    with start_emulator(crds=("kueue", "flux", "dra")) as em:
+        node = gpu_node("gpu-1", **{"nvidia.com/gpu.product": "NVIDIA-L40S"})
+        node["metadata"]["annotations"] = {
+            "hami.io/node-nvidia-register": "GPU-0,10,46068,100,NVIDIA-L40S,0,true"
+        }
+        em.put_object(node)
+        for name, driver in (
+            ("gpu.nvidia.com", "gpu.nvidia.com"),
+            ("mig.nvidia.com", "gpu.nvidia.com"),
+            ("gpucloud-l40s-48gb", "gpu.nvidia.com"),
+            ("compute-domain-default-channel.nvidia.com", "compute-domain.nvidia.com"),
+            ("nic.example.com", "nic.example.com"),
+        ):
+            cel = {"cel": {"expression": f"device.driver == '{driver}'"}}
+            em.put_object(
+                {
+                    "apiVersion": "resource.k8s.io/v1",
+                    "kind": "DeviceClass",
+                    "metadata": {"name": name},
+                    "spec": {"selectors": [cel]},
+                }
+            )
+        found = discover(KubeApi(api_client_for_url(em.url)))
+
+    assert found.dra_driver
+    assert found.gpu_resources() == (
+        "gpu.nvidia.com.deviceclass.resource.k8s.io/devices",
+        "gpucloud-l40s-48gb.deviceclass.resource.k8s.io/devices",
+        "mig.nvidia.com.deviceclass.resource.k8s.io/devices",
+        "nvidia.com/gpu",
+        "nvidia.com/gpu.shared",  # L40S: no MIG; time-slicing may be configured later
+        "nvidia.com/gpucores",  # HAMi serves the node
+        "nvidia.com/gpumem",
+        "nvidia.com/mig-1g.18gb",  # advertised by the node (gpu_node's allocatable)
+    )
+
+
+def test_a_nodes_model_brings_every_mig_profile_it_could_be_split_into():
+    with start_emulator(crds=("kueue",)) as em:
+        em.put_object(gpu_node("gpu-1", **{"nvidia.com/gpu.product": "NVIDIA-H200"}))
+        names = discover(KubeApi(api_client_for_url(em.url))).gpu_resources()
+    assert {"nvidia.com/mig-1g.18gb", "nvidia.com/mig-3g.71gb", "nvidia.com/mig-7g.141gb"} < set(names)
+    assert "nvidia.com/gpumem" not in names  # no HAMi here
+    assert not any("deviceclass" in name for name in names)  # no DRA here
+
+
+def test_the_conformance_read_parses_kueues_configuration_from_its_configmap():
+    with start_emulator(crds=("kueue",)) as em:
+        em.put_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kueue"}})
+        em.put_object(
+            {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": {
+                    "name": "kueue-controller-manager",
+                    "namespace": "kueue",
+                    "labels": {"app.kubernetes.io/name": "kueue"},
+                },
+                "spec": {
+                    "template": {
+                        "spec": {
+                            "containers": [{"name": "m", "image": "registry.k8s.io/kueue/kueue:v0.16.0"}]
+                        }
+                    }
+                },
+            }
+        )
+        data = {
+            "controller_manager_config.yaml": "apiVersion: config.kueue.x-k8s.io/v1beta2\n"
+            "manageJobsWithoutQueueName: true\n"
+        }
+        em.put_object(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": "kueue-manager-config", "namespace": "kueue"},
+                "data": data,
+            }
+        )
+        found = discover(KubeApi(api_client_for_url(em.url)), conformance=True)
+        plain = discover(KubeApi(api_client_for_url(em.url)))
+
+    assert found.kueue_image.endswith(":v0.16.0")
+    assert found.kueue_config == {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "manageJobsWithoutQueueName": True,
+    }
+    assert plain.kueue_config is None  # registration reads no more than it needs

@@ -100,7 +100,8 @@ def test_the_kai_variant_renders_parent_and_leaf_queues_instead(kube_emulator, k
     assert result.errors == {}
     leaf = kube_emulator.get_object("scheduling.run.ai/v2", "Queue", "tenant-acme")
     assert leaf["spec"]["parentQueue"] == "gpucloud-standard"
-    assert leaf["spec"]["resources"]["gpu"] == {"quota": 4, "overQuotaWeight": 1, "limit": 6}
+    # 4 (+2) whole H200s and 7 MIG 1g slices, which KAI charges one GPU each.
+    assert leaf["spec"]["resources"]["gpu"] == {"quota": 11, "overQuotaWeight": 1, "limit": 13}
     assert kube_emulator.get_object("scheduling.run.ai/v2", "Queue", "gpucloud-standard")
     assert kube_emulator.objects_of(KUEUE, "ClusterQueue") == []
     release = kube_emulator.get_object("helm.toolkit.fluxcd.io/v2", "HelmRelease", "acme", "tenant-acme")

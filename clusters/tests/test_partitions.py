@@ -368,12 +368,19 @@ def test_a_hami_cluster_gets_hami_names_in_the_quota_and_others_refuse_hami_clas
 
     reconcile.reconcile_host_cluster(cluster)
 
-    # Eight quarter GPUs: 8 vGPUs, each a quarter of 141 GB and 25 % of the cores.
-    assert hard(kube_emulator, "labs") == {
+    # Eight quarter GPUs: 8 vGPUs, each a quarter of 141 GB and 25 % of the cores; 0 of everything else the
+    # cluster's H200s could be asked for by (time-sliced, every MIG profile).
+    limits = hard(kube_emulator, "labs")
+    assert {key: value for key, value in limits.items() if value != "0"} == {
         "requests.nvidia.com/gpu": "8",
         "requests.nvidia.com/gpumem": str(8 * 141 * 1024 // 4),
         "requests.nvidia.com/gpucores": "200",
     }
+    assert {
+        "requests.nvidia.com/gpu.shared",
+        "requests.nvidia.com/mig-1g.18gb",
+        "requests.nvidia.com/mig-7g.141gb",
+    } < set(limits)
     row = next(r for r in capacity_table(cluster) if r.gpu_class == "h200-141gb.hami-25")
     assert (row.capacity, row.guaranteed) == (32, 8)  # four per GPU
 
@@ -461,10 +468,36 @@ def test_the_conformance_report_lists_what_the_cluster_lacks_and_is_rechecked_ev
             "spec": {"template": {"spec": {"containers": [manager]}}},
         }
     )
+    # Kueue queues pods, but only those of namespaces labelled team=ml: tenants' pods would bypass it.
+    kueue_config = {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "manageJobsWithoutQueueName": True,
+        "managedJobsNamespaceSelector": {"matchLabels": {"team": "ml"}},
+        "integrations": {"frameworks": ["batch/job", "pod"]},
+        "fairSharing": {"preemptionStrategies": ["LessThanOrEqualToFinalShare"]},
+        "resources": {"excludeResourcePrefixes": ["cpu", "memory"]},
+    }
+    kube_emulator.put_object(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "kueue-manager-config", "namespace": "kueue-system"},
+            "data": {"controller_manager_config.yaml": yaml.safe_dump(kueue_config)},
+        }
+    )
     reconcile.reconcile_host_cluster(cluster)
 
     body = api(admin).get("/api/v1/host-clusters/gpu-east/conformance/").json()
     found = {c["name"]: c for c in body["capabilities"]}
+    assert found["kueue_pod_integration"]["found"]
+    assert found["kueue_fair_sharing"]["found"]
+    namespaces = found["kueue_tenant_namespaces"]
+    assert "does not select isolated, standard, trusted tenant namespaces" in namespaces["version"]
+    assert (
+        "managedJobsNamespaceSelector: {matchExpressions: [{key: gpucloud.io/trust-tier" in namespaces["how"]
+    )
+    assert found["per_model_quotas"]["version"].startswith("Kueue flavors per model")
     kueue = found["kueue"]
     assert kueue["found"]
     assert kueue["version"] == "kueue.x-k8s.io/v1beta2 (Kueue v0.15.2)"
@@ -480,6 +513,8 @@ def test_the_conformance_report_lists_what_the_cluster_lacks_and_is_rechecked_ev
         "dra",
         "dcgm_exporter",
         "node_problem_detector",
+        "kueue_tenant_namespaces",
+        "per_model_quotas",  # a pod Kueue does not manage is held by the ResourceQuota's sum only
     }
 
     # DRA installed later: the next pass notices, without registering the cluster again.

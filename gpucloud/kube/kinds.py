@@ -58,6 +58,17 @@ DEVICE_CLASS = Kind("resource.k8s.io/v1", "DeviceClass", "deviceclasses", False)
 RESOURCE_CLAIM_TEMPLATE = Kind("resource.k8s.io/v1", "ResourceClaimTemplate", "resourceclaimtemplates", True)
 
 VCLUSTER_KINDS = (HELM_RELEASE, VIRTUAL_CLUSTER_INSTANCE)
+
+
+def mutating_admission_kinds(version: str) -> tuple[Kind, Kind]:
+    """MutatingAdmissionPolicy and its binding in one served version of admissionregistration.k8s.io."""
+    api = f"admissionregistration.k8s.io/{version}"
+    return (
+        Kind(api, "MutatingAdmissionPolicy", "mutatingadmissionpolicies", False),
+        Kind(api, "MutatingAdmissionPolicyBinding", "mutatingadmissionpolicybindings", False),
+    )
+
+
 # Not managed either: declared by people (Argo CD, Flux, kubectl) in the namespace a host cluster registered
 # with --watch-tenants names; gpucloud applies them and writes their status (gitops.controller).
 TENANT_RESOURCE = Kind("gpucloud.io/v1alpha1", "Tenant", "tenants", True)
