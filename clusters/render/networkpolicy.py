@@ -143,7 +143,7 @@ def render_cilium_network_policies(tenant: TenantSpec) -> list[Manifest]:
         "ingressDeny": [{"fromEndpoints": [other_tenants]}],
         "egressDeny": [
             {"toEndpoints": [other_tenants]},
-            {"toCIDRSet": [{"cidr": _network(cidr)} for cidr in METADATA_CIDRS]},
+            {"toCIDRSet": [{"cidr": cidr} for cidr in _metadata_cidrs()]},
         ],
     }
     workloads = {
@@ -173,6 +173,12 @@ def render_network_policies(tenant: TenantSpec, profile: ClusterProfile) -> list
     if profile.cilium:
         policies += render_cilium_network_policies(tenant)
     return policies
+
+
+def _metadata_cidrs() -> list[str]:
+    """The metadata ranges, and the IPv4 ones by their NAT64 names too."""
+    cidrs = [_network(cidr) for cidr in METADATA_CIDRS]
+    return cidrs + [_nat64(cidr) for cidr in METADATA_CIDRS if _version(cidr) == 4]
 
 
 def _version(cidr: str) -> int:

@@ -98,6 +98,7 @@ def test_cilium_clusters_also_get_explicit_denies(make_tenant):
     assert to_tenants["toEndpoints"] == ingress["fromEndpoints"]
     assert {"cidr": "169.254.0.0/16"} in to_metadata["toCIDRSet"]
     assert {"cidr": "fd00:ec2::254/128"} in to_metadata["toCIDRSet"]
+    assert {"cidr": "64:ff9b::a9fe:0/112"} in to_metadata["toCIDRSet"]  # 169.254.0.0/16 through NAT64
     host = cilium[DENY_HOST]["spec"]
     assert host["endpointSelector"] == {
         "matchExpressions": [{"key": f"k8s:{SYNCED_BY}", "operator": "Exists"}]
