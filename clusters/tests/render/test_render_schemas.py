@@ -1,4 +1,4 @@
-"""Every built-in object gpucloud renders passes kubernetes-validate's strict schemas of each supported version.
+"""Each built-in object gpucloud renders passes kubernetes-validate's strict schemas of each supported minor.
 
 An outside judge of the rendered Namespaces, ResourceQuotas, LimitRanges, NetworkPolicies, ConfigMaps,
 admission policies, DRA objects — whatever `render_tenant` and `render_shared` produce, for every tier, both
