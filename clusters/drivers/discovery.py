@@ -164,7 +164,7 @@ def _kueue_image(get: Callable[..., Any]) -> str:
 
 
 def _endpoint_addresses(slices: Any) -> list[str]:
-    addresses = []
+    addresses: list[str] = []
     for item in (slices or {}).get("items") or []:
         if item.get("addressType") not in ("IPv4", "IPv6"):
             continue  # FQDN endpoints name no address a NetworkPolicy could deny

@@ -62,7 +62,7 @@ def render_pod_security(values: dict[str, Any], tenant: TenantSpec, profile: Clu
     if level != "restricted":
         return  # the chart's defaults (root, no seccomp profile) pass baseline
     container = restricted_security_context()
-    pod = {
+    pod: dict[str, Any] = {
         "runAsNonRoot": True,
         "runAsUser": NON_ROOT_UID,
         "runAsGroup": NON_ROOT_UID,

@@ -15,14 +15,14 @@ import pytest
 from clusters.render import ClusterProfile, render_shared, render_tenant
 from clusters.render.networkpolicy import SYNCED_BY
 from clusters.spec import TenantSpec
-from tests.judges.network import KUBE_DNS, Address, PodAt, allowed, in_block, selects, verdict
+from tests.judges.network import KUBE_DNS, Address, Destination, PodAt, allowed, in_block, selects, verdict
 from tests.judges.world import World
 
 TIERS = ("isolated", "standard", "trusted")
 PRIVATE_API = "10.0.0.10"
 PUBLIC_API = "203.0.113.7"  # a managed control plane on a public address
 
-ALWAYS_DENIED = {
+ALWAYS_DENIED: dict[str, Destination] = {
     "metadata": Address("169.254.169.254", 80),
     "metadata (IPv6)": Address("fd00:ec2::254", 80),
     "metadata through NAT64": Address("64:ff9b::a9fe:a9fe", 80),
@@ -36,14 +36,14 @@ ALWAYS_DENIED = {
     "a system pod other than DNS": PodAt("monitoring", {"app": "prometheus"}, 9090),
     "kube-dns on another port": PodAt("kube-system", {"k8s-app": "kube-dns"}, 9153),
 }
-NEEDED = {
+NEEDED: dict[str, Destination] = {
     "DNS over UDP": KUBE_DNS,
     "DNS over TCP": PodAt("kube-system", {"k8s-app": "kube-dns"}, 53, "TCP"),
     "its own vCluster's API server": PodAt("tenant-acme", {"app": "vcluster", "release": "acme"}, 8443),
     "its vCluster's CoreDNS": PodAt("tenant-acme", {SYNCED_BY: "acme", "k8s-app": "vcluster-kube-dns"}, 1053),
     "a pod of its own": PodAt("tenant-acme", {SYNCED_BY: "acme", "app": "worker"}, 29500),
 }
-INTERNET = {
+INTERNET: dict[str, Destination] = {
     "a public address": Address("151.101.1.69", 443),  # a model hub
     "a public IPv6 address": Address("2606:4700::1111", 443),
 }

@@ -16,7 +16,7 @@ import pytest
 
 from clusters.render import ClusterProfile, render_shared, render_tenant
 from clusters.render.vcluster import render_values
-from clusters.spec import TenantSpec
+from clusters.spec import TenantSpec, TrustTier
 from tests.judges import pod_security
 from tests.judges.pod_security import evaluate, judge, parse_version
 from tests.judges.world import World
@@ -25,10 +25,10 @@ LATEST = pod_security.LATEST
 GPU = {"limits": {"nvidia.com/gpu": "1"}}
 
 
-def tenant(slug: str, tier: str) -> TenantSpec:
+def tenant(slug: str, tier: TrustTier) -> TenantSpec:
     return TenantSpec(
         slug=slug, public_id=f"ten_{slug}", trust_tier=tier, desired="running", namespace=f"tenant-{slug}"
-    )  # type: ignore[arg-type]
+    )
 
 
 def world(profile: ClusterProfile | None = None) -> World:
@@ -78,15 +78,18 @@ def plain_pod(namespace: str = "tenant-std") -> dict[str, Any]:
 
 
 def container(pod: dict[str, Any]) -> dict[str, Any]:
-    return pod["spec"]["containers"][0]
+    first: dict[str, Any] = pod["spec"]["containers"][0]
+    return first
 
 
 def ctx(pod: dict[str, Any]) -> dict[str, Any]:
-    return container(pod).setdefault("securityContext", {})
+    context: dict[str, Any] = container(pod).setdefault("securityContext", {})
+    return context
 
 
 def pod_ctx(pod: dict[str, Any]) -> dict[str, Any]:
-    return pod["spec"].setdefault("securityContext", {})
+    context: dict[str, Any] = pod["spec"].setdefault("securityContext", {})
+    return context
 
 
 Mutation = Callable[[dict[str, Any]], Any]
@@ -325,7 +328,10 @@ def test_user_namespaces_relax_root_and_proc_mount_from_v1_35_only():
 
 def test_windows_pods_need_no_linux_only_settings_from_v1_25():
     pod = changed(
-        lambda p: (ctx(p).clear(), ctx(p).update(runAsNonRoot=True), p["spec"].update(os={"name": "windows"}))
+        lambda p: (
+            p["spec"]["containers"][0].update(securityContext={"runAsNonRoot": True}),
+            p["spec"].update(os={"name": "windows"}),
+        )
     )
     assert evaluate(pod, "restricted", (1, 25)) == []
     assert {r for r, _ in evaluate(pod, "restricted", (1, 24))} == {
@@ -396,7 +402,8 @@ def test_the_gpu_operators_privileged_daemons_run_in_their_own_namespace_which_g
 
 def test_the_vclusters_own_pods_pass_the_level_of_the_namespace_they_run_in():
     """The control plane and its CoreDNS run in the tenant's host namespace, under its Pod Security level."""
-    for tier, level in (("isolated", "restricted"), ("standard", "baseline")):
+    tiers: tuple[tuple[TrustTier, str], ...] = (("isolated", "restricted"), ("standard", "baseline"))
+    for tier, level in tiers:
         values = render_values(tenant("acme", tier), ClusterProfile())
         plane = values["controlPlane"]
         for component in ("statefulSet", "coredns"):

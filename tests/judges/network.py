@@ -159,7 +159,7 @@ def _port_matches(port: dict[str, Any], dest: Destination) -> bool:
     number = port["port"]
     if not isinstance(number, int):
         return False  # named ports are not modelled (gpucloud renders none)
-    return number <= dest.port <= port.get("endPort", number)
+    return bool(number <= dest.port <= port.get("endPort", number))
 
 
 def in_block(ip: str, block: dict[str, Any]) -> bool:

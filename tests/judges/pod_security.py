@@ -226,7 +226,7 @@ def host_path_volumes(meta: dict[str, Any], spec: dict[str, Any]) -> Result:
 
 # policy/check_hostPorts.go
 def host_ports(meta: dict[str, Any], spec: dict[str, Any]) -> Result:
-    bad, ports = [], set()
+    bad, ports = [], set[str]()
     for c in _containers(spec):
         used = [p["hostPort"] for p in c.get("ports") or [] if p.get("hostPort")]
         if used:

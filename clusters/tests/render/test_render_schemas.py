@@ -17,7 +17,7 @@ import kubernetes_validate
 import pytest
 
 from clusters.render import ClusterProfile, render_shared, render_tenant
-from clusters.render.profile import OidcSettings
+from clusters.render.profile import OidcSettings, Scheduler
 from clusters.spec import TenantSpec
 from clusters.tests.render.conftest import MIG, quota
 from tests.tools import KUBERNETES_VERSIONS
@@ -32,6 +32,9 @@ HAMI = quota(
     "nvidia.com/gpu",
     per_unit=(("nvidia.com/gpumem", 70656), ("nvidia.com/gpucores", 50)),
 )
+
+
+SCHEDULERS: tuple[Scheduler, ...] = ("kueue", "kai")
 
 
 def builtin(manifest: dict[str, Any]) -> bool:
@@ -77,7 +80,7 @@ def profiles() -> list[ClusterProfile]:
             ),
             oidc=OidcSettings(issuer="https://id.example", client_id="gpucloud") if dra else None,
         )
-        for scheduler, cilium, dra in product(("kueue", "kai"), (False, True), (False, True))
+        for scheduler, cilium, dra in product(SCHEDULERS, (False, True), (False, True))
     ]
 
 
