@@ -39,6 +39,11 @@ def render_values(tenant: TenantSpec, profile: ClusterProfile) -> dict[str, Any]
         "policies": {"resourceQuota": {"enabled": False}, "limitRange": {"enabled": False}},
         "controlPlane": {"advanced": {"virtualScheduler": {"enabled": False}}},
         "exportKubeConfig": {"server": profile.endpoint(tenant.slug)},
+        # The vCluster's CoreDNS forwards what it cannot answer to the host cluster's DNS (the service address
+        # in the control plane's resolv.conf) instead of the node's resolvers: those are link-local or private
+        # on most clouds (169.254.169.254 on GKE, 169.254.169.253 or the VPC's .2 on AWS), which the tenant's
+        # egress policy denies, while the host's `kube-dns` pods are allowed (render/networkpolicy.py).
+        "networking": {"advanced": {"fallbackHostCluster": True}},
     }
     if profile.scheduler == "kai":
         # KAI's pod-grouper walks owner references, which vCluster would point at its own Service.

@@ -93,3 +93,8 @@ def test_restricted_security_keeps_the_oidc_api_server_flags(make_tenant):
     assert k8s["enabled"] is True
     assert "--oidc-issuer-url=https://id.example" in k8s["apiServer"]["extraArgs"]
     assert k8s["securityContext"]["runAsNonRoot"] is True
+
+
+def test_the_vclusters_coredns_resolves_through_the_host_dns_its_egress_policy_allows(make_tenant):
+    values = render_vcluster(make_tenant(), ClusterProfile())[1]["spec"]["values"]
+    assert values["networking"] == {"advanced": {"fallbackHostCluster": True}}
