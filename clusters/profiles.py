@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from django.conf import settings
+from typing import get_args
 
-from clusters.render.profile import ClusterProfile, OidcSettings
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+from clusters.render.profile import POD_SECURITY_LEVELS, ClusterProfile, OidcSettings
+from clusters.spec import TrustTier
 from fleet import catalog
 from fleet.models import GpuClass, HostCluster
 
@@ -25,6 +29,9 @@ def profile_of(host_cluster: HostCluster) -> ClusterProfile:
         mutating_admission=next(
             (v for v in ("v1", "v1beta1") if host_cluster.addons.get(f"mutating_admission_policy_{v}")), ""
         ),
+        pod_security=pod_security_levels(),
+        api_server_cidrs=tuple(host_cluster.api_server_cidrs),
+        internet_egress=tuple(tier for tier in TIERS if settings.EGRESS_INTERNET.get(tier, True)),
     )
 
 
@@ -41,6 +48,21 @@ def gpu_resources_of(host_cluster: HostCluster) -> tuple[str, ...]:
         if kind == GpuClass.Kind.FRACTION:
             names |= {catalog.HAMI_MEMORY, catalog.HAMI_CORES}
     return tuple(sorted(names))
+
+
+TIERS: tuple[str, ...] = get_args(TrustTier)
+
+
+def pod_security_levels() -> tuple[tuple[str, str], ...]:
+    """The Pod Security Standard of each trust tier (settings.POD_SECURITY, GPUCLOUD_POD_SECURITY_<TIER>)."""
+    levels = settings.POD_SECURITY
+    for tier in TIERS:
+        if levels.get(tier) not in POD_SECURITY_LEVELS:
+            raise ImproperlyConfigured(
+                f"POD_SECURITY[{tier!r}] is {levels.get(tier)!r}; "
+                f"use one of: {', '.join(POD_SECURITY_LEVELS)} (GPUCLOUD_POD_SECURITY_{tier.upper()})"
+            )
+    return tuple((tier, levels[tier]) for tier in TIERS)
 
 
 def oidc_settings() -> OidcSettings | None:

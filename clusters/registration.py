@@ -136,6 +136,7 @@ def _check_tenant_crds(api: KubeApi, namespace: str) -> None:
 def _save(actor: Actor, host_cluster: HostCluster, kubeconfig: str, found: ClusterDiscovery) -> HostCluster:
     host_cluster.kubeconfig_ciphertext = crypto.encrypt(kubeconfig)
     host_cluster.server_version = found.server_version
+    host_cluster.api_server_cidrs = list(found.api_server_cidrs)
     host_cluster.discovered_at = timezone.now()
     host_cluster.save()
     imported, skipped = import_gpu_nodes(host_cluster, found.gpu_nodes)
@@ -152,6 +153,7 @@ def _save(actor: Actor, host_cluster: HostCluster, kubeconfig: str, found: Clust
             "scheduler": host_cluster.scheduler,
             "server_version": found.server_version,
             "addons": found.addons,
+            "api_server_cidrs": list(found.api_server_cidrs),
             "gpu_nodes": imported,
             "tenants_namespace": host_cluster.tenants_namespace,
         },

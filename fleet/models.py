@@ -120,6 +120,11 @@ class HostCluster(models.Model):
     addons = models.JSONField(default=dict, blank=True, help_text="add-ons discovered: kueue, kai, flux, …")
     topology_levels = models.JSONField(default=list, blank=True, help_text="node-label keys, outermost first")
     discovered_at = models.DateTimeField(null=True, blank=True)
+    api_server_cidrs = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="the API server's addresses (`kubernetes` EndpointSlice): tenants' pods never reach them",
+    )
     tenants_namespace = models.CharField(
         max_length=63,
         blank=True,

@@ -231,6 +231,17 @@ IDLE_WINDOW = env_float("GPUCLOUD_IDLE_WINDOW", 4 * 3600.0, minimum=60.0)
 IDLE_UTILISATION = env_float("GPUCLOUD_IDLE_UTILISATION", 0.05, minimum=0.0)
 IDLE_CHECK_INTERVAL = env_float("GPUCLOUD_IDLE_CHECK_INTERVAL", 900.0, minimum=10.0)
 VCLUSTER_SLEEP_AFTER_INACTIVITY = env_str("GPUCLOUD_VCLUSTER_SLEEP_AFTER_INACTIVITY", "")
+# What tenants' pods may do on Kubernetes host clusters (docs/kubernetes.md, "What holds on the cluster, and
+# what enforces it"): the Pod Security Standard each trust tier's host namespace and vCluster enforce, and the
+# tiers whose pods may open connections to public addresses (DNS and their own namespace stay allowed).
+POD_SECURITY = {
+    tier: env_choice(f"GPUCLOUD_POD_SECURITY_{tier.upper()}", level, {"privileged", "baseline", "restricted"})
+    for tier, level in (("isolated", "restricted"), ("standard", "baseline"), ("trusted", "baseline"))
+}
+EGRESS_INTERNET = {
+    tier: env_bool(f"GPUCLOUD_EGRESS_INTERNET_{tier.upper()}", True)
+    for tier in ("isolated", "standard", "trusted")
+}
 LOGIN_ATTEMPTS = env_int("GPUCLOUD_LOGIN_ATTEMPTS", 10, minimum=1)
 LOGIN_ATTEMPTS_WINDOW = env_int("GPUCLOUD_LOGIN_ATTEMPTS_WINDOW", 300, minimum=1)
 LOGIN_ATTEMPTS_PER_ADDRESS = env_int("GPUCLOUD_LOGIN_ATTEMPTS_PER_ADDRESS", 100, minimum=1)

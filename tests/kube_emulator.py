@@ -112,6 +112,8 @@ BUILTIN = (
     _r("v1", "limitranges", "LimitRange", True),
     _r("v1", "pods", "Pod", True),
     _r("v1", "services", "Service", True),
+    _r("v1", "endpoints", "Endpoints", True),
+    _r("discovery.k8s.io/v1", "endpointslices", "EndpointSlice", True),
     _r("apps/v1", "deployments", "Deployment", True),
     _r("networking.k8s.io/v1", "networkpolicies", "NetworkPolicy", True),
     _r("apiextensions.k8s.io/v1", "customresourcedefinitions", "CustomResourceDefinition", False),

@@ -26,6 +26,10 @@ PRODUCT_PACKAGES = (
     "portal",
 )
 
+# The Kubernetes minor versions host clusters may run: what gpucloud renders must pass kubernetes-validate's
+# strict schemas of each (clusters/tests/render/test_render_schemas.py, gitops/tests/test_crds.py).
+KUBERNETES_VERSIONS = ("1.32", "1.33", "1.34")
+
 # Debian's Chromium, driven by PyPI playwright (never `playwright install`: nothing is downloaded).
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [

@@ -10,6 +10,7 @@ an add-on later is noticed without registering the cluster again.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -112,6 +113,7 @@ def check(
             "install Cilium as the cluster's CNI (helm install cilium cilium/cilium -n kube-system)",
         )
     )
+    caps += _isolation(discovery, cilium)
     npd = sum(
         1
         for n in discovery.nodes
@@ -197,6 +199,51 @@ def _kai_pod_defaults(discovery: ClusterDiscovery) -> Capability:
         "Kubernetes 1.36+ (GA), or 1.34+ with kube-apiserver --feature-gates=MutatingAdmissionPolicy=true "
         "--runtime-config=admissionregistration.k8s.io/v1beta1=true",
     )
+
+
+def _minor(server_version: str) -> tuple[int, int]:
+    """(1, 33) from "v1.33.2-eks-1234"; (0, 0) when it cannot be read."""
+    match = re.match(r"v?(\d+)\.(\d+)", server_version)
+    return (int(match[1]), int(match[2])) if match else (0, 0)
+
+
+def _isolation(discovery: ClusterDiscovery, cilium: bool) -> list[Capability]:
+    """Pod Security admission, whether NetworkPolicies are enforced, and the API server's addresses."""
+    pod_security = _minor(discovery.server_version) >= (1, 25)
+    addresses = ", ".join(discovery.api_server_cidrs)
+    return [
+        Capability(
+            "pod_security",
+            pod_security,
+            f"built-in Pod Security admission ({discovery.server_version})" if pod_security else "",
+            "the pod-security.kubernetes.io labels on tenant namespaces are ignored: only the vCluster's own "
+            "pod security standard and the admission policies hold tenants' pods to their tier",
+            "upgrade to Kubernetes 1.25 or later (Pod Security admission is GA and on by default there)",
+        ),
+        Capability(
+            "network_policies",
+            cilium,
+            "enforced by Cilium (CiliumNetworkPolicies with explicit denies as well)"
+            if cilium
+            else "not observable: NetworkPolicies hold only if the cluster's CNI enforces them",
+            "tenant isolation (ingress from other tenants; egress to metadata addresses, the API server, "
+            "private ranges and other tenants) holds only if the CNI enforces NetworkPolicies: Calico, "
+            "Cilium, Antrea, kube-router and cloud network-policy add-ons do; flannel and kindnet alone "
+            "do not",
+            "check: from a pod in a tenant's host namespace, `wget -T 3 -O- http://169.254.169.254/` must "
+            "time out (docs/kubernetes.md, 'What holds on the cluster'); or install Cilium (helm install "
+            "cilium cilium/cilium -n kube-system)",
+        ),
+        Capability(
+            "api_server_addresses",
+            bool(addresses),
+            addresses,
+            "tenants' egress policies cannot name the API server: where it has a public address tenants may "
+            "reach it, and the vCluster control plane's egress is not fenced in",
+            "let gpucloud's credentials read the `kubernetes` EndpointSlice in `default` "
+            "(discovery.k8s.io endpointslices: list) or Endpoints (endpoints: get)",
+        ),
+    ]
 
 
 def _scheduler(discovery: ClusterDiscovery, name: str) -> Capability:

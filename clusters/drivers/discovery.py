@@ -1,18 +1,20 @@
 """What a Kubernetes host cluster runs, read in one place: registration and every reconcile pass use it.
 
-`discover` reads the server version, the served API groups, the GPU nodes, the DRA DeviceClasses and
-which versions of admissionregistration.k8s.io serve MutatingAdmissionPolicies; for the conformance report
-(`clusters.drivers.conformance`, re-checked on every pass) it also reads the GPU Operator's ClusterPolicy,
-Kueue's controller Deployment and Kueue's configuration (nine requests at most). The add-on flags the
-renderers and admission read (`HostCluster.addons`), every GPU resource name the cluster offers
-(`HostCluster.gpu_resources`: what each tenant's ResourceQuota names) and the GPU nodes the fleet imports
-are derived from that one `ClusterDiscovery`. `check_profile` refuses a profile the cluster cannot serve.
+`discover` reads the server version, the served API groups, the GPU nodes, the DRA DeviceClasses, which
+versions of admissionregistration.k8s.io serve MutatingAdmissionPolicies and the API server's own addresses;
+for the conformance report (`clusters.drivers.conformance`, re-checked on every pass) it also reads the GPU
+Operator's ClusterPolicy, Kueue's controller Deployment and Kueue's configuration (eleven requests at most).
+The add-on flags the renderers and admission read (`HostCluster.addons`), every GPU resource name the
+cluster offers (`HostCluster.gpu_resources`: what each tenant's ResourceQuota names) and the GPU nodes the
+fleet imports are derived from that one `ClusterDiscovery`. `check_profile` refuses a profile the cluster
+cannot serve.
 
 Not a driver: the drivers import it, it imports none of them.
 """
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from decimal import Decimal
@@ -63,6 +65,9 @@ KUEUE_CONFIG, KUEUE_CONFIG_KEY = "kueue-manager-config", "controller_manager_con
 ADMISSION = "admissionregistration.k8s.io"
 MUTATING_POLICY_VERSIONS = ("v1", "v1beta1")
 HAMI_RESOURCES = (catalog.HAMI_RESOURCE, catalog.HAMI_MEMORY, catalog.HAMI_CORES)
+API_SERVER_SLICES = k.Kind("discovery.k8s.io/v1", "EndpointSlice", "endpointslices", True)
+API_SERVER_ENDPOINTS = k.Kind("v1", "Endpoints", "endpoints", True)
+API_SERVER_SERVICE = "kubernetes.io/service-name=kubernetes"  # the API server's own Service in `default`
 TOPOLOGY_HINTS = ("topology", "kubernetes.io/hostname")
 
 
@@ -102,6 +107,10 @@ class ClusterDiscovery:
     # The admissionregistration.k8s.io versions serving MutatingAdmissionPolicies (beta in 1.34 behind a
     # feature gate, GA in 1.36): on KAI clusters they give tenant pods their queue and scheduler name.
     mutating_policies: tuple[str, ...] = ()
+    # The API server's own addresses as /32 or /128 CIDRs (the `kubernetes` Service's endpoints in
+    # `default`); empty when they could not be read. Tenants' egress policies deny them
+    # (`ClusterProfile.api_server_cidrs`).
+    api_server_cidrs: tuple[str, ...] = ()
 
     def serves(self, group: str, version: str) -> bool:
         return version in self.groups.get(group, ())
@@ -223,13 +232,45 @@ def _mutating_policies(get: Callable[..., Any], groups: dict[str, tuple[str, ...
     return tuple(served)
 
 
-def discover(api: KubeApi, *, conformance: bool = False) -> ClusterDiscovery:
-    """Server version, served API groups (which add-ons are installed), GPU nodes and NVIDIA's DRA driver.
+def _endpoint_addresses(slices: Any) -> list[str]:
+    addresses: list[str] = []
+    for item in (slices or {}).get("items") or []:
+        if item.get("addressType") not in ("IPv4", "IPv6"):
+            continue  # FQDN endpoints name no address a NetworkPolicy could deny
+        for endpoint in item.get("endpoints") or []:  # ready or not: an API server all the same
+            addresses += endpoint.get("addresses") or []
+    return addresses
 
-    Registration asks for exactly that, and any failed read fails it. With `conformance` (the re-check on
-    every reconcile pass) it also reads the GPU Operator's ClusterPolicy and Kueue's controller image, and a
-    read past the API groups that fails (but for 401) counts as nothing found, so that one missing
-    permission does not hide the rest of the report.
+
+def _api_server_cidrs(api: KubeApi) -> tuple[str, ...]:
+    """The `kubernetes` Service's endpoints: the EndpointSlices the API server keeps for itself, else the
+    Endpoints object (clusters whose EndpointSlice mirroring is off). A read that fails counts as none:
+    the rest of discovery does not depend on it, and the conformance report says it is missing."""
+    get = _soft(api)
+    addresses = _endpoint_addresses(
+        get(API_SERVER_SLICES.path("default"), {"labelSelector": API_SERVER_SERVICE})
+    )
+    if not addresses:
+        endpoints = get(API_SERVER_ENDPOINTS.path("default", "kubernetes")) or {}
+        for subset in endpoints.get("subsets") or []:
+            addresses += [a["ip"] for a in subset.get("addresses") or [] if a.get("ip")]
+    networks = set()
+    for address in addresses:
+        try:
+            networks.add(ipaddress.ip_network(address))
+        except ValueError:
+            continue  # not an address: nothing to deny
+    return tuple(str(n) for n in sorted(networks, key=lambda n: (n.version, n)))
+
+
+def discover(api: KubeApi, *, conformance: bool = False) -> ClusterDiscovery:
+    """Server version, served API groups (which add-ons are installed), GPU nodes, NVIDIA's DRA driver and
+    the API server's addresses.
+
+    Registration asks for exactly that, and any failed read but the API server's addresses fails it. With
+    `conformance` (the re-check on every reconcile pass) it also reads the GPU Operator's ClusterPolicy and
+    Kueue's controller image, and a read past the API groups that fails (but for 401) counts as nothing
+    found, so that one missing permission does not hide the rest of the report.
     """
     get = _soft(api) if conformance else api.get
     version = api.get("/version") or {}
@@ -250,7 +291,16 @@ def discover(api: KubeApi, *, conformance: bool = False) -> ClusterDiscovery:
     image, config = _kueue(get) if conformance and "kueue.x-k8s.io" in groups else ("", None)
     mutating = _mutating_policies(get, groups)
     return ClusterDiscovery(
-        version.get("gitVersion", ""), groups, nodes, dra, policy, image, tuple(classes), config, mutating
+        version.get("gitVersion", ""),
+        groups,
+        nodes,
+        dra,
+        policy,
+        image,
+        tuple(classes),
+        config,
+        mutating,
+        _api_server_cidrs(api),
     )
 
 

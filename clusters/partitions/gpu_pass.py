@@ -399,6 +399,8 @@ def check_conformance(host_cluster: HostCluster, api: KubeApi) -> None:
             ("addons", addons),
             ("gpu_resources", list(found.gpu_resources())),
             ("server_version", found.server_version or host_cluster.server_version),
+            # Kept when this read failed: the egress policies go on denying the last addresses seen.
+            ("api_server_cidrs", list(found.api_server_cidrs) or host_cluster.api_server_cidrs),
         )
         if getattr(host_cluster, name) != value
     ]
@@ -408,6 +410,7 @@ def check_conformance(host_cluster: HostCluster, api: KubeApi) -> None:
     host_cluster.conformance, host_cluster.addons, host_cluster.checked_at = report, addons, now
     host_cluster.gpu_resources = list(found.gpu_resources())
     host_cluster.server_version = found.server_version or host_cluster.server_version
+    host_cluster.api_server_cidrs = list(found.api_server_cidrs) or host_cluster.api_server_cidrs
     host_cluster.save(update_fields=[*changed, "checked_at"])
 
 

@@ -38,7 +38,11 @@ def render_tenant(tenant: TenantSpec, profile: ClusterProfile) -> list[Manifest]
     """Every object owned by one tenant, namespace first; nothing for a tenant that should be absent."""
     if tenant.desired == "absent":
         return []
-    objects = [render_namespace(tenant), render_resource_quota(tenant, profile), render_limit_range(tenant)]
+    objects = [
+        render_namespace(tenant, profile),
+        render_resource_quota(tenant, profile),
+        render_limit_range(tenant),
+    ]
     objects += render_network_policies(tenant, profile)
     objects += render_vcluster(tenant, profile)
     if profile.scheduler == "kai":

@@ -9,6 +9,9 @@ from urllib.parse import urlsplit
 Scheduler = Literal["kueue", "kai"]
 VClusterMode = Literal["helmrelease", "platform"]
 
+# The Pod Security Standards levels (kubernetes.io/docs/concepts/security/pod-security-standards).
+POD_SECURITY_LEVELS = ("privileged", "baseline", "restricted")
+
 DEFAULT_PRIORITY_CLASSES: tuple[tuple[str, int, str], ...] = (
     ("gpucloud-inference", 1000, "Serving: preempts training and batch"),
     ("gpucloud-training", 100, "Training: preempts batch"),
@@ -79,6 +82,16 @@ class ClusterProfile:
         ("standard", "baseline"),
         ("trusted", "baseline"),
     )
+    # The host API server's own addresses (the `kubernetes` EndpointSlice in `default`, as discovered), as
+    # CIDRs: tenant pods' egress never reaches them, even where they are public addresses.
+    api_server_cidrs: tuple[str, ...] = ()
+    # Trust tiers whose pods may open connections to the internet (public addresses); the others reach
+    # DNS and their own namespace only.
+    internet_egress: tuple[str, ...] = ("isolated", "standard", "trusted")
+
+    def pod_security_level(self, tier: str) -> str:
+        """The Pod Security Standard a tier's namespaces enforce; an unknown tier gets the strictest."""
+        return dict(self.pod_security).get(tier, "restricted")
 
     def endpoint(self, slug: str) -> str:
         """The external URL of a tenant's API server."""

@@ -15,6 +15,9 @@ REPOSITORY = "loft"
 # How long a suspended vCluster stays awake after its last request: its workloads are put to sleep,
 # which deletes the synced pods on the host and releases their GPUs.
 SUSPENDED_SLEEP_AFTER = "1m"
+# The user the control plane and its CoreDNS run as where the namespace enforces `restricted` (any non-zero
+# uid does; vCluster's docs use this one for non-root control planes).
+NON_ROOT_UID = 12345
 
 
 def vcluster_name(tenant: TenantSpec) -> str:
@@ -36,6 +39,11 @@ def render_values(tenant: TenantSpec, profile: ClusterProfile) -> dict[str, Any]
         "policies": {"resourceQuota": {"enabled": False}, "limitRange": {"enabled": False}},
         "controlPlane": {"advanced": {"virtualScheduler": {"enabled": False}}},
         "exportKubeConfig": {"server": profile.endpoint(tenant.slug)},
+        # The vCluster's CoreDNS forwards what it cannot answer to the host cluster's DNS (the service address
+        # in the control plane's resolv.conf) instead of the node's resolvers: those are link-local or private
+        # on most clouds (169.254.169.254 on GKE, 169.254.169.253 or the VPC's .2 on AWS), which the tenant's
+        # egress policy denies, while the host's `kube-dns` pods are allowed (render/networkpolicy.py).
+        "networking": {"advanced": {"fallbackHostCluster": True}},
     }
     if profile.scheduler == "kai":
         # KAI's pod-grouper walks owner references, which vCluster would point at its own Service.
@@ -45,8 +53,44 @@ def render_values(tenant: TenantSpec, profile: ClusterProfile) -> dict[str, Any]
         values["controlPlane"]["distro"] = {
             "k8s": {"enabled": True, "apiServer": {"extraArgs": profile.oidc.api_server_args()}}
         }
+    render_pod_security(values, tenant, profile)
     values.update(render_sleep(tenant, profile))
     return values
+
+
+def render_pod_security(values: dict[str, Any], tenant: TenantSpec, profile: ClusterProfile) -> None:
+    """The vCluster enforces its tier's Pod Security Standard inside (it labels its own namespaces, so a
+    pod is refused by the tenant's API server before it is synced), and under `restricted` its own pods
+    (control plane, CoreDNS), which run in the host namespace that enforces the same level, comply."""
+    level = profile.pod_security_level(tenant.trust_tier)
+    values["policies"]["podSecurityStandard"] = level
+    if level != "restricted":
+        return  # the chart's defaults (root, no seccomp profile) pass baseline
+    container = restricted_security_context()
+    pod: dict[str, Any] = {
+        "runAsNonRoot": True,
+        "runAsUser": NON_ROOT_UID,
+        "runAsGroup": NON_ROOT_UID,
+        "fsGroup": NON_ROOT_UID,
+    }
+    pod["seccompProfile"] = {"type": "RuntimeDefault"}
+    security = {"podSecurityContext": pod, "containerSecurityContext": container}
+    values["controlPlane"]["statefulSet"] = {"security": security}
+    values["controlPlane"]["coredns"] = {"security": security}
+    distro = values["controlPlane"].setdefault("distro", {}).setdefault("k8s", {})
+    distro["securityContext"] = container  # the init container that copies the Kubernetes binaries
+
+
+def restricted_security_context() -> dict[str, Any]:
+    """A container security context that passes the `restricted` Pod Security Standard."""
+    return {
+        "allowPrivilegeEscalation": False,
+        "runAsNonRoot": True,
+        "runAsUser": NON_ROOT_UID,
+        "runAsGroup": NON_ROOT_UID,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
 
 
 def render_sleep(tenant: TenantSpec, profile: ClusterProfile) -> dict[str, Any]:

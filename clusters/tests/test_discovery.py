@@ -198,3 +198,58 @@ def test_the_conformance_read_parses_kueues_configuration_from_its_configmap():
         "manageJobsWithoutQueueName": True,
     }
     assert plain.kueue_config is None  # registration reads no more than it needs
+
+
+def test_discovery_reads_the_api_servers_addresses_from_its_endpoint_slices(kube_emulator, kube_client):
+    kube_emulator.put_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
+    assert discover(KubeApi(kube_client)).api_server_cidrs == ()  # none published: none known
+    for name, family, addresses in (
+        ("kubernetes", "IPv4", ["10.0.0.12", "10.0.0.11"]),
+        ("kubernetes-v6", "IPv6", ["fd00::11"]),
+    ):
+        kube_emulator.put_object(
+            {
+                "apiVersion": "discovery.k8s.io/v1",
+                "kind": "EndpointSlice",
+                "metadata": {
+                    "name": name,
+                    "namespace": "default",
+                    "labels": {"kubernetes.io/service-name": "kubernetes"},
+                },
+                "addressType": family,
+                "endpoints": [
+                    {"addresses": [a], "conditions": {"ready": a != "10.0.0.12"}} for a in addresses
+                ],
+            }
+        )
+    kube_emulator.put_object(  # another Service's slice is not the API server
+        {
+            "apiVersion": "discovery.k8s.io/v1",
+            "kind": "EndpointSlice",
+            "metadata": {
+                "name": "web",
+                "namespace": "default",
+                "labels": {"kubernetes.io/service-name": "web"},
+            },
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": ["10.9.9.9"]}],
+        }
+    )
+
+    found = discover(KubeApi(kube_client))
+
+    assert found.api_server_cidrs == ("10.0.0.11/32", "10.0.0.12/32", "fd00::11/128")
+
+
+def test_without_endpoint_slices_discovery_reads_the_endpoints_object(kube_emulator, kube_client):
+    kube_emulator.put_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
+    kube_emulator.put_object(
+        {
+            "apiVersion": "v1",
+            "kind": "Endpoints",
+            "metadata": {"name": "kubernetes", "namespace": "default"},
+            "subsets": [{"addresses": [{"ip": "192.0.2.5"}], "ports": [{"port": 443}]}],
+        }
+    )
+
+    assert discover(KubeApi(kube_client)).api_server_cidrs == ("192.0.2.5/32",)

@@ -259,6 +259,33 @@ def test_objects_deleted_or_edited_by_hand_are_restored_and_counted(kube_emulato
     assert driver.reconcile([make_tenant()], complete=True).writes == 0
 
 
+def test_a_pod_security_label_removed_and_an_egress_policy_deleted_by_hand_are_restored(
+    kube_emulator, kube_client
+):
+    tenant = make_tenant(trust_tier="isolated")
+    driver = KubernetesDriver(kube_client, ClusterProfile(cilium=True))
+    driver.reconcile([tenant], complete=True)
+    enforce = "pod-security.kubernetes.io/enforce"
+    patch = {"metadata": {"labels": {enforce: "privileged"}}}
+    kube_emulator.edit_object("v1", "Namespace", "tenant-acme", None, patch)
+    kube_emulator.remove_object("networking.k8s.io/v1", "NetworkPolicy", "gpucloud-egress", "tenant-acme")
+    kube_emulator.remove_object("cilium.io/v2", "CiliumNetworkPolicy", "gpucloud-deny-host", "tenant-acme")
+
+    result = driver.reconcile([tenant], complete=True)
+
+    assert result.drift_repaired == 3
+    labels = kube_emulator.get_object("v1", "Namespace", "tenant-acme")["metadata"]["labels"]
+    assert labels[enforce] == "restricted"
+    egress = kube_emulator.get_object(
+        "networking.k8s.io/v1", "NetworkPolicy", "gpucloud-egress", "tenant-acme"
+    )
+    assert egress["spec"]["policyTypes"] == ["Egress"]
+    assert kube_emulator.get_object(
+        "cilium.io/v2", "CiliumNetworkPolicy", "gpucloud-deny-host", "tenant-acme"
+    )
+    assert driver.reconcile([tenant], complete=True).writes == 0
+
+
 def test_an_object_of_someone_else_in_the_way_is_a_visible_error_and_left_alone(kube_emulator, kube_client):
     stranger = {
         "apiVersion": KUEUE,

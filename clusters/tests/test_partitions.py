@@ -439,6 +439,21 @@ def test_a_cluster_without_dra_gets_no_dra_objects(cluster, kube_emulator, api, 
     assert not any("deviceclasses" in path for _, path, _ in kube_emulator.log)
 
 
+# What the API server keeps for its own Service in `default`.
+API_SERVER_SLICE = {
+    "apiVersion": "discovery.k8s.io/v1",
+    "kind": "EndpointSlice",
+    "metadata": {
+        "name": "kubernetes",
+        "namespace": "default",
+        "labels": {"kubernetes.io/service-name": "kubernetes"},
+    },
+    "addressType": "IPv4",
+    "endpoints": [{"addresses": ["10.0.0.10"], "conditions": {"ready": True}}],
+    "ports": [{"name": "https", "port": 6443, "protocol": "TCP"}],
+}
+
+
 def test_the_conformance_report_lists_what_the_cluster_lacks_and_is_rechecked_every_pass(
     cluster, kube_emulator, api, admin, client
 ):
@@ -486,6 +501,9 @@ def test_the_conformance_report_lists_what_the_cluster_lacks_and_is_rechecked_ev
             "data": {"controller_manager_config.yaml": yaml.safe_dump(kueue_config)},
         }
     )
+
+    kube_emulator.put_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
+    kube_emulator.put_object(API_SERVER_SLICE)
     reconcile.reconcile_host_cluster(cluster)
 
     body = api(admin).get("/api/v1/host-clusters/gpu-east/conformance/").json()
@@ -498,6 +516,12 @@ def test_the_conformance_report_lists_what_the_cluster_lacks_and_is_rechecked_ev
         "managedJobsNamespaceSelector: {matchExpressions: [{key: gpucloud.io/trust-tier" in namespaces["how"]
     )
     assert found["per_model_quotas"]["version"].startswith("Kueue flavors per model")
+
+    assert found["pod_security"]["found"]  # the stand-in says v1.33
+    assert found["network_policies"]["found"]  # Cilium is served
+    assert found["api_server_addresses"]["version"] == "10.0.0.10/32"
+    cluster.refresh_from_db()
+    assert cluster.api_server_cidrs == ["10.0.0.10/32"]
     kueue = found["kueue"]
     assert kueue["found"]
     assert kueue["version"] == "kueue.x-k8s.io/v1beta2 (Kueue v0.15.2)"

@@ -19,7 +19,7 @@ from openapi_schema_validator import OAS30Validator
 from gitops.crds import CRD_DIR, KINDS, crd, files
 from gitops.manifests import SCHEMAS, VALIDATORS
 from tests.apiextensions import refusals
-from tests.tools import unavailable
+from tests.tools import KUBERNETES_VERSIONS, unavailable
 
 KUBERNETES_VERSION = kubernetes_validate.latest_version()  # the newest Kubernetes whose schemas it ships
 
@@ -78,7 +78,8 @@ def test_each_crd_is_namespaced_with_a_status_subresource_and_what_the_api_serve
     assert (
         refusals(definition) == []
     )  # the API server's own rules (structural schema, metadata, x-kubernetes-*)
-    kubernetes_validate.validate(definition, KUBERNETES_VERSION, strict=True)  # the CRD object's own schema
+    for version in (*KUBERNETES_VERSIONS, KUBERNETES_VERSION):  # the CRD object's own schema
+        kubernetes_validate.validate(definition, version, strict=True)
 
 
 def test_the_name_rule_stays_and_nothing_else_is_said_about_metadata():

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+from clusters.render import ClusterProfile
 from clusters.render.namespace import render_namespace
 from clusters.tests.conftest import kubeconfig_for, make_tenant
 from core.audit import Actor
@@ -205,7 +206,7 @@ def test_the_extender_keeps_answering_from_its_last_state_when_the_cluster_goes_
 
 
 def test_a_list_pass_picks_up_the_tenants_namespace_labels(cluster: RunningEmulator):
-    cluster.put_object(render_namespace(make_tenant("alpha")))
+    cluster.put_object(render_namespace(make_tenant("alpha"), ClusterProfile()))
     cluster.put_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "tenant-solo"}})
     cluster.put_object(pod("held", 1, "gpu-1", ns="tenant-solo"))
     feed = ClusterFeed(KubeApi(api_client_for_url(cluster.url), FAST), watch_seconds=1)
@@ -213,7 +214,11 @@ def test_a_list_pass_picks_up_the_tenants_namespace_labels(cluster: RunningEmula
     feed.list_pass(extender)
     asked = {"Pod": pod("new", 1, ns="tenant-alpha"), "NodeNames": ["gpu-1", "gpu-2"]}
     assert extender.filter(asked)["NodeNames"] == ["gpu-1", "gpu-2"]  # tenant-solo is no tenant's yet
-    cluster.put_object(render_namespace(make_tenant("solo", trust_tier="isolated", namespace="tenant-solo")))
+    cluster.put_object(
+        render_namespace(
+            make_tenant("solo", trust_tier="isolated", namespace="tenant-solo"), ClusterProfile()
+        )
+    )
     feed.list_pass(extender)
     assert extender.namespaces == {
         "tenant-alpha": ("alpha", Tier.STANDARD),

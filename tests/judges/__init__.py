@@ -1,2 +1,5 @@
-"""The hostile-tenant suite's judges: one module per layer that enforces something on the host cluster, each
-with `judge(pod, world) -> list[str]` (docs: /work/wt/notes/DESIGN26.md, "The hostile-tenant suite")."""
+"""Judges of the hostile-tenant suite: each says how one layer of the host cluster treats a pod (issue 26).
+
+Test helpers, not product code: each module ports or evaluates what a layer enforces on the host cluster,
+against the objects gpucloud rendered (`world.World`).
+"""

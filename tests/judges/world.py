@@ -1,7 +1,6 @@
-"""What a judge sees of one host cluster: its profile, its tenants and what gpucloud rendered for them.
+"""What the judges see of a host cluster: its profile, its tenants and everything gpucloud rendered for it.
 
-(quotas' copy of the `World` of the issue-26 design, identical in shape to the admission helper's; the
-lead keeps one at merge.)
+The shape is the shared design of issue 26 (every judge is written against exactly this dataclass).
 """
 
 from __future__ import annotations
@@ -22,14 +21,14 @@ class World:
     running: tuple[Manifest, ...] = ()  # pods already running (for quota usage)
 
     def tenant_of(self, namespace: str) -> TenantSpec:
-        """The tenant whose host namespace this is."""
+        """The tenant whose host namespace this is (KeyError for a namespace of no tenant)."""
         for tenant in self.tenants:
             if tenant.namespace == namespace:
                 return tenant
-        raise LookupError(f"no tenant has the host namespace {namespace!r}")
+        raise KeyError(f"no tenant has the host namespace {namespace!r}")
 
     def objects(self, kind: str, namespace: str | None = None) -> list[Manifest]:
-        """The rendered objects of a kind (in one namespace, when given)."""
+        """The rendered objects of a kind, in one namespace or (None) all."""
         return [
             o
             for o in self.rendered

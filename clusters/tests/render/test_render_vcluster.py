@@ -1,6 +1,7 @@
 import yaml
 
 from clusters.render import ClusterProfile
+from clusters.render.profile import OidcSettings
 from clusters.render.vcluster import render_vcluster
 
 
@@ -59,3 +60,41 @@ def test_platform_mode_renders_a_virtual_cluster_instance(make_tenant):
     helm = spec["template"]["helmRelease"]
     assert helm["chart"]["name"] == "vcluster"
     assert yaml.safe_load(helm["values"])["sync"]["toHost"]["pods"]["enabled"] is True
+
+
+def test_the_vcluster_enforces_its_tiers_pod_security_standard_inside(make_tenant):
+    for tier, level in (("isolated", "restricted"), ("standard", "baseline"), ("trusted", "baseline")):
+        values = render_vcluster(make_tenant(trust_tier=tier), ClusterProfile())[1]["spec"]["values"]
+        assert values["policies"]["podSecurityStandard"] == level, tier
+    profile = ClusterProfile(pod_security=(("trusted", "privileged"),))
+    values = render_vcluster(make_tenant(trust_tier="trusted"), profile)[1]["spec"]["values"]
+    assert values["policies"]["podSecurityStandard"] == "privileged"
+
+
+def test_under_restricted_the_control_plane_and_coredns_run_as_non_root(make_tenant):
+    values = render_vcluster(make_tenant(trust_tier="isolated"), ClusterProfile())[1]["spec"]["values"]
+    for component in ("statefulSet", "coredns"):
+        security = values["controlPlane"][component]["security"]
+        assert security["podSecurityContext"]["runAsNonRoot"] is True, component
+        container = security["containerSecurityContext"]
+        assert container["runAsUser"] != 0, component
+        assert container["capabilities"] == {"drop": ["ALL"]}, component
+        assert container["seccompProfile"] == {"type": "RuntimeDefault"}, component
+        assert container["allowPrivilegeEscalation"] is False, component
+    assert values["controlPlane"]["distro"]["k8s"]["securityContext"]["runAsNonRoot"] is True
+    standard = render_vcluster(make_tenant(), ClusterProfile())[1]["spec"]["values"]
+    assert "statefulSet" not in standard["controlPlane"]  # baseline: the chart's defaults pass
+
+
+def test_restricted_security_keeps_the_oidc_api_server_flags(make_tenant):
+    profile = ClusterProfile(oidc=OidcSettings(issuer="https://id.example", client_id="gpucloud"))
+    values = render_vcluster(make_tenant(trust_tier="isolated"), profile)[1]["spec"]["values"]
+    k8s = values["controlPlane"]["distro"]["k8s"]
+    assert k8s["enabled"] is True
+    assert "--oidc-issuer-url=https://id.example" in k8s["apiServer"]["extraArgs"]
+    assert k8s["securityContext"]["runAsNonRoot"] is True
+
+
+def test_the_vclusters_coredns_resolves_through_the_host_dns_its_egress_policy_allows(make_tenant):
+    values = render_vcluster(make_tenant(), ClusterProfile())[1]["spec"]["values"]
+    assert values["networking"] == {"advanced": {"fallbackHostCluster": True}}
