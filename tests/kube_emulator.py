@@ -117,6 +117,18 @@ BUILTIN = (
     _r("apiextensions.k8s.io/v1", "customresourcedefinitions", "CustomResourceDefinition", False),
 )
 
+# Built in since Kubernetes 1.30 (admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy went GA then):
+# served when the stand-in's server version is 1.30 or later.
+ADMISSION_POLICIES = (
+    _r("admissionregistration.k8s.io/v1", "validatingadmissionpolicies", "ValidatingAdmissionPolicy", False),
+    _r(
+        "admissionregistration.k8s.io/v1",
+        "validatingadmissionpolicybindings",
+        "ValidatingAdmissionPolicyBinding",
+        False,
+    ),
+)
+
 # What a virtual cluster's API serves on top of BUILTIN (registered by `start_virtual_cluster`).
 VIRTUAL = (
     _r("v1", "serviceaccounts", "ServiceAccount", True),
@@ -401,6 +413,8 @@ class KubeEmulator(kmock.KubernetesEmulator):
         # API server's does while the budget allows no disruption.
         self.disruption_blocked: set[str] = set()
         self.register_resources(BUILTIN)
+        if server_version >= (1, 30):
+            self.register_resources(ADMISSION_POLICIES)
 
     # --- registry -------------------------------------------------------------------------------
 
