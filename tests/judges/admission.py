@@ -15,9 +15,9 @@ runtime, Google's cel-cpp through `cel-expr-python`, following the plugin's disp
 
 The CEL environment declares the variables the plugin declares (`object`, `oldObject`, `params`,
 `namespaceObject`, `request`, `variables`; all dynamically typed here) and `KUBERNETES_LIBRARIES`, the
-Kubernetes CEL libraries gpucloud's policies use: none. The policies keep to standard CEL and its macros, so any
-call to a Kubernetes extension function (`split`, `quantity`, `matches`…) fails to compile here and fails the
-suite, instead of being guessed at.
+Kubernetes CEL libraries gpucloud's policies use: none. The policies keep to standard CEL and its macros, so
+any call to a Kubernetes extension function (`split`, `quantity`, `matches`…) fails to compile here and fails
+the suite, instead of being guessed at.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ VARIABLES = ("object", "oldObject", "params", "namespaceObject", "request", "var
 
 @cache
 def _env() -> cel.Env:
-    variables = {name: cel.Type.DYN for name in VARIABLES}
+    variables = dict.fromkeys(VARIABLES, cel.Type.DYN)
     return cel.NewEnv(variables=variables, extensions=list(KUBERNETES_LIBRARIES))
 
 
