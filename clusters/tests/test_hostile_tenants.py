@@ -73,7 +73,6 @@ TENANTS = (
     TenantSpec("std", "ten_std", "standard", "running", "tenant-std", (WHOLE, MIG_1G)),
     TenantSpec("trust", "ten_trust", "trusted", "running", "tenant-trust", (WHOLE, MIG_1G, SHARED, HAMI)),
 )
-BY_TIER = {"isolated": "iso", "standard": "std", "trusted": "trust"}
 
 
 def _node(
@@ -130,14 +129,11 @@ class Ctx:
 
     tenant: TenantSpec
     scheduler: str
+    tenants: tuple[TenantSpec, ...] = TENANTS  # every tenant on the host cluster
 
     @property
     def other(self) -> TenantSpec:
-        return next(t for t in TENANTS if t.dedicated_nodes and t.slug != self.tenant.slug)
-
-    @property
-    def restricted(self) -> bool:
-        return self.tenant.trust_tier == "isolated"
+        return next(t for t in self.tenants if t.dedicated_nodes and t.slug != self.tenant.slug)
 
 
 RESTRICTED_CONTAINER = {
@@ -298,12 +294,12 @@ HOSTILE = (
         {"admission": f"{NOT_ALLOWED} warmup asks for nvidia.com/mig-3g.71gb"},
     ),
     Case(
-        "a sidecar requesting (not limiting) an unheld resource",
+        "a sidecar asking for an unheld resource",
         lambda c: pod(
             c,
             "sidecar",
             container(gpus=gpu()),
-            container("cache", resources={"requests": {"cpu": "1", "nvidia.com/mig-3g.71gb": "1"}}),
+            container("cache", image="redis:7.4", gpus={"nvidia.com/mig-3g.71gb": "1"}),
         ),
         {"admission": f"{NOT_ALLOWED} cache asks for nvidia.com/mig-3g.71gb"},
     ),
@@ -515,7 +511,9 @@ HOSTILE = (
     ),
     Case(
         "CAP_SYS_ADMIN",
-        lambda c: pod(c, "sysadmin", container(gpus=gpu(), securityContext=capabilities("SYS_ADMIN"))),
+        lambda c: pod(
+            c, "sysadmin", container(gpus=gpu(), securityContext={"capabilities": {"add": ["SYS_ADMIN"]}})
+        ),
         {
             "admission": "capabilities: container main adds capability SYS_ADMIN",
             "pod_security": "capabilities",
@@ -811,7 +809,12 @@ def _judge_all(pod_: Manifest, world: World) -> dict[str, list[str]]:
 
 
 def _ctx(scheduler: str, tier: str) -> Ctx:
-    return Ctx(next(t for t in TENANTS if t.slug == BY_TIER[tier]), scheduler)
+    return Ctx(tenant_of_tier(TENANTS, tier), scheduler)
+
+
+def tenant_of_tier(tenants: tuple[TenantSpec, ...], tier: str) -> TenantSpec:
+    """The first tenant of a tier (for tenants made like TENANTS: one isolated tenant per run comes first)."""
+    return next(t for t in tenants if t.trust_tier == tier)
 
 
 @pytest.mark.parametrize(("case", "scheduler", "tier"), _runs(HOSTILE))

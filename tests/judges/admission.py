@@ -29,7 +29,7 @@ from typing import Any
 
 from cel_expr_python import cel
 
-from clusters.render import Manifest
+from clusters.render import ClusterProfile, Manifest
 from tests.judges.world import World
 
 # Kubernetes' CEL libraries (k8s.io/apiserver/pkg/cel/library: lists, regex, urls, quantity, ip/cidr, format,
@@ -91,6 +91,13 @@ class Request:
 def judge(pod: Manifest, world: World) -> list[str]:
     """The messages with which admission refuses creating `pod` in its namespace; empty when it admits it."""
     return review(pod, world, Request())
+
+
+def admit_stored(pod: Manifest, stored: list[Manifest]) -> list[str]:
+    """Admission over the objects an API server stand-in stores (`KubeEmulator.pod_admission`)."""
+    kinds = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "ConfigMap", "Namespace")
+    world = World(ClusterProfile(), (), tuple(o for o in stored if o.get("kind") in kinds))
+    return judge(pod, world)
 
 
 def review(pod: Manifest, world: World, request: Request, old: Manifest | None = None) -> list[str]:
