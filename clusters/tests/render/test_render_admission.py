@@ -9,7 +9,7 @@ import kubernetes_validate
 import pytest
 from kubernetes_validate.utils import ValidationError
 
-from clusters.render import admission, render_shared, render_tenant
+from clusters.render import Manifest, admission, render_shared, render_tenant
 from clusters.render.kinds import kinds_for
 from clusters.render.profile import ClusterProfile
 from clusters.spec import TenantSpec
@@ -27,7 +27,7 @@ SHARED_GPU = quota("h200-141gb.shared", "nvidia.com/gpu.shared")
 PROFILE = ClusterProfile(gpu_resources=("nvidia.com/gpu", "nvidia.com/mig-1g.18gb", "nvidia.com/gpu.shared"))
 
 
-def _admission_objects(tenants: list[TenantSpec], profile: ClusterProfile) -> list[dict]:
+def _admission_objects(tenants: list[TenantSpec], profile: ClusterProfile) -> list[Manifest]:
     objects = admission.render_shared(tenants, profile)
     return objects + [admission.render_params(t, profile) for t in tenants]
 
