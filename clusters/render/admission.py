@@ -408,7 +408,15 @@ def render_policy(tier: str, profile: ClusterProfile) -> Manifest:
                 # the tenant: everything the vCluster syncs arrives as its own ServiceAccount.
                 "name": "not-a-host-controller",
                 "expression": "!request.userInfo.username.startsWith('system:serviceaccount:kube-system:')",
-            }
+            },
+            {
+                # An update that leaves spec and labels alone (Kueue removing its finalizer, an annotation) is
+                # not judged again: no rule reads anything else, and a pod from before the policy must still
+                # be able to finish.
+                "name": "changes-spec-or-labels",
+                "expression": "request.operation != 'UPDATE' || object.spec != oldObject.spec || "
+                f"{_LABELS} != {_LABELS.replace('object.', 'oldObject.')}",
+            },
         ],
         "variables": _variables(),
         "validations": [rule.validation() for rule in rules(level)],

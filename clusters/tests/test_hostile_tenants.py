@@ -926,3 +926,20 @@ def test_the_host_clusters_own_controllers_are_not_judged_but_the_syncer_is() ->
     statefulset = admission_judge.Request(username="system:serviceaccount:kube-system:statefulset-controller")
     assert admission_judge.review(control_plane, world, statefulset) == []
     assert admission_judge.rule_of(admission_judge.judge(control_plane, world)[0]) == "queue"
+
+
+def test_an_update_touching_neither_spec_nor_labels_is_not_judged_again() -> None:
+    """A pod from before the policy, Kueue removing its finalizer: refusing it would leave the pod stuck."""
+    world = WORLDS["kueue"]
+    before = pod(_ctx("kueue", "isolated"), "old", container(), hostIPC=True)
+    before["metadata"]["finalizers"] = ["kueue.x-k8s.io/managed"]
+    after = copy.deepcopy(before)
+    after["metadata"]["finalizers"] = []
+    update = admission_judge.Request(operation="UPDATE")
+    assert admission_judge.review(after, world, update, old=before) == []
+    relabelled = copy.deepcopy(after)
+    relabelled["metadata"]["labels"][admission.KUEUE_QUEUE_LABEL] = "elsewhere"
+    rules = {
+        admission_judge.rule_of(m) for m in admission_judge.review(relabelled, world, update, old=before)
+    }
+    assert rules == {"host-ipc", "queue"}
