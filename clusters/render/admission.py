@@ -50,7 +50,7 @@ RESERVED_NODE_KEYS = (QUARANTINE, MIG_RECONFIGURE, MIG_STATE)
 RESERVED_TAINT_KEYS = (QUARANTINE, MIG_RECONFIGURE, UNSCHEDULABLE)
 
 # Which kinds of GPU class each tier may hold: the same rule as tenants.tiers.KINDS (which needs Django, so
-# cannot be imported by a renderer; clusters/tests/render/test_admission.py checks that the two agree).
+# cannot be imported by a renderer; clusters/tests/render/test_render_admission.py checks that the two agree).
 TIER_KINDS = {
     "isolated": (catalog.WHOLE,),
     "standard": (catalog.WHOLE, catalog.MIG),
