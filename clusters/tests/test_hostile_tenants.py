@@ -943,3 +943,13 @@ def test_an_update_touching_neither_spec_nor_labels_is_not_judged_again() -> Non
         admission_judge.rule_of(m) for m in admission_judge.review(relabelled, world, update, old=before)
     }
     assert rules == {"host-ipc", "queue"}
+
+
+def test_binding_a_pod_to_a_node_is_not_a_pod_create() -> None:
+    """The scheduler binds through pods/binding, which the policies do not match: the node it picks is not
+    the tenant's choice."""
+    world = WORLDS["kai"]
+    bound = pod(_ctx("kai", "standard"), "bound", container(gpus=gpu()), nodeName="gpu-pool-1")
+    binding = admission_judge.Request(operation="CREATE", sub_resource="binding")
+    assert admission_judge.review(bound, world, binding) == []
+    assert admission_judge.rule_of(admission_judge.judge(bound, world)[0]) == "node-name"
