@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from clusters.render import Manifest, admission
 from clusters.render.profile import ClusterProfile
@@ -101,8 +103,12 @@ NODES = (
     _node("gpu-pool-1"),
     _dedicated("gpu-iso-1", "iso"),
     _dedicated("gpu-rival-1", "rival"),
-    _node(
-        "gpu-sick-1", taints=[{"key": "gpucloud.io/quarantine", "value": "xid-79", "effect": "NoSchedule"}]
+    _node(  # quarantined: tainted and cordoned (the node lifecycle controller adds the unschedulable taint)
+        "gpu-sick-1",
+        taints=[
+            {"key": "gpucloud.io/quarantine", "value": "xid-79", "effect": "NoSchedule"},
+            {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"},
+        ],
     ),
     _node(
         "gpu-mig-1",
@@ -953,3 +959,62 @@ def test_binding_a_pod_to_a_node_is_not_a_pod_create() -> None:
     binding = admission_judge.Request(operation="CREATE", sub_resource="binding")
     assert admission_judge.review(bound, world, binding) == []
     assert admission_judge.rule_of(admission_judge.judge(bound, world)[0]) == "node-name"
+
+
+def _tolerates(toleration: dict[str, str], taint: dict[str, str]) -> bool:
+    """Kubernetes' Toleration.ToleratesTaint (k8s.io/api/core/v1/toleration.go), written out again."""
+    if toleration.get("effect") and toleration["effect"] != taint["effect"]:
+        return False
+    if toleration.get("key") and toleration["key"] != taint["key"]:
+        return False
+    if toleration.get("operator") == "Exists":
+        return True
+    return toleration.get("value", "") == taint.get("value", "")
+
+
+_TOLERATION_KEYS = ["", "gpucloud.io/tenant", "gpucloud.io/quarantine", "gpucloud.io/mig-reconfigure"]
+_TOLERATION_KEYS += ["node.kubernetes.io/unschedulable", "nvidia.com/gpu", "example.com/team"]
+
+
+@st.composite
+def _toleration(draw: st.DrawFn) -> dict[str, str]:
+    key = draw(st.sampled_from(_TOLERATION_KEYS))
+    toleration = {"key": key} if key else {}
+    if not key or draw(st.booleans()):
+        toleration["operator"] = "Exists"
+    else:
+        values = ["iso", "rival"] if key == "gpucloud.io/tenant" else ["xid-79", "pending", "", "a"]
+        toleration |= {"operator": "Equal", "value": draw(st.sampled_from(values))}
+    effect = draw(st.sampled_from(["", "NoSchedule", "NoExecute"]))
+    return toleration | ({"effect": effect} if effect else {})
+
+
+@settings(max_examples=150, deadline=None)
+@given(tier=st.sampled_from(TIERS), tolerations=st.lists(_toleration(), max_size=3))
+def test_the_toleration_rule_refuses_exactly_what_tolerates_a_taint_the_tenant_may_not_reach(
+    tier: str, tolerations: list[dict[str, str]]
+) -> None:
+    """Against the world's nodes and Kubernetes' own toleration semantics: a pod is refused when one of its
+    tolerations tolerates a taint of a node it may not reach (another tenant's, quarantined, cordoned, being
+    reconfigured). Stricter by design: gpucloud's own keys whatever the effect or value, and an empty-key
+    Exists for any effect (it would tolerate whatever taint comes next)."""
+    ctx = _ctx("kueue", tier)
+    own = {"key": "gpucloud.io/tenant", "value": ctx.tenant.slug, "effect": "NoSchedule"}
+    forbidden = [t for node in NODES for t in node["spec"]["taints"] if t != own]
+    reserved = set(admission.RESERVED_TAINT_KEYS)
+    refused = any(
+        any(_tolerates(t, taint) for taint in forbidden)
+        or t.get("key") in reserved
+        or (not t.get("key") and t.get("operator") == "Exists")
+        or (
+            t.get("key") == "gpucloud.io/tenant"
+            and (t.get("operator") == "Exists" or t["value"] != ctx.tenant.slug)
+        )
+        for t in tolerations
+    )
+    toleration_refusals = [
+        m
+        for m in admission_judge.judge(pod(ctx, "p", container(), tolerations=tolerations), WORLDS["kueue"])
+        if admission_judge.rule_of(m) == "toleration"
+    ]
+    assert bool(toleration_refusals) == refused, (tolerations, toleration_refusals)
