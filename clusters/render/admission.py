@@ -258,6 +258,8 @@ def _host_rules() -> list[Rule]:
 
 
 def _capability_rule(level: str) -> Rule | None:
+    if level not in CAPABILITIES:
+        raise ValueError(f"unknown Pod Security level {level!r}: choose one of {', '.join(CAPABILITIES)}")
     if level == "privileged":
         return None
     allowed = CAPABILITIES[level]

@@ -179,3 +179,8 @@ def test_params_come_after_namespaces_and_bindings_after_policies_in_apply_order
         assert kinds.index(k.NAMESPACE) < kinds.index(k.ADMISSION_PARAMS)
         assert kinds.index(k.VALIDATING_ADMISSION_POLICY) < kinds.index(k.VALIDATING_ADMISSION_POLICY_BINDING)
     assert k.ADMISSION_PARAMS.selector == f"{admission.COMPONENT}={admission.COMPONENT_VALUE}"
+
+
+def test_an_unknown_pod_security_level_is_refused_naming_the_levels() -> None:
+    with pytest.raises(ValueError, match="unknown Pod Security level 'Restricted': choose one of privileged"):
+        admission.render_policy("isolated", ClusterProfile(pod_security=(("isolated", "Restricted"),)))
