@@ -119,6 +119,18 @@ BUILTIN = (
     _r("apiextensions.k8s.io/v1", "customresourcedefinitions", "CustomResourceDefinition", False),
 )
 
+# Built in since Kubernetes 1.30 (admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy went GA then):
+# served when the stand-in's server version is 1.30 or later.
+ADMISSION_POLICIES = (
+    _r("admissionregistration.k8s.io/v1", "validatingadmissionpolicies", "ValidatingAdmissionPolicy", False),
+    _r(
+        "admissionregistration.k8s.io/v1",
+        "validatingadmissionpolicybindings",
+        "ValidatingAdmissionPolicyBinding",
+        False,
+    ),
+)
+
 # What a virtual cluster's API serves on top of BUILTIN (registered by `start_virtual_cluster`).
 VIRTUAL = (
     _r("v1", "serviceaccounts", "ServiceAccount", True),
@@ -402,7 +414,13 @@ class KubeEmulator(kmock.KubernetesEmulator):
         # Pods ("namespace/name") a PodDisruptionBudget protects: their eviction answers 429, as the real
         # API server's does while the budget allows no disruption.
         self.disruption_blocked: set[str] = set()
+        # Admission of pod creates, where a test gives the stand-in one (it has none of its own): called with
+        # the pod and every stored object, answers the refusals (the first becomes a 403, as the API server's
+        # ValidatingAdmissionPolicy plugin answers). See tests/judges/admission.py `admit_stored`.
+        self.pod_admission: Callable[[Obj, list[Obj]], list[str]] | None = None
         self.register_resources(BUILTIN)
+        if server_version >= (1, 30):
+            self.register_resources(ADMISSION_POLICIES)
 
     # --- registry -------------------------------------------------------------------------------
 
@@ -509,7 +527,9 @@ class KubeEmulator(kmock.KubernetesEmulator):
                 listed = self._list(res, parsed.namespace, query.get("labelSelector", ""))
                 return 200, _field_selected(listed, query.get("fieldSelector", ""))
             if method == "POST":
-                return 201, self._create(res, namespace, self._decode(body))
+                return 201, self._create(
+                    res, namespace, self._decode(body), dry_run=query.get("dryRun") == "All"
+                )
             raise ApiError(405, "MethodNotAllowed", f"{method} on a collection")
         key = (namespace, parsed.name)
         if res.kind == "Pod" and parsed.subresource == "eviction" and method == "POST":
@@ -765,13 +785,22 @@ class KubeEmulator(kmock.KubernetesEmulator):
                 f"unable to create new content in namespace {namespace} because it is being terminated",
             )
 
-    def _create(self, res: Resource, namespace: str | None, body: Obj) -> Obj:
+    def _create(self, res: Resource, namespace: str | None, body: Obj, *, dry_run: bool = False) -> Obj:
         name = body.get("metadata", {}).get("name")
         if not name:
             raise ApiError(422, "Invalid", "metadata.name: Required value")
         if (namespace, name) in self.store[res.key]:
             raise ApiError(409, "AlreadyExists", f'{res.plural} "{name}" already exists')
         self._check_namespace(res, namespace)
+        if res.kind == "Pod" and self.pod_admission is not None:
+            pod = copy.deepcopy(body)
+            pod.setdefault("metadata", {})["namespace"] = namespace
+            stored = [o for objects in self.store.values() for o in objects.values()]
+            refusals = self.pod_admission(pod, stored)
+            if refusals:
+                raise ApiError(403, "Forbidden", f'pods "{name}" is forbidden: {refusals[0]}')
+        if dry_run:  # admitted and validated, not stored (a server-side dry run)
+            return copy.deepcopy(body)
         obj = copy.deepcopy(body)
         obj["apiVersion"], obj["kind"] = res.api_version, res.kind
         meta = obj.setdefault("metadata", {})

@@ -128,6 +128,7 @@ def check(
             "helm install node-problem-detector deliveryhero/node-problem-detector -n kube-system",
         )
     )
+    caps.append(_admission_policies(discovery))
     return caps
 
 
@@ -244,6 +245,29 @@ def _isolation(discovery: ClusterDiscovery, cilium: bool) -> list[Capability]:
             "(discovery.k8s.io endpointslices: list) or Endpoints (endpoints: get)",
         ),
     ]
+
+
+ADMISSION_POLICIES_SINCE = (1, 30)  # admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy went GA
+
+
+def _admission_policies(discovery: ClusterDiscovery) -> Capability:
+    """gpucloud's ValidatingAdmissionPolicies (clusters/render/admission.py) need Kubernetes 1.30+.
+
+    The group has served v1 webhooks since 1.16, so the server version decides whether its v1 has policies.
+    """
+    served, versions = _served(discovery, "admissionregistration.k8s.io", "v1")
+    numbers = re.match(r"v?(\d+)\.(\d+)", discovery.server_version)
+    version = (int(numbers[1]), int(numbers[2])) if numbers else (0, 0)
+    return Capability(
+        "admission_policies",
+        served and version >= ADMISSION_POLICIES_SINCE,
+        f"Kubernetes {discovery.server_version} · {versions}" if served else "",
+        "nothing on the host refuses what a tenant's vCluster syncs: GPU resources beyond the tenant's quota "
+        "or tier, nodeName, other tenants' or quarantined nodes, host namespaces, hostPath, privileged pods "
+        "and foreign queues reach the nodes; and the driver cannot apply the policies, so tenants fail",
+        "upgrade the host cluster to Kubernetes 1.30 or later (ValidatingAdmissionPolicy is GA and on by "
+        "default there)",
+    )
 
 
 def _scheduler(discovery: ClusterDiscovery, name: str) -> Capability:

@@ -153,7 +153,8 @@ class KubernetesDriver:
         selector = self._selector(run)
         for kind in self.kinds:
             try:
-                listed = self.api.get(kind.path(), {"labelSelector": selector})
+                kind_selector = f"{selector},{kind.selector}" if kind.selector else selector
+                listed = self.api.get(kind.path(), {"labelSelector": kind_selector})
             except NotFound:
                 run.unlisted[kind.kind] = (
                     f"the cluster does not serve {kind.kind} ({kind.api_version}): is its CRD installed?"

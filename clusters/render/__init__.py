@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from clusters.spec import TenantSpec
 from gpucloud.kube.meta import MANAGED_BY, MANAGER, SHARED, SPEC_HASH, TENANT, Manifest, spec_hash
 
-from . import dra, kai, kueue
+from . import admission, dra, kai, kueue
 from .limitrange import render_limit_range
 from .namespace import render_namespace
 from .networkpolicy import render_network_policies
@@ -38,11 +38,9 @@ def render_tenant(tenant: TenantSpec, profile: ClusterProfile) -> list[Manifest]
     """Every object owned by one tenant, namespace first; nothing for a tenant that should be absent."""
     if tenant.desired == "absent":
         return []
-    objects = [
-        render_namespace(tenant, profile),
-        render_resource_quota(tenant, profile),
-        render_limit_range(tenant),
-    ]
+    # The admission params right after the namespace: before the vCluster, whose pods they admit.
+    objects = [render_namespace(tenant, profile), admission.render_params(tenant, profile)]
+    objects += [render_resource_quota(tenant, profile), render_limit_range(tenant)]
     objects += render_network_policies(tenant, profile)
     objects += render_vcluster(tenant, profile)
     if profile.scheduler == "kai":
@@ -58,6 +56,7 @@ def render_shared(tenants: Sequence[TenantSpec], profile: ClusterProfile) -> lis
     """The objects the present tenants need between them (labelled with the `SHARED` tenant)."""
     present = [tenant for tenant in tenants if tenant.desired != "absent"]
     device_classes = dra.render_device_classes(present) if profile.dra else []
+    policies = admission.render_shared(present, profile)
     if profile.scheduler == "kai":
-        return kai.render_shared(present, profile.mutating_admission) + device_classes
-    return kueue.render_shared(present, profile) + device_classes
+        return kai.render_shared(present, profile.mutating_admission) + device_classes + policies
+    return kueue.render_shared(present, profile) + device_classes + policies

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from clusters.render import ClusterProfile
 from gpucloud.kube.kinds import (
+    ADMISSION_PARAMS,
     CILIUM_NETWORK_POLICY,
     CLUSTER_QUEUE,
     COHORT,
@@ -19,6 +20,8 @@ from gpucloud.kube.kinds import (
     RESOURCE_CLAIM_TEMPLATE,
     RESOURCE_FLAVOR,
     RESOURCE_QUOTA,
+    VALIDATING_ADMISSION_POLICY,
+    VALIDATING_ADMISSION_POLICY_BINDING,
     VIRTUAL_CLUSTER_INSTANCE,
     WORKLOAD_PRIORITY_CLASS,
     Kind,
@@ -31,7 +34,8 @@ def kinds_for(profile: ClusterProfile) -> list[Kind]:
 
     Pruning deletes in the reverse order.
     """
-    kinds = [NAMESPACE, RESOURCE_QUOTA, LIMIT_RANGE, NETWORK_POLICY]
+    # A tenant's admission params right after its namespace: before the vCluster whose pods they admit.
+    kinds = [NAMESPACE, ADMISSION_PARAMS, RESOURCE_QUOTA, LIMIT_RANGE, NETWORK_POLICY]
     if profile.cilium:
         kinds.append(CILIUM_NETWORK_POLICY)
     if profile.vcluster_mode == "platform":
@@ -48,4 +52,6 @@ def kinds_for(profile: ClusterProfile) -> list[Kind]:
             kinds.insert(kinds.index(RESOURCE_FLAVOR), KUEUE_TOPOLOGY)
     if profile.dra:
         kinds += [DEVICE_CLASS, RESOURCE_CLAIM_TEMPLATE]
+    # A policy before the binding that enforces it; pruning removes the binding first.
+    kinds += [VALIDATING_ADMISSION_POLICY, VALIDATING_ADMISSION_POLICY_BINDING]
     return kinds

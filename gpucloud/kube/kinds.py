@@ -12,6 +12,9 @@ class Kind:
     kind: str
     plural: str
     namespaced: bool
+    # A further label requirement when the driver lists the kind, for kinds gpucloud also writes elsewhere
+    # (ConfigMaps: the GPU Operator's are the partition pass's, never the Kubernetes driver's to prune).
+    selector: str = ""
 
     @property
     def key(self) -> tuple[str, str]:
@@ -49,6 +52,17 @@ KUEUE_TOPOLOGY = Kind("kueue.x-k8s.io/v1beta2", "Topology", "topologies", False)
 CLUSTER_QUEUE = Kind("kueue.x-k8s.io/v1beta2", "ClusterQueue", "clusterqueues", False)
 LOCAL_QUEUE = Kind("kueue.x-k8s.io/v1beta2", "LocalQueue", "localqueues", True)
 KAI_QUEUE = Kind("scheduling.run.ai/v2", "Queue", "queues", False)
+# Admission (clusters/render/admission.py): a tenant's params, and the policies and bindings of each tier.
+ADMISSION_PARAMS = Kind("v1", "ConfigMap", "configmaps", True, "app.kubernetes.io/component=admission")
+VALIDATING_ADMISSION_POLICY = Kind(
+    "admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy", "validatingadmissionpolicies", False
+)
+VALIDATING_ADMISSION_POLICY_BINDING = Kind(
+    "admissionregistration.k8s.io/v1",
+    "ValidatingAdmissionPolicyBinding",
+    "validatingadmissionpolicybindings",
+    False,
+)
 SECRET = Kind("v1", "Secret", "secrets", True)
 NODE = Kind("v1", "Node", "nodes", False)
 # Not managed: Kueue makes one per job a tenant submits; the driver only reads them (one list per pass).

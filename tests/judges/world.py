@@ -1,15 +1,12 @@
-"""What the judges see of a host cluster: its profile, its tenants and everything gpucloud rendered for it.
-
-The shape is the shared design of issue 26 (every judge is written against exactly this dataclass).
-"""
+"""The host cluster a judge judges a pod against: gpucloud's rendered objects, its nodes, its running pods."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from clusters.render import ClusterProfile
+from clusters.render import ClusterProfile, Manifest, render_shared, render_tenant
 from clusters.spec import TenantSpec
-from gpucloud.kube.meta import Manifest
 
 
 @dataclass(frozen=True)
@@ -21,16 +18,29 @@ class World:
     running: tuple[Manifest, ...] = ()  # pods already running (for quota usage)
 
     def tenant_of(self, namespace: str) -> TenantSpec:
-        """The tenant whose host namespace this is (KeyError for a namespace of no tenant)."""
+        """The tenant whose host namespace this is (KeyError naming the namespace when none is)."""
         for tenant in self.tenants:
             if tenant.namespace == namespace:
                 return tenant
         raise KeyError(f"no tenant has the host namespace {namespace!r}")
 
     def objects(self, kind: str, namespace: str | None = None) -> list[Manifest]:
-        """The rendered objects of a kind, in one namespace or (None) all."""
+        """Rendered objects of one kind, in one namespace when it is given."""
         return [
             o
             for o in self.rendered
             if o["kind"] == kind and (namespace is None or o["metadata"].get("namespace") == namespace)
         ]
+
+
+def world_of(
+    profile: ClusterProfile,
+    tenants: Sequence[TenantSpec],
+    nodes: Sequence[Manifest] = (),
+    running: Sequence[Manifest] = (),
+) -> World:
+    """A World whose `rendered` is exactly what gpucloud renders for these tenants on this profile."""
+    rendered = list(render_shared(tenants, profile))
+    for tenant in tenants:
+        rendered += render_tenant(tenant, profile)
+    return World(profile, tuple(tenants), tuple(rendered), tuple(nodes), tuple(running))
