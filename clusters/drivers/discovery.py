@@ -84,6 +84,9 @@ class ClusterDiscovery:
     dra_driver: bool  # resource.k8s.io/v1 is served and NVIDIA's DRA DeviceClass exists
     cluster_policy: Manifest | None = None  # the GPU Operator's; read for the conformance report only
     kueue_image: str = ""  # the Kueue controller's image, whose tag is its version; conformance report only
+    # Whether the GPU nodes were listed: a soft read that failed lists none, which must not read as "all gone"
+    # to the node sync (clusters/node_sync.py).
+    nodes_listed: bool = True
 
     def serves(self, group: str, version: str) -> bool:
         return version in self.groups.get(group, ())
@@ -168,7 +171,8 @@ def discover(api: KubeApi, *, conformance: bool = False) -> ClusterDiscovery:
         group["name"]: tuple(v["version"] for v in group.get("versions") or [])
         for group in (api.get("/apis").get("groups") or [])
     }
-    nodes = (get(k.NODE.path(), {"labelSelector": GPU_PRODUCT}) or {}).get("items") or []
+    listed = get(k.NODE.path(), {"labelSelector": GPU_PRODUCT})
+    nodes = (listed or {}).get("items") or []
     policy = None
     if conformance and "v1" in groups.get("nvidia.com", ()):
         items = (get(CLUSTER_POLICY.path()) or {}).get("items") or []
@@ -177,7 +181,9 @@ def discover(api: KubeApi, *, conformance: bool = False) -> ClusterDiscovery:
     if dra_version in groups.get(dra_group, ()):
         dra = _exists(get, k.DEVICE_CLASS.path(name=DRA_DRIVER))
     image = _kueue_image(get) if conformance and "kueue.x-k8s.io" in groups else ""
-    return ClusterDiscovery(version.get("gitVersion", ""), groups, nodes, dra, policy, image)
+    return ClusterDiscovery(
+        version.get("gitVersion", ""), groups, nodes, dra, policy, image, nodes_listed=listed is not None
+    )
 
 
 def missing_resources(discovery: ClusterDiscovery, quotas: Iterable[QuotaSpec]) -> set[str]:
