@@ -6,10 +6,12 @@ fleet (`demo`, 64 × H200 and 40 × A100) is the other host cluster tenants can 
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
 import pytest
 import yaml
+from django.core.management import CommandError, call_command
 
 from clusters.models import ObservedWorkload
 from clusters.tests.conftest import h200_node, kubeconfig_for
@@ -231,3 +233,33 @@ def test_a_host_cluster_that_deleted_tenants_lived_on_is_kept_for_their_history(
     assert "history" in refused.json()["detail"]
     assert "tenant cluster" in refused.json()["errors"]["history"][0]
     assert HostCluster.objects.filter(pk=east.pk).exists()
+
+
+# --------------------------------------------------------------------------------------------- manage.py
+
+
+def test_the_console_cordons_drains_and_deletes_with_the_same_rules(east, api, admin):
+    tenant_on(api(admin), "vision", "gpu-east", guaranteed=8)
+    out = io.StringIO()
+
+    call_command("host_cluster", "cordon", "gpu-east", "--reason", "retiring", stdout=out)
+    call_command("host_cluster", "drain", "gpu-east", "--dry-run", stdout=out)
+    with pytest.raises(CommandError, match="still runs tenants vision"):
+        call_command("host_cluster", "delete", "gpu-east")
+    call_command("host_cluster", "drain", "gpu-east", stdout=out)
+    call_command("host_cluster", "delete", "gpu-east", stdout=out)
+
+    assert out.getvalue().splitlines() == [
+        "host cluster gpu-east is cordoned: it takes no new tenants",
+        "would move vision to demo",
+        "host cluster gpu-east: empty (dry run)",
+        "moved vision to demo",
+        "host cluster gpu-east: empty",
+        "host cluster gpu-east deleted",
+    ]
+    actors = set(
+        AuditEvent.objects.filter(action__startswith="host_cluster.").values_list("actor_label", flat=True)
+    )
+    assert actors >= {"console:host_cluster"}
+    with pytest.raises(CommandError, match="there is no host cluster 'gpu-east'"):
+        call_command("host_cluster", "uncordon", "gpu-east")
