@@ -18,7 +18,7 @@ from billing.models import RateCard
 from billing.services import rates
 from fleet.selectors import host_clusters_counted
 from gpucloud.errors import ServiceError, ValidationFailed
-from portal.forms import RateCardForm, RetireRateCardForm
+from portal.forms import CordonForm, DrainForm, HostClusterUpdateForm, RateCardForm, RetireRateCardForm
 from portal.scoping import actor_of, form_errors
 from portal.views.audit import filtered
 from portal.views.fleet import require_platform_admin
@@ -130,5 +130,11 @@ def audit_log(request: HttpRequest) -> HttpResponse:
 @login_required
 def host_clusters(request: HttpRequest) -> HttpResponse:
     require_platform_admin(request, "the host clusters page")
-    clusters = host_clusters_counted()
+    clusters = list(host_clusters_counted())
+    for hc in clusters:  # one form each: their fields carry the cluster's name in their ids
+        hc.update_form = HostClusterUpdateForm(
+            prefix=hc.name, initial={"watch_tenants": hc.tenants_namespace}
+        )
+        hc.cordon_form = CordonForm(prefix=hc.name)
+        hc.drain_form = DrainForm(prefix=hc.name, exclude=hc.name)
     return render(request, "portal/admin/host_clusters.html", {"nav": "host-clusters", "clusters": clusters})
