@@ -330,4 +330,6 @@ class DrainForm(forms.Form):
     def __init__(self, *args: Any, exclude: str = "", **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         names = [c.name for c in host_clusters() if c.name != exclude]
-        self.fields["target"].choices = [("", "any that admits them"), *((n, n) for n in names)]
+        target = self.fields["target"]
+        assert isinstance(target, forms.ChoiceField)
+        target.choices = [("", "any that admits them"), *((n, n) for n in names)]
