@@ -160,7 +160,9 @@ class _FleetGpuSerializer(serializers.Serializer[dict[str, Any]]):
     uuid = serializers.CharField()
     model = serializers.CharField()
     mig_layout = serializers.ListField(child=serializers.CharField(), help_text="MIG profiles in use")
-    state = serializers.CharField(help_text="free, allocated, mig, shared or quarantined")
+    state = serializers.CharField(
+        help_text="free, allocated, mig, shared, quarantined, or gone with its node"
+    )
     tenants = serializers.ListField(child=serializers.CharField())
     health = serializers.CharField()
     quarantine = _QuarantineSerializer(allow_null=True)
@@ -171,7 +173,9 @@ class FleetNodeSerializer(serializers.Serializer[dict[str, Any]]):
     """A node of a host cluster as health sees it (docs/health.md)."""
 
     name = serializers.CharField()
-    state = serializers.CharField(help_text="ready, cordoned or quarantined")
+    state = serializers.CharField(
+        help_text="ready, cordoned, quarantined, or gone (left the cluster; kept as history)"
+    )
     zone = serializers.CharField()
     rack = serializers.CharField()
     quarantine = _QuarantineSerializer(allow_null=True)
