@@ -14,6 +14,7 @@ import yaml
 from django.core.management import CommandError, call_command
 
 from clusters.models import ObservedWorkload
+from clusters.reconcile import tenants as reconcile
 from clusters.tests.conftest import h200_node, kubeconfig_for
 from core.models import AuditEvent
 from fleet.models import HostCluster, Node
@@ -22,6 +23,7 @@ from tenants.models import Tenant, TenantCluster
 from tests.kube_emulator import start_emulator
 
 URL = "/api/v1/host-clusters/gpu-east/"
+KUEUE = "kueue.x-k8s.io/v1beta2"
 
 
 @pytest.fixture
@@ -263,3 +265,22 @@ def test_the_console_cordons_drains_and_deletes_with_the_same_rules(east, api, a
     assert actors >= {"console:host_cluster"}
     with pytest.raises(CommandError, match="there is no host cluster 'gpu-east'"):
         call_command("host_cluster", "uncordon", "gpu-east")
+
+
+def test_a_moved_tenant_is_pruned_from_the_source_and_made_on_the_target(east, kube_emulator, api, admin):
+    client = api(admin)
+    tenant = tenant_on(client, "vision", "gpu-east", guaranteed=8)
+    reconcile.reconcile_host_cluster(east)
+    assert kube_emulator.get_object("v1", "Namespace", "tenant-vision") is not None
+    assert Tenant.objects.get(pk=tenant.pk).state == Tenant.State.PROVISIONING  # its vCluster is not ready
+
+    assert client.post(URL + "drain/", {}, format="json").json()["moved"] == {"vision": "demo"}
+    reconcile.reconcile_host_cluster(HostCluster.objects.get(pk=east.pk))  # the source's complete pass
+    kube_emulator.finish_namespace_deletions()
+    reconcile.reconcile_host_cluster(HostCluster.objects.get(name="demo"))
+
+    assert kube_emulator.get_object("v1", "Namespace", "tenant-vision") is None
+    assert kube_emulator.get_object(KUEUE, "ClusterQueue", "tenant-vision") is None
+    cluster = TenantCluster.objects.get(tenant=tenant)
+    assert cluster.host_cluster.name == "demo"
+    assert cluster.state in (TenantCluster.State.PROVISIONING, TenantCluster.State.READY)
