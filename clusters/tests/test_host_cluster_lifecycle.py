@@ -105,6 +105,26 @@ def test_the_scheduler_changes_only_without_tenants_and_only_to_one_the_cluster_
     assert changed.json()["scheduler"] == "kai"
 
 
+def test_a_watched_namespace_must_be_a_name_and_serve_the_tenant_resources(east, api, admin):
+    client = api(admin)
+    bad = client.patch(URL, {"watch_tenants": "Not A Namespace"}, format="json")
+    assert bad.status_code == 400
+    assert "is not a namespace name" in bad.json()["errors"]["watch_tenants"][0]
+    without_crds = client.patch(URL, {"watch_tenants": "tenants"}, format="json")
+    assert without_crds.status_code == 400
+    assert "does not serve Tenant custom resources" in without_crds.json()["errors"]["watch_tenants"][0]
+    assert HostCluster.objects.get(pk=east.pk).tenants_namespace == ""
+
+
+def test_a_simulated_host_cluster_changes_its_region_but_has_no_kubeconfig_to_rotate(east, api, admin):
+    client = api(admin)
+    region = client.patch("/api/v1/host-clusters/demo/", {"region": "eu-west"}, format="json")
+    assert (region.status_code, region.json()["region"]) == (200, "eu-west")
+    rotate = client.patch("/api/v1/host-clusters/demo/", {"kubeconfig": "apiVersion: v1"}, format="json")
+    assert rotate.status_code == 400
+    assert "simulated" in rotate.json()["errors"]["driver"][0]
+
+
 def test_only_platform_administrators_change_cordon_drain_or_delete_host_clusters(east, api, make_user):
     client = api(make_user("alice"))
     assert client.patch(URL, {"region": "eu"}, format="json").status_code == 403
