@@ -31,6 +31,7 @@ from billing.models import CollectionSource, ScrapeRecord
 from billing.services.ingest import ClusterFacts, Failure, ingest_round
 from fleet import health_rules
 from fleet.models import HostCluster, Node
+from fleet.selectors import PRESENT  # a node gone from its cluster is not scraped
 
 # The billing families and the health fields (docs/health.md), in one instant query.
 FAMILY_QUERY = "{__name__=~" + '"' + "|".join([*dcgm.FAMILIES, *health_rules.FIELDS]) + '"}'
@@ -76,7 +77,7 @@ def collect_prometheus(
     """
     query = urllib.parse.urlencode({"query": FAMILY_QUERY, "time": f"{at.timestamp():.3f}"})
     answer = fetch(f"{base_url.rstrip('/')}/api/v1/query?{query}", settings.METER_SCRAPE_TIMEOUT)
-    nodes = list(Node.objects.filter(host_cluster=host_cluster).values_list("name", flat=True))
+    nodes = list(Node.objects.filter(PRESENT, host_cluster=host_cluster).values_list("name", flat=True))
     payloads: dict[str, str | Failure]
     if isinstance(answer, Failure):
         payloads = dict.fromkeys(nodes, answer)
@@ -165,7 +166,7 @@ def collect_host_cluster(host_cluster: HostCluster, at: datetime | None = None) 
         if isinstance(read, Failure):
             # Without HAMi's word its pods' GPUs would read as idle: the round is not taken. The next round
             # bills the interval from the last good samples (up to METER_MAX_GAP), as after any failed scrape.
-            nodes = Node.objects.filter(host_cluster=host_cluster).values_list("name", flat=True)
+            nodes = Node.objects.filter(PRESENT, host_cluster=host_cluster).values_list("name", flat=True)
             records = ingest_round(host_cluster, at, dict.fromkeys(nodes, read), source=_source_of(source))
             _note(host_cluster, source.kind, source.url, at, records)
             return records
@@ -173,7 +174,7 @@ def collect_host_cluster(host_cluster: HostCluster, at: datetime | None = None) 
     if source is not None and source.kind == CollectionSource.Kind.PROMETHEUS:
         return collect_prometheus(host_cluster, source.url, at, facts)
     if source is not None and source.url:
-        nodes = Node.objects.filter(host_cluster=host_cluster).values_list("name", flat=True)
+        nodes = Node.objects.filter(PRESENT, host_cluster=host_cluster).values_list("name", flat=True)
         return collect_exporters(host_cluster, at, {n: source.url.format(node=n) for n in nodes}, facts)
     if host_cluster.driver == HostCluster.Driver.SIMULATED:
         simulated = simexporter.cluster_facts(host_cluster, at, settings.METER_MAX_GAP)

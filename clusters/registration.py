@@ -6,7 +6,6 @@ This sits in `workers` because it talks to clusters through the driver; the rows
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import yaml
 from django.conf import settings
@@ -15,11 +14,11 @@ from django.utils import timezone
 from kubernetes import client
 
 from clusters.drivers.discovery import ClusterDiscovery, GpuNode, UnsupportedCluster, check_profile, discover
+from clusters.node_sync import sync_nodes
 from clusters.profiles import profile_of
 from core import audit
 from core.audit import Actor
-from fleet import catalog
-from fleet.models import Gpu, GpuModel, HostCluster, Node, placeholder_uuid
+from fleet.models import HostCluster
 from gpucloud import crypto
 from gpucloud.errors import Conflict, PermissionDenied, ServiceError, ValidationFailed
 from gpucloud.kube.api import KubeApi, NotFound, RetryPolicy, api_client_from_kubeconfig
@@ -33,7 +32,8 @@ VCLUSTER_MODES = ("helmrelease", "platform")
 REGISTRATION_RETRY = RetryPolicy(attempts=2, base_seconds=0.2, cap_seconds=1.0, timeout_seconds=5.0)
 
 
-def _parse_kubeconfig(text: str) -> client.ApiClient:
+def parse_kubeconfig(text: str) -> client.ApiClient:
+    """A client from a kubeconfig pasted by a person, through the one loader; a 422 naming what is wrong."""
     try:
         document = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -95,7 +95,7 @@ def register_host_cluster(
         topology_levels=list(topology_levels),
         tenants_namespace=watch_tenants,
     )
-    found = _discover(_parse_kubeconfig(kubeconfig), watch_tenants)
+    found = discover_with(parse_kubeconfig(kubeconfig), watch_tenants)
     host_cluster.addons = found.addons
     host_cluster.gpu_resources = list(found.gpu_resources())
     try:
@@ -107,7 +107,9 @@ def register_host_cluster(
     return _save(actor, host_cluster, kubeconfig, found)
 
 
-def _discover(api_client: client.ApiClient, watch_tenants: str = "") -> ClusterDiscovery:
+def discover_with(api_client: client.ApiClient, watch_tenants: str = "") -> ClusterDiscovery:
+    """What the cluster runs (and, with `watch_tenants`, that it serves Tenant resources there), asked
+    briefly; a 400 when it does not answer. Closes the client."""
     try:
         if watch_tenants:
             _check_tenant_crds(KubeApi(api_client, REGISTRATION_RETRY), watch_tenants)
@@ -161,55 +163,13 @@ def _save(actor: Actor, host_cluster: HostCluster, kubeconfig: str, found: Clust
     return host_cluster
 
 
-def _model_for_product(product: str, models: dict[str, GpuModel]) -> GpuModel | None:
-    wanted = product.lower().replace(" ", "-")
-    for spec in catalog.GPU_MODELS:
-        if wanted == spec.product_label.lower() or wanted.startswith(spec.product_label.lower() + "-"):
-            return models.get(spec.slug)
-    return None
-
-
-def _topology(labels: dict[str, str]) -> dict[str, Any]:
-    def find(*needles: str) -> str:
-        return next((v for k, v in labels.items() if any(n in k for n in needles)), "")
-
-    return {
-        "zone": labels.get("topology.kubernetes.io/zone", ""),
-        "block": find("topology-block", "/block"),
-        "rack": find("topology-rack", "/rack"),
-        "nvlink_domain": labels.get("nvidia.com/gpu.clique", ""),
-    }
-
-
-def _placeholder_uuid(host_cluster: HostCluster, node: str, index: int) -> str:
-    return placeholder_uuid(host_cluster.pk, node, index)
-
-
 def import_gpu_nodes(host_cluster: HostCluster, nodes: tuple[GpuNode, ...]) -> tuple[int, list[str]]:
-    """Add the cluster's GPU nodes to the fleet. Returns the number imported and the unknown products.
+    """Add the cluster's GPU nodes to the fleet (`clusters.node_sync`, which every pass runs again). Returns
+    the number imported and the unknown products.
 
     CPU and memory are the node's allocatable (what it offers to pods, as the placement engine needs).
     Feature discovery does not label GPU UUIDs, so imported GPUs get stable placeholder UUIDs until DCGM
     reports the real ones.
     """
-    models = {m.slug: m for m in GpuModel.objects.all()}
-    imported, skipped = 0, set()
-    for gpu_node in nodes:
-        model = _model_for_product(gpu_node.product, models)
-        if model is None:
-            skipped.add(gpu_node.product or "(no product label)")
-            continue
-        node = Node.objects.create(
-            host_cluster=host_cluster,
-            name=gpu_node.name,
-            labels=gpu_node.labels,
-            cpu_milli=gpu_node.allocatable_cpu_milli,
-            memory_mib=gpu_node.allocatable_memory_mib,
-            **_topology(gpu_node.labels),
-        )
-        Gpu.objects.bulk_create(
-            Gpu(node=node, index=i, gpu_model=model, uuid=_placeholder_uuid(host_cluster, gpu_node.name, i))
-            for i in range(gpu_node.count)
-        )
-        imported += 1
-    return imported, sorted(skipped)
+    synced = sync_nodes(host_cluster, nodes, audit_joins=False)
+    return len(synced.joined), synced.skipped

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 from fractions import Fraction
 
 from django.conf import settings
@@ -145,12 +146,21 @@ class HostCluster(models.Model):
     gpu_resources = models.JSONField(
         default=list, blank=True, help_text="GPU resource names the nodes offer (whole, MIG, HAMi, DRA)"
     )
+    # Cordoned: no new tenant is placed here (clusters/lifecycle.py); the tenants it has keep running.
+    cordoned_at = models.DateTimeField(
+        null=True, blank=True, help_text="when it was cordoned for new tenants"
+    )
+    cordon_reason = models.CharField(max_length=300, blank=True, help_text="why it takes no new tenants")
 
     class Meta:
         ordering = ["name"]
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def cordoned(self) -> bool:
+        return self.cordoned_at is not None
 
     def mark(self, state: str, message: str = "") -> bool:
         """Record the cluster's reachability, writing only on change. Returns whether it changed."""
@@ -173,12 +183,17 @@ def host_cluster_named(name: str | None, field: str = "host_cluster") -> HostClu
 
 
 class Node(models.Model):
-    """A GPU server in a host cluster, with its place in the topology."""
+    """A GPU server in a host cluster, with its place in the topology.
+
+    `gone`: the node left the host cluster (the node sync, `clusters.node_sync`, no longer lists it). Its row,
+    GPUs and everything that refers to them stay, as history; it is out of service until it comes back.
+    """
 
     class State(models.TextChoices):
         READY = "ready"
         CORDONED = "cordoned"
         QUARANTINED = "quarantined"
+        GONE = "gone"
 
     host_cluster = models.ForeignKey(HostCluster, on_delete=models.CASCADE, related_name="nodes")
     name = models.CharField(max_length=253)
@@ -190,6 +205,9 @@ class Node(models.Model):
     memory_mib = models.PositiveBigIntegerField(default=0)
     labels = models.JSONField(default=dict, blank=True)
     state = models.CharField(max_length=20, choices=State.choices, default=State.READY)
+    gone_at = models.DateTimeField(null=True, blank=True, help_text="when the node sync found it gone")
+    # The state it had when it went (ready, cordoned, quarantined): what it gets back if it returns.
+    state_before_gone = models.CharField(max_length=20, blank=True)
 
     class Meta:
         ordering = ["host_cluster", "name"]
@@ -197,6 +215,17 @@ class Node(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def mark_gone(self, at: datetime) -> None:
+        """The node left its cluster: out of service, its state kept for its return; the caller saves."""
+        if self.state != self.State.GONE:
+            self.state_before_gone, self.state, self.gone_at = self.state, self.State.GONE, at
+
+    def mark_back(self) -> None:
+        """The node is listed again: it gets back the state it left in; the caller saves."""
+        if self.state == self.State.GONE:
+            self.state, self.gone_at = self.state_before_gone or self.State.READY, None
+            self.state_before_gone = ""
 
 
 def placeholder_uuid(host_cluster_id: int, node: str, index: int) -> str:

@@ -11,6 +11,8 @@ event) is read in `health.selectors`, which builds on the predicates below.
 - `IN_SERVICE`: a GPU that takes work: healthy, on a node that is ready (not cordoned, not quarantined).
 - `QUARANTINED`: a GPU out for its health: quarantined itself or with its node (a cordoned node's GPUs are
   out of service but not quarantined).
+- `PRESENT`: a node still in its cluster; a `gone` node (the node sync no longer lists it) is kept as
+  history, out of service, and left out of counts, the fleet map and the placement model.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from fleet.models import Gpu, GpuClass, GpuModel, HostCluster, Node, SimulatedPo
 
 IN_SERVICE = Q(health=Gpu.Health.HEALTHY, node__state=Node.State.READY)  # on Gpu
 QUARANTINED = Q(health=Gpu.Health.QUARANTINED) | Q(node__state=Node.State.QUARANTINED)  # on Gpu
+PRESENT = ~Q(state=Node.State.GONE)  # on Node
 
 
 def gpus_out_of_service(host_cluster: HostCluster) -> dict[str, frozenset[int]]:
@@ -68,7 +71,7 @@ def units_in_use(tenant_ids: Iterable[int]) -> dict[tuple[int, str], int]:
 @dataclass(frozen=True)
 class GpuUse:
     """What holds one physical GPU now: `free`, `allocated` (whole, to one tenant), `mig` (instances of its
-    layout) or `shared` (fractions), or `quarantined`; with the tenants holding it."""
+    layout) or `shared` (fractions), `quarantined`, or `gone` (with its node); with the tenants holding it."""
 
     state: str
     tenants: tuple[str, ...] = ()
@@ -92,6 +95,8 @@ def gpu_uses(host_cluster: HostCluster) -> dict[str, GpuUse]:
 
 
 def _use(health: str, node_state: str, pods: list[tuple[str, int | None, int, list[Any]]]) -> GpuUse:
+    if node_state == Node.State.GONE:
+        return GpuUse("gone")
     if is_quarantined(health, node_state):
         return GpuUse("quarantined")
     if not pods:
@@ -126,17 +131,28 @@ def host_clusters() -> QuerySet[HostCluster]:
 
 
 def host_clusters_counted() -> QuerySet[HostCluster]:
-    """Every host cluster, by name, with `node_count`, `gpu_count` and `tenant_count`."""
-    return host_clusters().annotate(
-        node_count=Count("nodes", distinct=True),
-        gpu_count=Count("nodes__gpus", distinct=True),
-        tenant_count=Count("tenant_clusters", distinct=True),
-    )
+    """Every host cluster, by name, with `node_count`, `gpu_count` (nodes gone left out) and `tenant_count`
+    (tenants not deleted)."""
+    return host_clusters().annotate(**counts())
+
+
+def counts() -> dict[str, Count]:
+    """`node_count` and `gpu_count` of a host cluster's nodes still present, and `tenant_count` of its
+    tenants not deleted: annotations for a HostCluster queryset."""
+    present = ~Q(nodes__state=Node.State.GONE)
+    return {
+        "node_count": Count("nodes", filter=present, distinct=True),
+        "gpu_count": Count("nodes__gpus", filter=present, distinct=True),
+        "tenant_count": Count(
+            "tenant_clusters", filter=~Q(tenant_clusters__tenant__state="deleted"), distinct=True
+        ),
+    }
 
 
 def nodes_by_topology(host_cluster: HostCluster) -> QuerySet[Node]:
-    """The host cluster's nodes in zone, block, rack order, with their GPUs and the GPUs' models."""
-    return host_cluster.nodes.prefetch_related("gpus__gpu_model").order_by("zone", "block", "rack", "name")
+    """The host cluster's nodes (gone ones left out) in zone, block, rack order, with GPUs and models."""
+    nodes = host_cluster.nodes.filter(PRESENT).prefetch_related("gpus__gpu_model")
+    return nodes.order_by("zone", "block", "rack", "name")
 
 
 def models_in_fleet() -> QuerySet[GpuModel]:

@@ -345,16 +345,18 @@ class _Facts:
         ids = [c.pk for c in host_clusters]
         facts: dict[int, _ClusterFacts] = defaultdict(_ClusterFacts)
         nodes = {}
-        for node in Node.objects.filter(host_cluster__in=ids).order_by("name"):
+        # A node gone from its cluster (kept as history) is not part of the model: nothing can run there.
+        for node in Node.objects.filter(host_cluster__in=ids).exclude(state=Node.State.GONE).order_by("name"):
             facts[node.host_cluster_id].nodes[node.name] = node
             nodes[node.pk] = node
         # Each GPU gets its node and model from the rows read once, not from a join repeating them per GPU.
         models = {m.pk: m for m in GpuModel.objects.all()}
-        for gpu in Gpu.objects.filter(node__host_cluster__in=ids):
+        for gpu in Gpu.objects.filter(node_id__in=nodes):
             gpu.node, gpu.gpu_model = nodes[gpu.node_id], models[gpu.gpu_model_id]
             facts[gpu.node.host_cluster_id].gpus[(gpu.node.name, gpu.index)] = gpu
         for pod in running_pods(ids, at):
-            facts[pod.host_cluster_id].pods.append(pod)
+            if pod.node_id in nodes:
+                facts[pod.host_cluster_id].pods.append(pod)
         # Only isolated tenants change the layout (nodes dedicated to them); the others' tiers come with
         # their pods.
         live = Tenant.objects.filter(

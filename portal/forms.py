@@ -289,3 +289,47 @@ class BudgetForm(forms.Form):
         if self.cleaned_data.get("remove_webhook"):
             return ""
         return self.cleaned_data["webhook_url"].strip() or None
+
+
+class HostClusterUpdateForm(forms.Form):
+    """Changing a host cluster (clusters/lifecycle.py): what is left empty is kept."""
+
+    kubeconfig = forms.CharField(
+        required=False,
+        strip=False,
+        label="New kubeconfig",
+        help_text="Paste a rotated kubeconfig: it is checked against the cluster first, stored encrypted.",
+        widget=forms.Textarea(attrs={"rows": 4, "spellcheck": "false", "autocomplete": "off"}),
+    )
+    scheduler = forms.ChoiceField(
+        required=False,
+        label="Scheduler",
+        choices=[("", "keep"), ("kueue", "kueue"), ("kai", "kai")],
+        help_text="Changes only with no tenants on it.",
+    )
+    watch_tenants = forms.CharField(
+        required=False,
+        max_length=63,
+        label="Watched namespace",
+        help_text="Tenant custom resources; empty: none.",
+    )
+
+
+class CordonForm(forms.Form):
+    reason = forms.CharField(required=False, max_length=300, label="Reason")
+
+
+class DrainForm(forms.Form):
+    target = forms.ChoiceField(required=False, label="Move tenants to")
+    recreate = forms.BooleanField(
+        required=False,
+        label="Also re-make ready and suspended tenant clusters (they start empty on the target)",
+    )
+    preview = forms.BooleanField(required=False)
+
+    def __init__(self, *args: Any, exclude: str = "", **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        names = [c.name for c in host_clusters() if c.name != exclude]
+        target = self.fields["target"]
+        assert isinstance(target, forms.ChoiceField)
+        target.choices = [("", "any that admits them"), *((n, n) for n in names)]

@@ -298,16 +298,28 @@ def classes_offered(
     return sorted(offered, key=lambda c: c.name)
 
 
-def pick_host_cluster() -> HostCluster:
-    """Where a new tenant goes when none is named: the ready host cluster with the most healthy GPUs not yet
-    held by guarantees (ties: the name last in order). What-if asks about a new tenant on the same one."""
+def pick_order() -> list[HostCluster]:
+    """The host clusters that take new tenants (ready, not cordoned), best first: the most healthy GPUs not
+    yet held by guarantees (ties: the name last in order)."""
     classes = {c.name: c for c in GpuClass.objects.select_related("gpu_model")}
     held = _held(guaranteed_by_class(), classes)
     free: dict[str, int] = defaultdict(int)
     for (cluster, model), (_, healthy) in gpus_by_host_and_model().items():
         free[cluster] += max(0, healthy - held[(cluster, model)])
-    clusters = HostCluster.objects.filter(state=HostCluster.State.READY)
-    best = max(clusters, key=lambda c: (free[c.name], c.name), default=None)
-    if best is None:
-        raise Conflict("no host cluster is ready to take a tenant; register one or load a fleet first")
-    return best
+    clusters = HostCluster.objects.filter(state=HostCluster.State.READY, cordoned_at__isnull=True)
+    return sorted(clusters, key=lambda c: (free[c.name], c.name), reverse=True)
+
+
+def pick_host_cluster() -> HostCluster:
+    """Where a new tenant goes when none is named: the first of `pick_order`. What-if asks about a new tenant
+    on the same one."""
+    order = pick_order()
+    if not order:
+        cordoned = ", ".join(
+            HostCluster.objects.filter(cordoned_at__isnull=False).values_list("name", flat=True)
+        )
+        raise Conflict(
+            "no host cluster is ready to take a tenant; register one or load a fleet first"
+            + (f" (cordoned for new tenants: {cordoned})" if cordoned else "")
+        )
+    return order[0]

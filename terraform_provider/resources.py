@@ -1,4 +1,4 @@
-"""The resources: a tenant, its quotas, members and service tokens, and rate cards.
+"""The resources: a tenant, its quotas, members and service tokens, rate cards, and host clusters.
 
 Each maps to the REST API (docs/api.md) with the API's field names; a refusal is reported with the API's
 message. Before a create or an update is planned, `check` asks the API the same question with `dry_run=true`,
@@ -22,7 +22,7 @@ from tf.iface import (
     UpgradeContext,
 )
 from tf.schema import Attribute
-from tf.types import Map, Number, String, Unknown
+from tf.types import Bool, Map, Number, String, Unknown
 from tf.utils import Diagnostics
 
 from terraform_provider.base import Base, Exists, known, reported, seconds, split_id
@@ -635,4 +635,161 @@ class RateCardResource(GpucloudResource):
         return None
 
 
-RESOURCES = [TenantResource, QuotaResource, MemberResource, ServiceTokenResource, RateCardResource]
+# --------------------------------------------------------------------------------------------- host cluster
+
+
+class HostClusterResource(GpucloudResource):
+    """A Kubernetes host cluster, registered with its kubeconfig (checked against the cluster, stored
+    encrypted, never read back). A new kubeconfig, scheduler, namespace, region or endpoint base changes it in
+    place (each checked by gpucloud first); `cordoned` keeps new tenants off it. Destroying it deletes it only
+    when no tenant is on it: gpucloud's answer names the tenants otherwise (drain it first)."""
+
+    name = "host_cluster"
+    attributes = [
+        attr("id", doc="the API's id (hc_…)", computed=True),
+        attr("name", doc="a DNS-safe name, unique", required=True, requires_replace=True),
+        attr(
+            "kubeconfig",
+            doc="the kubeconfig's text, inline credentials only; changing it rotates it (checked first)",
+            required=True,
+            sensitive=True,
+        ),
+        attr("scheduler", doc="kueue or kai; changes only with no tenants on it", required=True),
+        attr("region", doc="where it is", optional=True, computed=True, default=""),
+        attr(
+            "endpoint_base",
+            doc="tenant API servers are served under this URL's host (default: from the name)",
+            optional=True,
+            computed=True,
+        ),
+        attr(
+            "vcluster_mode",
+            doc="helmrelease (Flux) or platform (vCluster Platform)",
+            optional=True,
+            computed=True,
+            default="helmrelease",
+            requires_replace=True,
+        ),
+        attr(
+            "watch_tenants",
+            doc="a namespace whose Tenant and RateCard custom resources gpucloud applies (empty: none)",
+            optional=True,
+            computed=True,
+            default="",
+        ),
+        attr(
+            "cordoned",
+            Bool(),
+            doc="true: no new tenant is placed on it",
+            optional=True,
+            computed=True,
+            default=False,
+        ),
+        attr("cordon_reason", doc="why it is cordoned", optional=True, computed=True, default=""),
+        attr("state", doc="ready, unreachable or error: gpucloud's last pass", computed=True),
+        attr("server_version", doc="the Kubernetes version it runs", computed=True),
+        attr("nodes", Number(), doc="GPU nodes present (not gone)", computed=True),
+        attr("gpus", Number(), doc="GPUs of the nodes present", computed=True),
+    ]
+    checked = ("name",)
+    changeable = ("scheduler", "region", "endpoint_base", "watch_tenants")
+
+    def check(self, planned: dict[str, Any], current: dict[str, Any] | None) -> None:
+        if current is None:
+            self.refuse_existing(
+                path("host-clusters", planned["name"]), f"host cluster {planned['name']}", planned["name"]
+            )
+
+    def state_of(self, row: dict[str, Any], prior: dict[str, Any]) -> dict[str, Any]:
+        return self.full(
+            {
+                **{
+                    f: row.get(f)
+                    for f in ("id", "name", "scheduler", "region", "endpoint_base", "vcluster_mode", "state")
+                },
+                "kubeconfig": prior.get("kubeconfig"),  # never returned: what this configuration gave
+                "watch_tenants": row.get("tenants_namespace", ""),
+                "cordoned": row.get("cordoned", False),
+                "cordon_reason": row.get("cordon_reason", ""),
+                "server_version": row.get("server_version"),
+                "nodes": row.get("nodes"),
+                "gpus": row.get("gpus"),
+            }
+        )
+
+    def _cordon(self, name: str, planned: dict[str, Any], current: dict[str, Any] | None) -> None:
+        wanted = bool(planned.get("cordoned"))
+        reason = planned.get("cordon_reason") if known(planned.get("cordon_reason")) else ""
+        was = current is not None and bool(current.get("cordoned"))
+        if wanted and (not was or (current or {}).get("cordon_reason") != reason):
+            self.client.post(path("host-clusters", name, "cordon"), {"reason": reason or ""})
+        elif was and not wanted:
+            self.client.post(path("host-clusters", name, "uncordon"), {})
+
+    def create(self, ctx: CreateContext, planned: dict[str, Any]) -> dict[str, Any] | None:
+        name = planned["name"]
+        fields = (
+            "name",
+            "kubeconfig",
+            "scheduler",
+            "region",
+            "endpoint_base",
+            "vcluster_mode",
+            "watch_tenants",
+        )
+        body = {f: planned[f] for f in fields if known(planned.get(f))}
+        with reported(ctx.diagnostics, f"registering host cluster {name}"):
+            self.refuse_existing(path("host-clusters", name), f"host cluster {name}", name)
+            row = self.client.post(path("host-clusters"), body)
+            if planned.get("cordoned"):
+                self._cordon(name, planned, None)
+                row = self.client.get(path("host-clusters", name))
+            return self.state_of(row, planned)
+        return None
+
+    def read(self, ctx: ReadContext, current: dict[str, Any]) -> dict[str, Any] | None:
+        with reported(ctx.diagnostics, f"reading host cluster {current['name']}"):
+            row = self.client.find(path("host-clusters", current["name"]))
+            return None if row is None else self.state_of(row, current)
+        return current
+
+    def update(
+        self, ctx: UpdateContext, current: dict[str, Any], planned: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        name = current["name"]
+        changes = {
+            f: planned[f] for f in self.changeable if known(planned.get(f)) and planned[f] != current.get(f)
+        }
+        if planned.get("kubeconfig") != current.get("kubeconfig"):
+            changes["kubeconfig"] = planned["kubeconfig"]
+        with reported(ctx.diagnostics, f"updating host cluster {name}"):
+            if changes:
+                self.client.patch(path("host-clusters", name), changes)
+            self._cordon(name, planned, current)
+            return self.state_of(self.client.get(path("host-clusters", name)), planned)
+        return current
+
+    def delete(self, ctx: DeleteContext, current: dict[str, Any]) -> None:
+        with reported(ctx.diagnostics, f"deleting host cluster {current['name']}"):
+            self.client.delete(path("host-clusters", current["name"]))
+
+    def import_(self, ctx: ImportContext, id: str) -> dict[str, Any] | None:
+        with reported(ctx.diagnostics, f"importing host cluster {id}"):
+            row = self.client.find(path("host-clusters", id))
+            if row is None:
+                ctx.diagnostics.add_error(f"there is no host cluster {id!r}")
+                return None
+            # The kubeconfig is never read back: the next plan shows it as a change, and applying it rotates
+            # the stored one to the configuration's (checked against the cluster first).
+            return self.state_of(row, {})
+        return None
+
+
+RESOURCES = [
+    TenantResource,
+    QuotaResource,
+    MemberResource,
+    ServiceTokenResource,
+    RateCardResource,
+    HostClusterResource,
+]

@@ -523,3 +523,23 @@ def test_an_administrator_adds_a_rate_card_reads_every_event_and_the_host_cluste
     for page in ("/rate-cards/", "/audit/", "/host-clusters/", "/users/", "/capacity/"):
         assert browser.go(page).status == 403, page
     browser.errors.clear()  # Chromium logs each 403 document as a console error; that is the point here
+
+
+def test_an_administrator_cordons_and_drains_a_host_cluster_from_its_page(browser, people, small_fleet):
+    TenantCluster.objects.filter(tenant=people["b"]).update(host_cluster=small_fleet)
+    browser.sign_in("admin")
+    browser.go("/host-clusters/")
+    browser.page.click("#manage-small summary")
+    browser.page.fill("#id_small-reason", "hardware refresh")
+    browser.page.once("dialog", lambda dialog: dialog.accept())
+    browser.page.click("#manage-small >> text=Cordon: no new tenants")
+    browser.page.wait_for_selector("text=Host cluster small is cordoned: it takes no new tenants.")
+    assert "cordoned hardware refresh" in browser.page.inner_text("section[aria-labelledby='hc-small']")
+
+    browser.page.click("#manage-small summary")
+    browser.page.once("dialog", lambda dialog: dialog.accept())
+    browser.page.click("#manage-small >> text=Preview")
+    browser.page.wait_for_selector("text=would move tenant-b to demo")
+    assert TenantCluster.objects.get(tenant=people["b"]).host_cluster == small_fleet
+    browser.page.click("#manage-small summary")
+    browser.shot("host-cluster-manage", narrow=True)

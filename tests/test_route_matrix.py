@@ -46,6 +46,12 @@ MATRIX: dict[tuple[str, str], tuple[int, int, int, int]] = {
     ("host-cluster-list", "POST"): (403, 403, 403, 401),  # platform administrators register clusters
     ("host-cluster-detail", "GET"): (200, 200, 200, 401),
     ("host-cluster-conformance", "GET"): (200, 200, 200, 401),
+    # changing a host cluster, cordoning, draining or deleting it: platform administrators only
+    ("host-cluster-detail", "PATCH"): (403, 403, 403, 401),
+    ("host-cluster-detail", "DELETE"): (403, 403, 403, 401),
+    ("host-cluster-cordon", "POST"): (403, 403, 403, 401),
+    ("host-cluster-uncordon", "POST"): (403, 403, 403, 401),
+    ("host-cluster-drain", "POST"): (403, 403, 403, 401),
     ("capacity-list", "GET"): (200, 200, 200, 401),
     ("what-if-list", "POST"): (200, 200, 404, 401),  # asking about tenant A's gang: charlie may not
     # A member whose role may not read something is told so (403 naming the roles), as the portal tells them;
@@ -199,6 +205,9 @@ def world(people, api, demo_fleet):
         "gpu-class-detail": {"name": "h200-141gb"},
         "host-cluster-detail": {"name": demo_fleet.name},
         "host-cluster-conformance": {"name": demo_fleet.name},
+        "host-cluster-cordon": {"name": demo_fleet.name},
+        "host-cluster-uncordon": {"name": demo_fleet.name},
+        "host-cluster-drain": {"name": demo_fleet.name},
         "rate-card-detail": {"id": card.public_id},
         "rate-card-retire": {"id": card.public_id},
         "invoice-detail": {"id": invoice.public_id},

@@ -10,8 +10,12 @@ from gpucloud.api.serializers import ModelSerializer, model_field
 
 class HostClusterSerializer(ModelSerializer[HostCluster]):
     id = serializers.CharField(source="public_id", read_only=True)
-    nodes = serializers.IntegerField(source="node_count", read_only=True)
-    gpus = serializers.IntegerField(source="gpu_count", read_only=True)
+    nodes = serializers.IntegerField(
+        source="node_count", read_only=True, help_text="nodes present (not gone)"
+    )
+    gpus = serializers.IntegerField(source="gpu_count", read_only=True, help_text="GPUs of the nodes present")
+    tenants = serializers.IntegerField(source="tenant_count", read_only=True, help_text="tenants not deleted")
+    cordoned = serializers.BooleanField(read_only=True, help_text="no new tenant is placed here")
 
     class Meta:
         model = HostCluster
@@ -28,8 +32,13 @@ class HostClusterSerializer(ModelSerializer[HostCluster]):
             "server_version",
             "addons",
             "tenants_namespace",
+            "topology_levels",
+            "cordoned",
+            "cordoned_at",
+            "cordon_reason",
             "nodes",
             "gpus",
+            "tenants",
         ]
 
 
@@ -55,6 +64,53 @@ class HostClusterRegistrationSerializer(serializers.Serializer[None]):
         default="",
         help_text="a namespace: apply the Tenant and RateCard custom resources declared there",
     )
+
+
+class HostClusterUpdateSerializer(serializers.Serializer[None]):
+    """Changing a host cluster: what is left out is kept. A new kubeconfig is checked against the cluster
+    before it replaces the stored one, and is never returned."""
+
+    kubeconfig = serializers.CharField(
+        write_only=True, required=False, trim_whitespace=False, help_text="a new kubeconfig (rotation)"
+    )
+    scheduler = serializers.ChoiceField(choices=HostCluster.Scheduler.choices, required=False)
+    watch_tenants = serializers.CharField(
+        max_length=63,
+        allow_blank=True,
+        required=False,
+        help_text="a namespace whose Tenant and RateCard custom resources gpucloud applies; empty: none",
+    )
+    region = model_field(HostCluster, "region", required=False)
+    endpoint_base = serializers.URLField(allow_blank=True, required=False, max_length=ENDPOINT_BASE_LENGTH)
+    topology_levels = serializers.ListField(child=serializers.CharField(), required=False)
+
+
+class CordonSerializer(serializers.Serializer[None]):
+    reason = serializers.CharField(
+        required=False, default="", allow_blank=True, max_length=300, help_text="why it takes no new tenants"
+    )
+
+
+class DrainSerializer(serializers.Serializer[None]):
+    target = serializers.CharField(
+        required=False,
+        default="",
+        allow_blank=True,
+        help_text="a host cluster to move to; empty: any that admits",
+    )
+    recreate = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="also move tenants whose tenant cluster is ready or suspended: it is re-provisioned empty",
+    )
+    dry_run = serializers.BooleanField(required=False, default=False, help_text="report only, change nothing")
+
+
+class DrainReportSerializer(serializers.Serializer[dict[str, Any]]):
+    host_cluster = serializers.CharField()
+    moved = serializers.DictField(child=serializers.CharField(), help_text="tenant slug → host cluster")
+    refused = serializers.DictField(child=serializers.CharField(), help_text="tenant slug → why it stays")
+    dry_run = serializers.BooleanField()
 
 
 class CapabilitySerializer(serializers.Serializer[dict[str, Any]]):
@@ -104,7 +160,9 @@ class _FleetGpuSerializer(serializers.Serializer[dict[str, Any]]):
     uuid = serializers.CharField()
     model = serializers.CharField()
     mig_layout = serializers.ListField(child=serializers.CharField(), help_text="MIG profiles in use")
-    state = serializers.CharField(help_text="free, allocated, mig, shared or quarantined")
+    state = serializers.CharField(
+        help_text="free, allocated, mig, shared, quarantined, or gone with its node"
+    )
     tenants = serializers.ListField(child=serializers.CharField())
     health = serializers.CharField()
     quarantine = _QuarantineSerializer(allow_null=True)
@@ -115,7 +173,9 @@ class FleetNodeSerializer(serializers.Serializer[dict[str, Any]]):
     """A node of a host cluster as health sees it (docs/health.md)."""
 
     name = serializers.CharField()
-    state = serializers.CharField(help_text="ready, cordoned or quarantined")
+    state = serializers.CharField(
+        help_text="ready, cordoned, quarantined, or gone (left the cluster; kept as history)"
+    )
     zone = serializers.CharField()
     rack = serializers.CharField()
     quarantine = _QuarantineSerializer(allow_null=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.db.models import Count, QuerySet
+from django.db.models import QuerySet
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
@@ -12,17 +12,23 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from clusters import lifecycle
 from clusters.access.kubeconfigs import admin_kubeconfig, tenant_kubeconfig
 from clusters.api.serializers import (
     ConformanceSerializer,
+    CordonSerializer,
+    DrainReportSerializer,
+    DrainSerializer,
     FleetNodeSerializer,
     HostClusterRegistrationSerializer,
     HostClusterSerializer,
+    HostClusterUpdateSerializer,
     ReleaseSerializer,
 )
 from clusters.registration import register_host_cluster
 from core.permissions import is_platform_admin
-from fleet.models import HostCluster, Node
+from fleet.models import HostCluster, Node, host_cluster_named
+from fleet.selectors import host_clusters_counted
 from gpucloud.errors import PermissionDenied, ValidationFailed
 from health import selectors as health_reads
 from health.services import quarantines
@@ -36,9 +42,15 @@ class HostClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseV
     lookup_field = "name"
 
     def get_queryset(self) -> QuerySet[HostCluster]:
-        return HostCluster.objects.annotate(
-            node_count=Count("nodes", distinct=True), gpu_count=Count("nodes__gpus", distinct=True)
-        ).order_by("name")
+        return host_clusters_counted()
+
+    def _answer(self, host_cluster: HostCluster, status: int = 200) -> Response:
+        return Response(
+            HostClusterSerializer(self.get_queryset().get(pk=host_cluster.pk)).data, status=status
+        )
+
+    def _target(self) -> HostCluster:
+        return get_object_or_404(HostCluster, name=self.kwargs["name"])
 
     @extend_schema(request=HostClusterRegistrationSerializer, responses={201: HostClusterSerializer})
     def create(self, request: Request) -> Response:
@@ -49,7 +61,66 @@ class HostClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseV
         data.pop("driver")
         data["topology_levels"] = tuple(data["topology_levels"])
         host_cluster = register_host_cluster(actor=self.actor(), **data)
-        return Response(HostClusterSerializer(self.get_queryset().get(pk=host_cluster.pk)).data, status=201)
+        return self._answer(host_cluster, 201)
+
+    @extend_schema(request=HostClusterUpdateSerializer, responses={200: HostClusterSerializer})
+    def partial_update(self, request: Request, name: str) -> Response:
+        """Change a host cluster: rotate its kubeconfig (checked against the cluster first), change its
+        scheduler (only with no tenants on it), the namespace it watches, region, endpoint base or topology
+        levels. Platform administrators only; audited."""
+        _admin_only(request, "host clusters are changed by platform administrators only")
+        serializer = HostClusterUpdateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        host_cluster = lifecycle.update_host_cluster(
+            actor=self.actor(), host_cluster=self._target(), **serializer.validated_data
+        )
+        return self._answer(host_cluster)
+
+    @extend_schema(responses={204: None})
+    def destroy(self, request: Request, name: str) -> Response:
+        """Delete an empty host cluster: 409 naming the tenants still on it (drain it first) or the history
+        that keeps it. Platform administrators only; audited."""
+        _admin_only(request, "host clusters are deleted by platform administrators only")
+        lifecycle.delete_host_cluster(actor=self.actor(), host_cluster=self._target())
+        return Response(status=204)
+
+    @extend_schema(request=CordonSerializer, responses={200: HostClusterSerializer})
+    @action(detail=True, methods=["post"], filter_backends=[])
+    def cordon(self, request: Request, name: str) -> Response:
+        """Place no new tenant on this host cluster; its tenants keep running. Audited."""
+        _admin_only(request, "host clusters are cordoned by platform administrators only")
+        serializer = CordonSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        host_cluster = lifecycle.cordon_host_cluster(
+            actor=self.actor(), host_cluster=self._target(), reason=serializer.validated_data["reason"]
+        )
+        return self._answer(host_cluster)
+
+    @extend_schema(request=None, responses={200: HostClusterSerializer})
+    @action(detail=True, methods=["post"], filter_backends=[])
+    def uncordon(self, request: Request, name: str) -> Response:
+        """New tenants may be placed on this host cluster again. Audited."""
+        _admin_only(request, "host clusters are uncordoned by platform administrators only")
+        return self._answer(lifecycle.uncordon_host_cluster(actor=self.actor(), host_cluster=self._target()))
+
+    @extend_schema(request=DrainSerializer, responses={200: DrainReportSerializer})
+    @action(detail=True, methods=["post"], filter_backends=[])
+    def drain(self, request: Request, name: str) -> Response:
+        """Cordon the host cluster and move its tenants to host clusters that admit their guarantees; the
+        answer names each tenant moved, and each refused with the reason (docs/host-clusters.md, "Drain").
+        `dry_run` reports without changing anything. Audited."""
+        _admin_only(request, "host clusters are drained by platform administrators only")
+        serializer = DrainSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        report = lifecycle.drain_host_cluster(
+            actor=self.actor(),
+            host_cluster=self._target(),
+            target=host_cluster_named(data["target"], "target"),
+            recreate=data["recreate"],
+            dry_run=data["dry_run"],
+        )
+        return Response(DrainReportSerializer(report.as_dict()).data)
 
     @extend_schema(responses={200: ConformanceSerializer})
     @action(detail=True, methods=["get"])

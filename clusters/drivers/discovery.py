@@ -111,6 +111,9 @@ class ClusterDiscovery:
     # `default`); empty when they could not be read. Tenants' egress policies deny them
     # (`ClusterProfile.api_server_cidrs`).
     api_server_cidrs: tuple[str, ...] = ()
+    # Whether the GPU nodes were listed: a soft read that failed lists none, which must not read as "all gone"
+    # to the node sync (clusters/node_sync.py).
+    nodes_listed: bool = True
 
     def serves(self, group: str, version: str) -> bool:
         return version in self.groups.get(group, ())
@@ -278,7 +281,8 @@ def discover(api: KubeApi, *, conformance: bool = False) -> ClusterDiscovery:
         group["name"]: tuple(v["version"] for v in group.get("versions") or [])
         for group in (api.get("/apis").get("groups") or [])
     }
-    nodes = (get(k.NODE.path(), {"labelSelector": GPU_PRODUCT}) or {}).get("items") or []
+    listed = get(k.NODE.path(), {"labelSelector": GPU_PRODUCT})
+    nodes = (listed or {}).get("items") or []
     policy = None
     if conformance and "v1" in groups.get("nvidia.com", ()):
         items = (get(CLUSTER_POLICY.path()) or {}).get("items") or []
@@ -301,6 +305,7 @@ def discover(api: KubeApi, *, conformance: bool = False) -> ClusterDiscovery:
         config,
         mutating,
         _api_server_cidrs(api),
+        nodes_listed=listed is not None,
     )
 
 

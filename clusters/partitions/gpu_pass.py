@@ -45,6 +45,7 @@ from clusters.drivers.gpu_operator import (
     OperatorView,
     advertised,
 )
+from clusters.node_sync import sync_nodes
 from clusters.render.gpu_operator import (
     DISABLED,
     PREFIX,
@@ -367,12 +368,15 @@ CHECKED_EVERY = timedelta(minutes=5)  # checked_at is rewritten at most this oft
 def check_conformance(host_cluster: HostCluster, api: KubeApi) -> None:
     """Re-check what the cluster runs (every pass): the conformance report, the add-on flags and the GPU
     resource names tenants' ResourceQuotas name, written only when they change (and `checked_at` at most
-    every few minutes). Fails soft, like the partition pass."""
+    every few minutes), and the fleet's nodes from the GPU nodes listed (`clusters.node_sync`). Fails soft,
+    like the partition pass."""
     try:
         found = discovery.discover(api, conformance=True)
     except DriverError as exc:
         log.warning("conformance check failed", extra={"host_cluster": host_cluster.name, "error": str(exc)})
         return
+    if found.nodes_listed:  # the same list brings the fleet's nodes in line: joined, gone, relabelled
+        sync_nodes(host_cluster, found.gpu_nodes)
     several = tenants_with_several_models(host_cluster)
     report = [
         c.as_dict()

@@ -3,6 +3,7 @@ event), `/host-clusters/`."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime, time
 from typing import Any
 
@@ -16,9 +17,10 @@ from django.views.decorators.http import require_POST
 from billing import selectors as billing_selectors
 from billing.models import RateCard
 from billing.services import rates
+from fleet.models import HostCluster
 from fleet.selectors import host_clusters_counted
 from gpucloud.errors import ServiceError, ValidationFailed
-from portal.forms import RateCardForm, RetireRateCardForm
+from portal.forms import CordonForm, DrainForm, HostClusterUpdateForm, RateCardForm, RetireRateCardForm
 from portal.scoping import actor_of, form_errors
 from portal.views.audit import filtered
 from portal.views.fleet import require_platform_admin
@@ -130,5 +132,24 @@ def audit_log(request: HttpRequest) -> HttpResponse:
 @login_required
 def host_clusters(request: HttpRequest) -> HttpResponse:
     require_platform_admin(request, "the host clusters page")
-    clusters = host_clusters_counted()
+    # Forms of their own per cluster: the cluster's name prefixes their fields, so no id repeats on the page.
+    clusters = [
+        ClusterForms(
+            hc,
+            HostClusterUpdateForm(prefix=hc.name, initial={"watch_tenants": hc.tenants_namespace}),
+            CordonForm(prefix=hc.name),
+            DrainForm(prefix=hc.name, exclude=hc.name),
+        )
+        for hc in host_clusters_counted()
+    ]
     return render(request, "portal/admin/host_clusters.html", {"nav": "host-clusters", "clusters": clusters})
+
+
+@dataclass(frozen=True)
+class ClusterForms:
+    """A host cluster on its page, with the forms that change it (portal/views/host_clusters.py)."""
+
+    hc: HostCluster
+    update_form: HostClusterUpdateForm
+    cordon_form: CordonForm
+    drain_form: DrainForm

@@ -97,6 +97,13 @@ def create_tenant(
     _validate_slug(slug)
     _validate_display_name(display_name)
     _validate_tier(trust_tier)
+    if host_cluster is not None and host_cluster.cordoned:
+        raise Conflict(
+            f"host cluster {host_cluster.name} is cordoned for new tenants "
+            f"({host_cluster.cordon_reason or 'no reason given'}); name another, or none to let gpucloud "
+            "pick",
+            errors={"host_cluster": ["cordoned: takes no new tenants"]},
+        )
     tenant = Tenant.objects.create(slug=slug, display_name=display_name or slug, trust_tier=trust_tier)
     TenantCluster.objects.create(
         tenant=tenant, host_cluster=host_cluster or pick_host_cluster(), namespace=f"tenant-{slug}"

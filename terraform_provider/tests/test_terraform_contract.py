@@ -34,7 +34,7 @@ def test_every_attribute_of_every_resource_and_data_source_has_a_description(
         for attribute, spec in block["attributes"].items()
         if not spec.get("description", "").strip()
     ]
-    assert len(blocks) == 9  # the provider, five resources, three data sources
+    assert len(blocks) == 10  # the provider, six resources, three data sources
     assert undocumented == []
     assert all(
         block.get("description", "").strip() for block in blocks.values() if block is not blocks["provider"]
