@@ -115,29 +115,20 @@ def _take(free: dict[int, int], need: int) -> list[int]:
 
 
 def model_nodes(
-    host_cluster: HostCluster | None = None,
-    gpu_model: GpuModel | None = None,
-    exclude: Quotaholder | None = None,
+    host_cluster: HostCluster | None,
+    gpu_model: GpuModel | None,
+    isolated: dict[Key, dict[int, int]],
 ) -> dict[Key, ModelNodes]:
-    """Per (host cluster, GPU model): GPUs in service node by node, the nodes dedicated to isolated tenants,
-    and isolated tenants' guarantees (leaving out `exclude`'s quota); three queries."""
+    """Per (host cluster, GPU model): GPUs in service node by node and the nodes dedicated to isolated
+    tenants (two queries), with the `isolated` tenants' guarantees (`Guarantees.isolated`)."""
     out: dict[Key, ModelNodes] = defaultdict(ModelNodes)
     gpus = Gpu.objects.filter(IN_SERVICE)
     dedicated = DedicatedNode.objects.all()
-    quotas = Quota.objects.filter(
-        guaranteed__gt=0,
-        tenant__trust_tier=Tenant.TrustTier.ISOLATED,
-        gpu_class__kind=GpuClass.Kind.WHOLE,
-    ).exclude(tenant__state=Tenant.State.DELETED)
     if host_cluster is not None:
         gpus = gpus.filter(node__host_cluster=host_cluster)
         dedicated = dedicated.filter(node__host_cluster=host_cluster)
-        quotas = quotas.filter(tenant__cluster__host_cluster=host_cluster)
     if gpu_model is not None:
         gpus = gpus.filter(gpu_model=gpu_model)
-        quotas = quotas.filter(gpu_class__gpu_model=gpu_model)
-    if exclude is not None:
-        quotas = quotas.exclude(tenant=exclude[0], gpu_class=exclude[1])
     model_of: dict[int, Key] = {}
     for cluster, model, node, n in (
         gpus.values_list("node__host_cluster__name", "gpu_model__slug", "node_id")
@@ -149,13 +140,54 @@ def model_nodes(
     for node, tenant_id in dedicated.values_list("node_id", "tenant_id"):
         if node in model_of:  # a node with no GPU in service holds nothing to count
             out[model_of[node]].owners[node] = tenant_id
-    for cluster, model, tenant_id, n in (
-        quotas.values_list("tenant__cluster__host_cluster__name", "gpu_class__gpu_model__slug", "tenant_id")
-        .annotate(n=Sum("guaranteed"))
-        .order_by()
-    ):
-        out[(cluster, model)].isolated[tenant_id] = n
+    for key, per_tenant in isolated.items():
+        out[key].isolated.update(per_tenant)
     return dict(out)
+
+
+@dataclass
+class Guarantees:
+    """Units guaranteed to tenants that are not deleted, read in one query (see `guarantees`)."""
+
+    all: dict[tuple[str, str], int] = field(default_factory=dict)  # (host cluster, class) -> units
+    shared: dict[tuple[str, str], int] = field(default_factory=dict)  # the same, tenants not isolated
+    isolated: dict[Key, dict[int, int]] = field(default_factory=dict)  # (cluster, model) -> tenant id -> GPUs
+
+
+def guarantees(
+    host_cluster: HostCluster | None = None,
+    exclude: Quotaholder | None = None,
+    gpu_model: GpuModel | None = None,
+) -> Guarantees:
+    """Guarantees of tenants that are not deleted, leaving out `exclude`'s quota (the one being replaced).
+    Only that one quota: the tenant's guarantees of the other classes of the model hold GPUs as much as
+    anyone else's do. With `gpu_model`, its classes only. Isolated tenants' (whole GPUs, held in whole nodes)
+    are kept apart from the shared pool's."""
+    # Quotas guaranteeing nothing add nothing: leaving them out before the join keeps this cheap when most
+    # tenants only burst (guarantees are never negative).
+    quotas = Quota.objects.filter(guaranteed__gt=0).exclude(tenant__state=Tenant.State.DELETED)
+    if host_cluster is not None:
+        quotas = quotas.filter(tenant__cluster__host_cluster=host_cluster)
+    if gpu_model is not None:
+        quotas = quotas.filter(gpu_class__gpu_model=gpu_model)
+    if exclude is not None:
+        quotas = quotas.exclude(tenant=exclude[0], gpu_class=exclude[1])
+    rows = quotas.values_list(
+        "tenant__cluster__host_cluster__name",
+        "gpu_class__name",
+        "gpu_class__gpu_model__slug",
+        "tenant_id",
+        "tenant__trust_tier",
+    ).annotate(total=Sum("guaranteed"))
+    out = Guarantees()
+    for cluster, name, model, tenant_id, tier, units in rows.order_by():
+        out.all[(cluster, name)] = out.all.get((cluster, name), 0) + units
+        if tier == Tenant.TrustTier.ISOLATED:  # isolated tenants hold whole GPUs only (tenants.tiers)
+            per_tenant = out.isolated.setdefault((cluster, model), {})
+            per_tenant[tenant_id] = per_tenant.get(tenant_id, 0) + units
+        else:
+            out.shared[(cluster, name)] = out.shared.get((cluster, name), 0) + units
+    return out
 
 
 def gpus_by_host_and_model(host_cluster: HostCluster | None = None) -> dict[Key, tuple[int, int]]:
@@ -171,28 +203,10 @@ def guaranteed_by_class(
     host_cluster: HostCluster | None = None,
     exclude: Quotaholder | None = None,
     gpu_model: GpuModel | None = None,
-    *,
-    shared_pool: bool = False,
 ) -> dict[tuple[str, str], int]:
     """Units guaranteed per (host cluster name, GPU class name) to tenants that are not deleted, leaving out
-    `exclude`'s quota (the one being replaced). Only that one quota: the tenant's guarantees of the other
-    classes of the model hold GPUs as much as anyone else's do. With `gpu_model`, its classes only; with
-    `shared_pool`, the guarantees of tenants that are not isolated only (isolated ones hold whole nodes)."""
-    # Quotas guaranteeing nothing add nothing: leaving them out before the join keeps this cheap when most
-    # tenants only burst (guarantees are never negative).
-    quotas = Quota.objects.filter(guaranteed__gt=0).exclude(tenant__state=Tenant.State.DELETED)
-    if host_cluster is not None:
-        quotas = quotas.filter(tenant__cluster__host_cluster=host_cluster)
-    if gpu_model is not None:
-        quotas = quotas.filter(gpu_class__gpu_model=gpu_model)
-    if exclude is not None:
-        quotas = quotas.exclude(tenant=exclude[0], gpu_class=exclude[1])
-    if shared_pool:
-        quotas = quotas.exclude(tenant__trust_tier=Tenant.TrustTier.ISOLATED)
-    rows = quotas.values("tenant__cluster__host_cluster__name", "gpu_class__name").annotate(
-        total=Sum("guaranteed")
-    )
-    return {(r["tenant__cluster__host_cluster__name"], r["gpu_class__name"]): r["total"] for r in rows}
+    `exclude`'s quota (see `guarantees`). With `gpu_model`, its classes only."""
+    return guarantees(host_cluster, exclude, gpu_model).all
 
 
 def gpus_needed(gpu_class: GpuClass, units: int) -> int:
@@ -213,18 +227,17 @@ def capacity_table(
     classes: list[GpuClass] | None = None,
 ) -> list[ClassCapacity]:
     """One row per host cluster and GPU class of a model the host cluster has GPUs of (or guarantees of),
-    ordered by host cluster and class; eight queries whatever the size of the fleet (seven when the caller
+    ordered by host cluster and class; six queries whatever the size of the fleet (five when the caller
     gives the catalog's `classes`, with their models)."""
     if classes is None:
         classes = list(GpuClass.objects.select_related("gpu_model"))
     gpus = gpus_by_host_and_model(host_cluster)
-    guaranteed = guaranteed_by_class(host_cluster, exclude)
-    shared = guaranteed_by_class(host_cluster, exclude, shared_pool=True)
+    given = guarantees(host_cluster, exclude)
+    guaranteed, shared = given.all, given.shared
     by_name = {c.name: c for c in classes}
     held = _held(shared, by_name)
-    pools = {
-        key: nodes.carve().shared_gpus for key, nodes in model_nodes(host_cluster, exclude=exclude).items()
-    }
+    nodes = model_nodes(host_cluster, None, given.isolated)
+    pools = {key: of_model.carve().shared_gpus for key, of_model in nodes.items()}
     keys = set(gpus) | {(cluster, by_name[name].gpu_model.slug) for cluster, name in guaranteed}
     offered = advertised_units(host_cluster)
     rows = []
@@ -305,12 +318,12 @@ def capacity_of(
     model = gpu_class.gpu_model
     if classes is None:
         classes = classes_of(model)
-    nodes = model_nodes(host_cluster, model, exclude).get((host_cluster.name, model.slug), ModelNodes())
-    guaranteed = guaranteed_by_class(host_cluster, exclude, gpu_model=model)
-    shared = guaranteed_by_class(host_cluster, exclude, gpu_model=model, shared_pool=True)
-    held = _held(shared, {c.name: c for c in classes})
-    pool = Pool(nodes.healthy, nodes.carve().shared_gpus, shared, held)
-    return _row(host_cluster.name, gpu_class, pool, guaranteed)
+    given = guarantees(host_cluster, exclude, model)
+    key = (host_cluster.name, model.slug)
+    nodes = model_nodes(host_cluster, model, given.isolated).get(key, ModelNodes())
+    held = _held(given.shared, {c.name: c for c in classes})
+    pool = Pool(nodes.healthy, nodes.carve().shared_gpus, given.shared, held)
+    return _row(host_cluster.name, gpu_class, pool, given.all)
 
 
 @dataclass(frozen=True)
@@ -327,16 +340,16 @@ class IsolatedRoom:
 
 
 def isolated_room(
-    tenant: Tenant, gpu_class: GpuClass, host_cluster: HostCluster, guaranteed: int
+    tenant: Tenant, gpu_class: GpuClass, host_cluster: HostCluster, guaranteed: int, classes: list[GpuClass]
 ) -> IsolatedRoom:
     """Whether `tenant` (isolated) can hold `guaranteed` whole GPUs of the class's model in whole nodes, next
     to every other isolated tenant's nodes and the shared pool's guarantees, and how much it could."""
     model = gpu_class.gpu_model
     key = (host_cluster.name, model.slug)
-    nodes = model_nodes(host_cluster, model, (tenant, gpu_class)).get(key, ModelNodes())
+    given = guarantees(host_cluster, (tenant, gpu_class), model)
+    nodes = model_nodes(host_cluster, model, given.isolated).get(key, ModelNodes())
     carving = nodes.carve()  # the others' nodes; the tenant's own are held for it whatever its guarantee
-    shared = guaranteed_by_class(host_cluster, gpu_model=model, shared_pool=True)
-    shared_needs = sum(_held(shared, {c.name: c for c in classes_of(model)}).values())
+    shared_needs = sum(_held(given.shared, {c.name: c for c in classes}).values())
     own = carving.held.get(tenant.pk, [])
     own_gpus = sum(nodes.nodes[n] for n in own)
     taken = sum(carving.free[n] for n in _take(carving.free, guaranteed - own_gpus))
@@ -429,7 +442,7 @@ def admit(tenant: Tenant, gpu_class: GpuClass, guaranteed: int) -> None:
     classes = classes_of(gpu_class.gpu_model)  # the catalog, read before the lock: it holds the lock shorter
     lock_admission(host_cluster, gpu_class.gpu_model)
     if tenant.trust_tier == Tenant.TrustTier.ISOLATED and guaranteed > 0:
-        _admit_isolated(tenant, gpu_class, host_cluster, guaranteed)
+        _admit_isolated(tenant, gpu_class, host_cluster, guaranteed, classes)
         return
     row = capacity_of(gpu_class, host_cluster, exclude=(tenant, gpu_class), classes=classes)
     if guaranteed <= row.available:
@@ -455,12 +468,14 @@ def admit(tenant: Tenant, gpu_class: GpuClass, guaranteed: int) -> None:
         guaranteed=row.guaranteed,
         requested=guaranteed,
         available=row.available,
-        dedicated_gpus=row.dedicated_gpus,
+        **({"dedicated_gpus": row.dedicated_gpus} if row.dedicated_gpus else {}),
     )
 
 
-def _admit_isolated(tenant: Tenant, gpu_class: GpuClass, host_cluster: HostCluster, guaranteed: int) -> None:
-    room = isolated_room(tenant, gpu_class, host_cluster, guaranteed)
+def _admit_isolated(
+    tenant: Tenant, gpu_class: GpuClass, host_cluster: HostCluster, guaranteed: int, classes: list[GpuClass]
+) -> None:
+    room = isolated_room(tenant, gpu_class, host_cluster, guaranteed, classes)
     if room.fits:
         return
     model = gpu_class.gpu_model.slug
