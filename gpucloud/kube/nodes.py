@@ -1,8 +1,9 @@
 """The one way gpucloud changes a host Node: read, compute the change, write it conditionally.
 
-Two passes put taints on nodes — health's quarantine (`gpucloud.io/quarantine`, `health.node_driver`) and
-the dedication of nodes to isolated tenants (`gpucloud.io/tenant`, `clusters.reconcile.dedicated`) — and
-people or other controllers add their own. `spec.taints` is a list that a merge patch replaces whole, so a
+Three passes put taints on nodes — health's quarantine (`gpucloud.io/quarantine`, `health.node_driver`),
+the MIG reconfiguration cordon (`clusters.drivers.gpu_operator`) and the dedication of nodes to isolated
+tenants (`gpucloud.io/tenant`, `clusters.reconcile.dedicated`) — and people or other controllers add their
+own. `spec.taints` is a list that a merge patch replaces whole, so a
 writer that computed its list from a stale read would drop a taint written in between. Every change here is
 a merge patch computed from the node as read and sent with that read's `resourceVersion` as a precondition:
 if anything wrote the node meanwhile the API server answers 409, and the change is computed again from a
