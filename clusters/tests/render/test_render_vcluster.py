@@ -59,3 +59,23 @@ def test_platform_mode_renders_a_virtual_cluster_instance(make_tenant):
     helm = spec["template"]["helmRelease"]
     assert helm["chart"]["name"] == "vcluster"
     assert yaml.safe_load(helm["values"])["sync"]["toHost"]["pods"]["enabled"] is True
+
+
+def test_an_isolated_tenants_vcluster_syncs_only_its_nodes_and_tolerates_only_their_taint(make_tenant):
+    solo = make_tenant("solo", trust_tier="isolated", dedicated_nodes=("h200-3", "h200-4"))
+    values = render_vcluster(solo, ClusterProfile())[1]["spec"]["values"]
+
+    # vCluster's syncer sets these labels as the node selector of every synced pod, and appends the
+    # toleration, parsed as key=value:Effect (operator Equal), to every pod's tolerations.
+    assert values["sync"]["fromHost"]["nodes"]["selector"]["labels"] == {
+        "nvidia.com/gpu.present": "true",
+        "gpucloud.io/tenant": "solo",
+    }
+    assert values["sync"]["toHost"]["pods"]["enforceTolerations"] == ["gpucloud.io/tenant=solo:NoSchedule"]
+
+
+def test_other_tiers_sync_the_shared_gpu_nodes_and_enforce_no_toleration(make_tenant):
+    for tier in ("standard", "trusted"):
+        values = render_vcluster(make_tenant(trust_tier=tier), ClusterProfile())[1]["spec"]["values"]
+        assert values["sync"]["fromHost"]["nodes"]["selector"]["labels"] == {"nvidia.com/gpu.present": "true"}
+        assert "enforceTolerations" not in values["sync"]["toHost"]["pods"]
