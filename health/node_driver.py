@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from kubernetes import client
@@ -106,7 +107,7 @@ class NodeHealthDriver:
             # Through the one node writer (`gpucloud.kube.nodes`): conditional on the version listed, and
             # recomputed from a fresh read if another writer (the dedication pass, a person) got there first,
             # so neither drops the other's taint.
-            if change_node(self.api, _manifest(node), lambda obj, r=reason, o=out: _patch(_node(obj), r, o)):
+            if change_node(self.api, _manifest(node), partial(_change, reason=reason, gpus_out=out)):
                 result.writes += 1
             if drain and node.name in quarantined:
                 self._drain(node.name, result)
@@ -139,6 +140,10 @@ class NodeHealthDriver:
                 continue
             except (ApiStatusError, TemporaryDriverError):
                 result.blocked.append(f"{meta['namespace']}/{meta['name']}")
+
+
+def _change(obj: Manifest, *, reason: str | None, gpus_out: Sequence[int]) -> dict[str, Any]:
+    return _patch(_node(obj), reason, gpus_out)
 
 
 def _manifest(node: NodeHealth) -> Manifest:

@@ -382,8 +382,8 @@ class _Facts:
             if n:
                 facts[cluster].isolated_guarantees.setdefault(slug, {})[model] = n
         rows = DedicatedNode.objects.filter(node__host_cluster__in=ids).order_by("node__name")
-        for cluster, slug, node in rows.values_list("node__host_cluster", "tenant__slug", "node__name"):
-            facts[cluster].dedicated.setdefault(slug, []).append(node)
+        for cluster, slug, name in rows.values_list("node__host_cluster", "tenant__slug", "node__name"):
+            facts[cluster].dedicated.setdefault(slug, []).append(name)
         # Instances per MIG class guaranteed to tenants of the shared pool (isolated tenants run whole GPUs).
         mig = (
             quotas.filter(gpu_class__kind=GpuClass.Kind.MIG)

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from clusters.drivers.discovery import HAMI_REGISTER, ClusterDiscovery
+from gpucloud.kube.meta import DEDICATED_TO
 
 NPD_CONDITIONS = ("KernelDeadlock", "ReadonlyFilesystem", "FrequentKubeletRestart", "CorruptDockerOverlay2")
 
@@ -106,7 +107,34 @@ def check(discovery: ClusterDiscovery, *, mig_configmap: str, plugin_configmap: 
             "helm install node-problem-detector deliveryhero/node-problem-detector -n kube-system",
         )
     )
+    caps.append(_dedicated_nodes(discovery))
     return caps
+
+
+NODE_RBAC = (
+    "gpucloud's identity needs get, list and patch on nodes (cluster scope): kubectl create clusterrole "
+    "gpucloud-nodes --verb=get,list,patch --resource=nodes && kubectl create clusterrolebinding "
+    "gpucloud-nodes --clusterrole=gpucloud-nodes --user=<the user of the kubeconfig gpucloud registers>"
+)
+
+
+def _dedicated_nodes(discovery: ClusterDiscovery) -> Capability:
+    """Whether gpucloud can label and taint nodes for isolated tenants (`gpucloud.io/tenant=<slug>`), from a
+    SelfSubjectAccessReview; when the cluster answers none, the report says so and what gpucloud needs."""
+    dedicated = sum(1 for n in discovery.nodes if DEDICATED_TO in (n["metadata"].get("labels") or {}))
+    seen = f"{dedicated} of {len(discovery.nodes)} GPU nodes dedicated to isolated tenants"
+    if discovery.node_patch is None:
+        seen = f"could not ask (no SelfSubjectAccessReview answer); {seen}"
+    else:
+        seen = f"patch nodes {'allowed' if discovery.node_patch else 'refused'}; {seen}"
+    return Capability(
+        "dedicated_nodes",
+        bool(discovery.node_patch),
+        seen,
+        "isolated tenants' nodes are not labelled and tainted gpucloud.io/tenant=<slug>:NoSchedule: their "
+        "pods wait (their vCluster selects only such nodes), and the quarantine taint is not written either",
+        NODE_RBAC,
+    )
 
 
 def _scheduler(discovery: ClusterDiscovery, name: str) -> Capability:

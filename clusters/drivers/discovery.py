@@ -21,7 +21,7 @@ from clusters.render import ClusterProfile
 from clusters.spec import QuotaSpec
 from gpucloud.kube import kinds as k
 from gpucloud.kube.api import ApiStatusError, KubeApi, NotFound
-from gpucloud.kube.errors import PermanentDriverError
+from gpucloud.kube.errors import DriverError, PermanentDriverError
 from gpucloud.kube.meta import Manifest
 
 __all__ = [
@@ -50,6 +50,7 @@ CLUSTER_POLICY = k.Kind("nvidia.com/v1", "ClusterPolicy", "clusterpolicies", Fal
 DRA_DRIVER = "gpu.nvidia.com"  # NVIDIA's DRA driver installs a DeviceClass of its driver's name
 GPU_PRODUCT = "nvidia.com/gpu.product"
 HAMI_REGISTER = "hami.io/node-nvidia-register"  # HAMi's device plugin annotates the GPU nodes it serves
+SELF_SUBJECT_ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 KUEUE_SELECTOR = "app.kubernetes.io/name=kueue"  # the Kueue chart's controller Deployment
 TOPOLOGY_HINTS = ("topology", "kubernetes.io/hostname")
 
@@ -84,6 +85,9 @@ class ClusterDiscovery:
     dra_driver: bool  # resource.k8s.io/v1 is served and NVIDIA's DRA DeviceClass exists
     cluster_policy: Manifest | None = None  # the GPU Operator's; read for the conformance report only
     kueue_image: str = ""  # the Kueue controller's image, whose tag is its version; conformance report only
+    # Whether gpucloud's identity may patch nodes (a SelfSubjectAccessReview), None when the cluster did not
+    # answer one; the conformance report only (dedicated nodes and the quarantine write node taints).
+    node_patch: bool | None = None
 
     def serves(self, group: str, version: str) -> bool:
         return version in self.groups.get(group, ())
@@ -177,7 +181,27 @@ def discover(api: KubeApi, *, conformance: bool = False) -> ClusterDiscovery:
     if dra_version in groups.get(dra_group, ()):
         dra = _exists(get, k.DEVICE_CLASS.path(name=DRA_DRIVER))
     image = _kueue_image(get) if conformance and "kueue.x-k8s.io" in groups else ""
-    return ClusterDiscovery(version.get("gitVersion", ""), groups, nodes, dra, policy, image)
+    node_patch = may_patch_nodes(api) if conformance else None
+    return ClusterDiscovery(version.get("gitVersion", ""), groups, nodes, dra, policy, image, node_patch)
+
+
+def may_patch_nodes(api: KubeApi) -> bool | None:
+    """Whether gpucloud's identity may patch nodes, by a SelfSubjectAccessReview (authorization.k8s.io/v1;
+    it creates nothing); None when the cluster does not answer one. Asked through a KubeApi of its own, so
+    that the driver's count of writes stays a count of changes."""
+    review = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SelfSubjectAccessReview",
+        "spec": {"resourceAttributes": {"verb": "patch", "resource": "nodes"}},
+    }
+    try:
+        answer = KubeApi(api.api_client, api.retry).request(
+            "POST", SELF_SUBJECT_ACCESS_REVIEWS, body=review, content_type="application/json"
+        )
+    except DriverError:
+        return None
+    allowed = ((answer or {}).get("status") or {}).get("allowed")
+    return allowed if isinstance(allowed, bool) else None
 
 
 def missing_resources(discovery: ClusterDiscovery, quotas: Iterable[QuotaSpec]) -> set[str]:

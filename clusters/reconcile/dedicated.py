@@ -16,6 +16,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from fleet.models import HostCluster
@@ -82,7 +83,7 @@ def apply(api: KubeApi, dedicated: Mapping[str, str]) -> int:
     writes = 0
     for node in api.get(k.NODE.path()).get("items") or []:
         slug = dedicated.get(node["metadata"]["name"])
-        if change_node(api, node, lambda obj, s=slug: desired_patch(obj, s)):
+        if change_node(api, node, partial(desired_patch, slug=slug)):
             writes += 1
     return writes
 

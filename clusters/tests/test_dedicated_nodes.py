@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from clusters.drivers import conformance
+from clusters.drivers.discovery import ClusterDiscovery
 from clusters.reconcile import tenants as reconcile
 from clusters.tests.conftest import kubeconfig_for
 from fleet.models import HostCluster
@@ -129,7 +131,7 @@ def test_a_write_between_the_read_and_the_patch_is_not_lost(kube_emulator, kube_
     kube_emulator.put_object(gpu_node("n"))
     api = KubeApi(kube_client)
     stale = api.get("/api/v1/nodes/n")
-    calls = []
+    calls: list[str] = []
 
     def change(obj: dict[str, Any]) -> dict[str, Any]:
         if not calls:  # someone else writes the node after our read
@@ -163,3 +165,27 @@ def test_a_node_is_returned_and_untainted_only_once_the_tenants_pods_are_gone(
     assert not DedicatedNode.objects.exists()
     assert DEDICATED_TO not in labels(kube_emulator, mine)
     assert taints(kube_emulator, mine) == []
+
+
+def test_the_conformance_report_says_whether_gpucloud_may_label_and_taint_nodes(cluster, api, admin):
+    reconcile.reconcile_host_cluster(cluster)
+
+    body = api(admin).get("/api/v1/host-clusters/gpu-east/conformance/").json()
+    found = {c["name"]: c for c in body["capabilities"]}["dedicated_nodes"]
+    assert found["found"]
+    assert found["version"] == "patch nodes allowed; 0 of 2 GPU nodes dedicated to isolated tenants"
+
+
+def test_a_cluster_that_refuses_or_cannot_answer_is_reported_with_what_gpucloud_needs():
+    nodes = [gpu_node("h200-1")]
+    for answer, seen in ((False, "patch nodes refused"), (None, "could not ask")):
+        found = ClusterDiscovery("v1.33.0", {}, nodes, False, node_patch=answer)
+        [capability] = [
+            c
+            for c in conformance.check(found, mig_configmap="m", plugin_configmap="p")
+            if c.name == "dedicated_nodes"
+        ]
+        assert not capability.found
+        assert capability.version.startswith(seen)
+        assert "--verb=get,list,patch --resource=nodes" in capability.how
+        assert "their pods wait" in capability.without

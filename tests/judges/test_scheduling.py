@@ -237,7 +237,9 @@ def test_node_affinity_requirements_match_as_upstream(expression, matches):
 
 def test_an_empty_node_selector_term_matches_no_node_and_terms_are_ored():
     labelled = node("n", zone="a")
-    empty = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{}]}}}
+    empty: dict[str, Any] = {
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{}]}}
+    }
     assert scheduling.node_affinity_mismatch(pod("ns", affinity=empty), labelled) is not None
     either = {
         "nodeAffinity": {
