@@ -33,6 +33,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
+import yaml
+
 from clusters.spec import TenantSpec
 from gpucloud.kube.meta import Manifest
 
@@ -254,11 +256,16 @@ def _parse_toleration(text: str) -> dict[str, str]:
 
 
 def _vcluster_values(world: World, namespace: str) -> dict[str, Any]:
+    """The tenant's vcluster.yaml: its HelmRelease's values, or its VirtualClusterInstance's (platform)."""
     for manifest in world.rendered:
         if manifest["kind"] == "HelmRelease" and manifest["metadata"].get("namespace") == namespace:
             values: dict[str, Any] = manifest["spec"]["values"]
             return values
-    raise KeyError(f"no vCluster HelmRelease rendered in namespace {namespace!r}")
+        instance = manifest["kind"] == "VirtualClusterInstance"
+        if instance and manifest["spec"]["clusterRef"].get("namespace") == namespace:
+            loaded: dict[str, Any] = yaml.safe_load(manifest["spec"]["template"]["helmRelease"]["values"])
+            return loaded
+    raise KeyError(f"no vCluster rendered for namespace {namespace!r}")
 
 
 def _slug(pod: Manifest, world: World) -> str | None:

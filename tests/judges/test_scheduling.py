@@ -258,3 +258,10 @@ def test_prefer_no_schedule_taints_do_not_filter():
     soft = node("n")
     soft["spec"]["taints"] = [{"key": "example.com/spot", "effect": "PreferNoSchedule"}]
     assert scheduling.why_not(pod("ns"), soft) is None
+
+
+def test_a_platform_mode_vcluster_enforces_the_same(world):
+    profile = ClusterProfile(vcluster_mode="platform", platform_cluster="gpu-east")
+    platform = world_of(profile, world.tenants, world.nodes)
+
+    assert scheduling.landing(host(platform, "tenant-solo"), platform) == ["n-solo"]
