@@ -59,12 +59,12 @@ def dedicate_nodes(host_cluster: HostCluster, occupied: Occupied | None = None) 
     """One dedication pass over a host cluster (see the module docstring). `occupied`: which tenants' pods
     the cluster shows on each node; None on a simulated host cluster (its running simulated pods say)."""
     outcome = DedicationOutcome(host_cluster=host_cluster.name)
-    isolated = Tenant.objects.filter(
+    live_isolated = Tenant.objects.filter(
         cluster__host_cluster=host_cluster, state__in=LIVE_STATES, trust_tier=Tenant.TrustTier.ISOLATED
     )
     held = DedicatedNode.objects.filter(node__host_cluster=host_cluster)
     # The usual host cluster has no isolated tenant and no node held: two reads, and no fleet model built.
-    if not isolated.exists() and not held.exists():
+    if not live_isolated.exists() and not held.exists():
         return outcome
     if not Node.objects.filter(host_cluster=host_cluster).exists():
         return outcome
