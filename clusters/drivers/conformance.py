@@ -2,10 +2,10 @@
 
 `check` judges one `ClusterDiscovery` (`clusters.drivers.discovery.discover(api, conformance=True)`: the
 server version, the served API groups, the GPU nodes, the GPU Operator's ClusterPolicy, NVIDIA's DRA
-DeviceClass and Kueue's controller Deployment, six requests at most) and answers one `Capability` per thing
-gpucloud uses: found or missing, the version seen, what gpucloud does without it, and how to add it. The
-reconciler runs it on every pass (clusters/partitions/gpu_pass.py), so installing an add-on later is noticed
-without registering the cluster again.
+DeviceClass, Kueue's controller Deployment and a SelfSubjectAccessReview of patching nodes, seven requests at
+most) and answers one `Capability` per thing gpucloud uses: found or missing, the version seen, what gpucloud
+does without it, and how to add it. The reconciler runs it on every pass (clusters/partitions/gpu_pass.py), so
+installing an add-on later is noticed without registering the cluster again.
 """
 
 from __future__ import annotations

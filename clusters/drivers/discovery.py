@@ -2,9 +2,10 @@
 
 `discover` reads the server version, the served API groups, the GPU nodes and NVIDIA's DRA DeviceClass; for
 the conformance report (`clusters.drivers.conformance`, re-checked on every pass) it also reads the GPU
-Operator's ClusterPolicy and Kueue's controller Deployment (six requests at most). The add-on flags the
-renderers and admission read (`HostCluster.addons`) and the GPU nodes the fleet imports are derived from that
-one `ClusterDiscovery`. `check_profile` refuses a profile the cluster cannot serve.
+Operator's ClusterPolicy, Kueue's controller Deployment and whether it may patch nodes (seven requests at
+most). The add-on flags the renderers and admission read (`HostCluster.addons`) and the GPU nodes the fleet
+imports are derived from that one `ClusterDiscovery`. `check_profile` refuses a profile the cluster cannot
+serve.
 
 Not a driver: the drivers import it, it imports none of them.
 """
