@@ -189,3 +189,21 @@ def test_a_cluster_that_refuses_or_cannot_answer_is_reported_with_what_gpucloud_
         assert capability.version.startswith(seen)
         assert "--verb=get,list,patch --resource=nodes" in capability.how
         assert "their pods wait" in capability.without
+
+
+def test_a_quarantine_computed_before_the_dedication_was_written_keeps_it(
+    cluster, kube_emulator, api, admin, kube_client
+):
+    tenant(api, admin, "solo", 8)
+    health = NodeHealthDriver(kube_client)
+    listed = health.list_nodes()  # health reads the nodes first…
+    reconcile.reconcile_host_cluster(cluster)  # …the dedication is written meanwhile…
+    mine = dedicated()
+
+    health.apply(
+        listed, {mine: "xid-79"}, {}
+    )  # …and health's write, from its stale read, is refused and redone
+
+    keys = {t["key"]: t.get("value") for t in taints(kube_emulator, mine)}
+    assert keys == {DEDICATED_TO: "solo", "gpucloud.io/quarantine": "xid-79"}
+    assert labels(kube_emulator, mine)[DEDICATED_TO] == "solo"
