@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from kubernetes import client
@@ -19,13 +20,14 @@ from kubernetes import client
 from gpucloud.kube import kinds as k
 from gpucloud.kube.api import ApiStatusError, KubeApi, NotFound, RetryPolicy
 from gpucloud.kube.errors import TemporaryDriverError
+from gpucloud.kube.meta import Manifest
+from gpucloud.kube.nodes import change_node
 
 GPU_PRODUCT = "nvidia.com/gpu.product"
 TAINT_KEY = "gpucloud.io/quarantine"
 CORDONED = "gpucloud.io/cordoned"  # "true" when gpucloud set spec.unschedulable, so it may unset it
 REASON = "gpucloud.io/quarantine-reason"
 GPUS_OUT = "gpucloud.io/quarantined-gpus"
-MERGE_PATCH = "application/merge-patch+json"
 
 
 @dataclass(frozen=True)
@@ -101,12 +103,11 @@ class NodeHealthDriver:
         """Make each node carry what is desired: `quarantined` maps node → reason, `gpus_out` node → GPUs."""
         result = QuarantineResult()
         for node in nodes:
-            patch = _patch(node, quarantined.get(node.name), gpus_out.get(node.name, ()))
-            if patch:
-                patch["metadata"]["resourceVersion"] = (
-                    node.resource_version
-                )  # a change in between → 409, retried
-                self.api.request("PATCH", k.NODE.path(name=node.name), body=patch, content_type=MERGE_PATCH)
+            reason, out = quarantined.get(node.name), gpus_out.get(node.name, ())
+            # Through the one node writer (`gpucloud.kube.nodes`): conditional on the version listed, and
+            # recomputed from a fresh read if another writer (the dedication pass, a person) got there first,
+            # so neither drops the other's taint.
+            if change_node(self.api, _manifest(node), partial(_change, reason=reason, gpus_out=out)):
                 result.writes += 1
             if drain and node.name in quarantined:
                 self._drain(node.name, result)
@@ -139,6 +140,20 @@ class NodeHealthDriver:
                 continue
             except (ApiStatusError, TemporaryDriverError):
                 result.blocked.append(f"{meta['namespace']}/{meta['name']}")
+
+
+def _change(obj: Manifest, *, reason: str | None, gpus_out: Sequence[int]) -> dict[str, Any]:
+    return _patch(_node(obj), reason, gpus_out)
+
+
+def _manifest(node: NodeHealth) -> Manifest:
+    """The parts of a listed node that `_patch` reads, as a Node object (to start a read-modify-write)."""
+    meta = {
+        "name": node.name,
+        "resourceVersion": node.resource_version,
+        "annotations": dict(node.annotations),
+    }
+    return {"metadata": meta, "spec": {"unschedulable": node.unschedulable, "taints": list(node.taints)}}
 
 
 def _patch(node: NodeHealth, reason: str | None, gpus_out: Sequence[int]) -> dict[str, Any]:

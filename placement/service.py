@@ -4,9 +4,10 @@ answered through it (docs/placement.md, "In the product").
 The engine (`placement/engine/`) is pure and knows nothing of rows; this module is the glue. A
 :class:`FleetModel` is one host cluster at one moment: its nodes and GPUs with topology and health, the pods
 the simulated fleet is running (`scheduling.SimulatedPod` rows not finished), nodes dedicated to isolated
-tenants, and MIG layouts. Tenancy rules are the engine's (a GPU is shared by two tenants only if both are
-trusted, MIG instances of one GPU may serve different tenants, isolated tenants get whole GPUs on nodes
-dedicated to them, quarantined hardware takes nothing new); this module only feeds it the facts.
+tenants (as the dedication pass persisted them, `placement.dedication`), and MIG layouts. Tenancy rules
+are the engine's (a GPU is shared by two tenants only if both are trusted, MIG instances of one GPU may
+serve different tenants, isolated tenants get whole GPUs on nodes dedicated to them, quarantined hardware
+takes nothing new); this module only feeds it the facts.
 
 Nothing here writes to the database: the simulator records what it places, the API only asks.
 """
@@ -43,7 +44,7 @@ from placement.engine import (
 from placement.engine.fleet import FREE
 from placement.engine.mig import profile
 from tenants.capacity import capacity_table
-from tenants.models import Quota, Tenant
+from tenants.models import DedicatedNode, Quota, Tenant
 
 MILLI = 1000
 LIVE_STATES = (
@@ -153,7 +154,7 @@ class FleetModel:
         model = cls(host_cluster, engine, nodes, gpus, sorted(facts.isolated), pods)
         model._hold(pods)
         model._apply_health()
-        model._dedicate_pools(pods, facts.isolated_guarantees)
+        model._dedicate_pools(pods, facts.dedicated)
         model._plan_mig(facts.mig_guarantees)
         return model
 
@@ -185,21 +186,28 @@ class FleetModel:
             if gpu.health != Gpu.Health.HEALTHY:
                 fleet.quarantine_gpu(node_name, index)
 
-    def _dedicate_pools(self, pods: Iterable[SimulatedPod], guarantees: dict[str, dict[str, int]]) -> None:
-        """Isolated tenants: nodes running their pods stay theirs; more are carved to cover guarantees."""
+    def _dedicate_pools(self, pods: Iterable[SimulatedPod], dedicated: dict[str, list[str]]) -> None:
+        """Isolated tenants' nodes: those the dedication pass persisted (`placement.dedication`, which
+        carves them to cover the guarantees), and those running their pods. A node still dedicated to a tenant
+        that is no longer isolated takes nothing new until the pass returns it (its taint keeps others
+        off)."""
         fleet = self.engine.fleet
         running: dict[str, set[str]] = defaultdict(set)
         for pod in pods:
             if pod.tenant is not None:
                 running[pod.tenant.slug].add(pod.node.name)
+        for slug, names in sorted(dedicated.items()):
+            for name in names:
+                if slug not in self.isolated:
+                    fleet.quarantine_node(name)
+                    continue
+                with suppress(EngineError):
+                    fleet.dedicate([name], slug)
+        # A tenant that became isolated while sharing nodes keeps them shared until its pods end there.
         for slug in self.isolated:
-            # A tenant that became isolated while sharing nodes keeps them shared until its pods end there.
-            with suppress(EngineError):
-                fleet.dedicate(sorted(running.get(slug, ())), slug)
-            for model, guaranteed in guarantees.get(slug, {}).items():
-                have = sum(fleet.specs[i].gpus for i in self.pool(slug) if fleet.specs[i].model == model)
-                if guaranteed > have:
-                    self.carve(slug, model, guaranteed - have)
+            for name in sorted(running.get(slug, ())):
+                with suppress(EngineError):
+                    fleet.dedicate([name], slug)
 
     def _plan_mig(self, demand: dict[str, int]) -> None:
         """MIG layouts: GPUs with running instances keep theirs; idle GPUs are planned for the guarantees."""
@@ -328,6 +336,7 @@ class _ClusterFacts:
     pods: list[SimulatedPod] = field(default_factory=list)  # running, in start order
     isolated: list[str] = field(default_factory=list)  # slugs of the live isolated tenants
     isolated_guarantees: dict[str, dict[str, int]] = field(default_factory=dict)  # slug -> model -> GPUs
+    dedicated: dict[str, list[str]] = field(default_factory=dict)  # slug -> nodes dedicated to it, by name
     mig_guarantees: dict[str, int] = field(default_factory=dict)  # MIG class -> instances (shared pool)
 
 
@@ -374,6 +383,9 @@ class _Facts:
         for cluster, slug, model, n in isolated:
             if n:
                 facts[cluster].isolated_guarantees.setdefault(slug, {})[model] = n
+        rows = DedicatedNode.objects.filter(node__host_cluster__in=ids).order_by("node__name")
+        for cluster, slug, name in rows.values_list("node__host_cluster", "tenant__slug", "node__name"):
+            facts[cluster].dedicated.setdefault(slug, []).append(name)
         # Instances per MIG class guaranteed to tenants of the shared pool (isolated tenants run whole GPUs).
         mig = (
             quotas.filter(gpu_class__kind=GpuClass.Kind.MIG)

@@ -10,7 +10,7 @@ from django.db import models
 from django.db.models.functions import Lower
 from django.utils import timezone
 
-from fleet.models import GpuClass, GpuModel, HostCluster
+from fleet.models import GpuClass, GpuModel, HostCluster, Node
 from gpucloud.ids import PublicIdField
 
 SLUG_RE = r"^[a-z]([a-z0-9-]{0,38}[a-z0-9])?$"
@@ -215,6 +215,26 @@ class AdmissionLock(models.Model):
 
     def __str__(self) -> str:
         return f"admission of {self.gpu_model} on {self.host_cluster}"
+
+
+class DedicatedNode(models.Model):
+    """A host node dedicated to an isolated tenant (docs/kubernetes.md, "Dedicated nodes").
+
+    Written only by the dedication pass (`placement.dedication`), read by the placement model, by quota
+    admission (an isolated tenant's guarantee takes whole nodes) and by the reconciler, which labels and
+    taints the node `gpucloud.io/tenant=<slug>:NoSchedule`. Sticky: a node stays its tenant's until the pass
+    returns it, which it does only once none of the tenant's pods runs there.
+    """
+
+    node = models.OneToOneField(Node, on_delete=models.CASCADE, related_name="dedication")
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="dedicated_nodes")
+    dedicated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["node__name"]
+
+    def __str__(self) -> str:
+        return f"{self.node} dedicated to {self.tenant}"
 
 
 class ApiToken(models.Model):

@@ -19,7 +19,7 @@ from django.db.models import QuerySet
 from core.models import AuditEvent
 from core.permissions import is_platform_admin, roles_with
 from gpucloud.errors import NotFound, PermissionDenied
-from tenants.models import ApiToken, Invitation, Membership, Quota, Tenant
+from tenants.models import ApiToken, DedicatedNode, Invitation, Membership, Quota, Tenant
 
 
 def visible_tenants(user: Any, permission: str = "tenant.view") -> QuerySet[Tenant]:
@@ -86,6 +86,11 @@ def holds(user: Any, tenant: Tenant, permission: str) -> bool:
 def quotas_of(tenant: Tenant) -> QuerySet[Quota]:
     """The tenant's quotas with their classes, by class name."""
     return tenant.quotas.select_related("gpu_class").order_by("gpu_class__name")
+
+
+def dedicated_nodes_of(tenant: Tenant) -> QuerySet[DedicatedNode]:
+    """The host nodes dedicated to the tenant (isolated tenants), with their nodes, by name."""
+    return tenant.dedicated_nodes.select_related("node").order_by("node__name")
 
 
 def members_of(tenant: Tenant) -> QuerySet[Membership]:

@@ -31,7 +31,8 @@ For controllers that watch (gpucloud's Tenant custom resources) it also serves:
 - custom resources defined by creating a `CustomResourceDefinition` (served from then on), with the status
   subresource when the CRD asks for it (writes to the object keep its status, `/status` writes keep the
   rest; only spec changes bump `generation`);
-- finalizers: deleting an object that has some sets `deletionTimestamp`; removing the last one deletes it.
+- finalizers: deleting an object that has some sets `deletionTimestamp`; removing the last one deletes it;
+- `SelfSubjectAccessReview`s of resources, answered by the same RBAC rules as the requests.
 
 `start_emulator()` runs it on 127.0.0.1 in a thread with its own event loop, for sync tests.
 
@@ -486,7 +487,8 @@ class KubeEmulator(kmock.KubernetesEmulator):
             status, payload = self._serve(method, path, dict(raw_request.query), raw_request.headers, body)
         except ApiError as exc:
             status, payload = exc.code, _status(exc)
-        if method in WRITE_METHODS and status < 300:
+        # A review (SelfSubjectAccessReview, SelfSubjectReview) is a POST that stores nothing: not a write.
+        if method in WRITE_METHODS and status < 300 and not path.rstrip("/").endswith("reviews"):
             self.writes += 1
         self.log.append((method, path, status))
         if hang:
@@ -510,6 +512,8 @@ class KubeEmulator(kmock.KubernetesEmulator):
         parsed = parse_path(path)
         if user is not None and parsed is not None and parsed.plural == "selfsubjectreviews":
             return 201, self._self_subject_review(user)
+        if parsed is not None and parsed.plural == "selfsubjectaccessreviews" and method == "POST":
+            return 201, self._access_review(user, self._decode(body))
         if parsed is None:
             if method != "GET":
                 raise ApiError(405, "MethodNotAllowed", f"{method} is not allowed on {path}")
@@ -616,6 +620,22 @@ class KubeEmulator(kmock.KubernetesEmulator):
         if method == "GET":
             return "get" if parsed.name else "list"
         return {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(method, "")
+
+    def _access_review(self, user: UserInfo | None, review: Obj) -> Obj:
+        """A SelfSubjectAccessReview of a resource: allowed as `_authorize` would allow the request
+        (everything for the unauthenticated host cluster's admin)."""
+        attributes = (review.get("spec") or {}).get("resourceAttributes") or {}
+        group, verb, plural = (
+            attributes.get("group", ""),
+            attributes.get("verb", ""),
+            attributes.get("resource", ""),
+        )
+        allowed = user is None or "system:masters" in user.groups
+        if not allowed and user is not None:
+            namespace = attributes.get("namespace") or None
+            rules = self._rules_of(user, namespace)
+            allowed = any(self._rule_allows(rule, verb, group, plural) for rule in rules)
+        return {**review, "status": {"allowed": allowed}}
 
     def _authorize(self, user: UserInfo, method: str, res: Resource, parsed: Path) -> None:
         if "system:masters" in user.groups:

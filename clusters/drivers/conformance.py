@@ -2,10 +2,11 @@
 
 `check` judges one `ClusterDiscovery` (`clusters.drivers.discovery.discover(api, conformance=True)`: the
 server version, the served API groups, the GPU nodes, the GPU Operator's ClusterPolicy, the DRA
-DeviceClasses, Kueue's controller Deployment and configuration, seven requests at most) and answers one
-`Capability` per thing gpucloud uses: found or missing, the version seen, what gpucloud does without it,
-and how to add it. The reconciler runs it on every pass (clusters/partitions/gpu_pass.py), so installing
-an add-on later is noticed without registering the cluster again.
+DeviceClasses, Kueue's controller Deployment and configuration, the API server's addresses and a
+SelfSubjectAccessReview of patching nodes) and answers one `Capability` per thing gpucloud uses: found or
+missing, the version seen, what gpucloud does without it, and how to add it. The reconciler runs it on every
+pass (clusters/partitions/gpu_pass.py), so installing an add-on later is noticed without registering the
+cluster again.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 from clusters.drivers import kueue_config
 from clusters.drivers.discovery import HAMI_REGISTER, ClusterDiscovery
+from gpucloud.kube.meta import DEDICATED_TO
 
 NPD_CONDITIONS = ("KernelDeadlock", "ReadonlyFilesystem", "FrequentKubeletRestart", "CorruptDockerOverlay2")
 
@@ -129,6 +131,7 @@ def check(
         )
     )
     caps.append(_admission_policies(discovery))
+    caps.append(_dedicated_nodes(discovery))
     return caps
 
 
@@ -267,6 +270,32 @@ def _admission_policies(discovery: ClusterDiscovery) -> Capability:
         "and foreign queues reach the nodes; and the driver cannot apply the policies, so tenants fail",
         "upgrade the host cluster to Kubernetes 1.30 or later (ValidatingAdmissionPolicy is GA and on by "
         "default there)",
+    )
+
+
+NODE_RBAC = (
+    "gpucloud's identity needs get, list and patch on nodes (cluster scope): kubectl create clusterrole "
+    "gpucloud-nodes --verb=get,list,patch --resource=nodes && kubectl create clusterrolebinding "
+    "gpucloud-nodes --clusterrole=gpucloud-nodes --user=<the user of the kubeconfig gpucloud registers>"
+)
+
+
+def _dedicated_nodes(discovery: ClusterDiscovery) -> Capability:
+    """Whether gpucloud can label and taint nodes for isolated tenants (`gpucloud.io/tenant=<slug>`), from a
+    SelfSubjectAccessReview; when the cluster answers none, the report says so and what gpucloud needs."""
+    dedicated = sum(1 for n in discovery.nodes if DEDICATED_TO in (n["metadata"].get("labels") or {}))
+    seen = f"{dedicated} of {len(discovery.nodes)} GPU nodes dedicated to isolated tenants"
+    if discovery.node_patch is None:
+        seen = f"could not ask (no SelfSubjectAccessReview answer); {seen}"
+    else:
+        seen = f"patch nodes {'allowed' if discovery.node_patch else 'refused'}; {seen}"
+    return Capability(
+        "dedicated_nodes",
+        bool(discovery.node_patch),
+        seen,
+        "isolated tenants' nodes are not labelled and tainted gpucloud.io/tenant=<slug>:NoSchedule: their "
+        "pods wait (their vCluster selects only such nodes), and the quarantine taint is not written either",
+        NODE_RBAC,
     )
 
 

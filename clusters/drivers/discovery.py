@@ -3,11 +3,11 @@
 `discover` reads the server version, the served API groups, the GPU nodes, the DRA DeviceClasses, which
 versions of admissionregistration.k8s.io serve MutatingAdmissionPolicies and the API server's own addresses;
 for the conformance report (`clusters.drivers.conformance`, re-checked on every pass) it also reads the GPU
-Operator's ClusterPolicy, Kueue's controller Deployment and Kueue's configuration (eleven requests at most).
-The add-on flags the renderers and admission read (`HostCluster.addons`), every GPU resource name the
-cluster offers (`HostCluster.gpu_resources`: what each tenant's ResourceQuota names) and the GPU nodes the
-fleet imports are derived from that one `ClusterDiscovery`. `check_profile` refuses a profile the cluster
-cannot serve.
+Operator's ClusterPolicy, Kueue's controller Deployment and configuration, and whether it may patch nodes
+(twelve requests at most). The add-on flags the renderers and admission read (`HostCluster.addons`), every
+GPU resource name the cluster offers (`HostCluster.gpu_resources`: what each tenant's ResourceQuota names)
+and the GPU nodes the fleet imports are derived from that one `ClusterDiscovery`. `check_profile` refuses a
+profile the cluster cannot serve.
 
 Not a driver: the drivers import it, it imports none of them.
 """
@@ -29,7 +29,7 @@ from clusters.spec import QuotaSpec
 from fleet import catalog
 from gpucloud.kube import kinds as k
 from gpucloud.kube.api import ApiStatusError, KubeApi, NotFound
-from gpucloud.kube.errors import PermanentDriverError
+from gpucloud.kube.errors import DriverError, PermanentDriverError
 from gpucloud.kube.meta import Manifest
 
 __all__ = [
@@ -58,6 +58,7 @@ CLUSTER_POLICY = k.Kind("nvidia.com/v1", "ClusterPolicy", "clusterpolicies", Fal
 DRA_DRIVER = "gpu.nvidia.com"  # NVIDIA's DRA driver installs a DeviceClass of its driver's name
 GPU_PRODUCT = "nvidia.com/gpu.product"
 HAMI_REGISTER = "hami.io/node-nvidia-register"  # HAMi's device plugin annotates the GPU nodes it serves
+SELF_SUBJECT_ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 KUEUE_SELECTOR = "app.kubernetes.io/name=kueue"  # the Kueue chart's controller Deployment
 # Kueue's Configuration: this ConfigMap in the controller's namespace, under this key (the chart's and
 # the release manifests' names).
@@ -114,6 +115,9 @@ class ClusterDiscovery:
     # Whether the GPU nodes were listed: a soft read that failed lists none, which must not read as "all gone"
     # to the node sync (clusters/node_sync.py).
     nodes_listed: bool = True
+    # Whether gpucloud's identity may patch nodes (a SelfSubjectAccessReview), None when the cluster did not
+    # answer one; the conformance report only (dedicated nodes and the quarantine write node taints).
+    node_patch: bool | None = None
 
     def serves(self, group: str, version: str) -> bool:
         return version in self.groups.get(group, ())
@@ -306,7 +310,27 @@ def discover(api: KubeApi, *, conformance: bool = False) -> ClusterDiscovery:
         mutating,
         _api_server_cidrs(api),
         nodes_listed=listed is not None,
+        node_patch=may_patch_nodes(api) if conformance else None,
     )
+
+
+def may_patch_nodes(api: KubeApi) -> bool | None:
+    """Whether gpucloud's identity may patch nodes, by a SelfSubjectAccessReview (authorization.k8s.io/v1;
+    it creates nothing); None when the cluster does not answer one. Asked through a KubeApi of its own, so
+    that the driver's count of writes stays a count of changes."""
+    review = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SelfSubjectAccessReview",
+        "spec": {"resourceAttributes": {"verb": "patch", "resource": "nodes"}},
+    }
+    try:
+        answer = KubeApi(api.api_client, api.retry).request(
+            "POST", SELF_SUBJECT_ACCESS_REVIEWS, body=review, content_type="application/json"
+        )
+    except DriverError:
+        return None
+    allowed = ((answer or {}).get("status") or {}).get("allowed")
+    return allowed if isinstance(allowed, bool) else None
 
 
 def missing_resources(discovery: ClusterDiscovery, quotas: Iterable[QuotaSpec]) -> set[str]:

@@ -22,6 +22,7 @@ from fleet import catalog
 from gpucloud.kube import kinds as k
 from gpucloud.kube.api import KubeApi, NotFound
 from gpucloud.kube.meta import SPEC_HASH, Manifest
+from gpucloud.kube.nodes import change_node, taint_of, with_taint
 
 PRODUCT = "nvidia.com/gpu.product"
 MIG_CONFIG = "nvidia.com/mig.config"
@@ -174,17 +175,18 @@ class GpuOperatorClient:
         return True
 
     def cordon_for_mig(self, node: ObservedNode, on: bool) -> None:
-        """Add or remove gpucloud's NoSchedule taint, keeping every other taint as read in this pass; the
-        resourceVersion makes the API server refuse (409, retried next pass) if the node changed since."""
-        taints = [t for t in node.taints if t.get("key") != MIG_TAINT]
-        if on:
-            taints.append({"key": MIG_TAINT, "value": "pending", "effect": "NoSchedule"})
-        self.api.request(
-            "PATCH",
-            k.NODE.path(name=node.name),
-            body={"metadata": {"resourceVersion": node.resource_version}, "spec": {"taints": taints}},
-            content_type="application/merge-patch+json",
-        )
+        """Add or remove gpucloud's NoSchedule taint through the one node writer (`gpucloud.kube.nodes`):
+        conditional on the version read in this pass, recomputed from a fresh read if the node changed since,
+        every other taint (the quarantine, a dedication) kept."""
+        wanted = {"key": MIG_TAINT, "value": "pending", "effect": "NoSchedule"} if on else None
+
+        def change(obj: Manifest) -> dict[str, Any]:
+            if (taint_of(obj, MIG_TAINT) is not None) == on:
+                return {}
+            return {"spec": {"taints": with_taint(obj, MIG_TAINT, wanted)}}
+
+        meta = {"name": node.name, "resourceVersion": node.resource_version}
+        change_node(self.api, {"metadata": meta, "spec": {"taints": list(node.taints)}}, change)
 
     def label(self, node: str, labels: dict[str, str | None]) -> None:
         """Set (or, with None, remove) node labels with a merge patch."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -21,6 +21,7 @@ from clusters.drivers.simulated import SimulatedDriver
 from clusters.models import ObservedWorkload
 from clusters.partitions import gpu_pass as partitions
 from clusters.profiles import profile_of
+from clusters.reconcile.dedicated import dedication_pass
 from clusters.spec import Driver, QuotaSpec, ReconcileResult, TenantObservation, TenantSpec
 from core import audit
 from core.audit import Actor
@@ -35,7 +36,7 @@ from gpucloud.observability import (
     RECONCILE_RUNS,
     RECONCILE_WRITES,
 )
-from tenants.models import Quota, Tenant, TenantCluster
+from tenants.models import DedicatedNode, Quota, Tenant, TenantCluster
 
 log = logging.getLogger(__name__)
 RECONCILER = Actor.system("reconciler")
@@ -50,12 +51,17 @@ def driver_for(host_cluster: HostCluster) -> Driver:
     raise PermanentDriverError(f"host cluster {host_cluster.name}: no driver called {host_cluster.driver}")
 
 
-def tenant_spec(tenant: Tenant, ready: dict[tuple[int, str], int] | None = None) -> TenantSpec:
+def tenant_spec(
+    tenant: Tenant,
+    ready: dict[tuple[int, str], int] | None = None,
+    dedicated: Mapping[str, str] | None = None,
+) -> TenantSpec:
     """The plain desired state of a tenant that a driver works from.
 
     With `ready` (a host cluster whose partitions gpucloud manages, see
     `clusters.partitions.gpu_pass.ready_units`), a MIG or shared class is guaranteed only as many units as its
-    nodes advertise now.
+    nodes advertise now. `dedicated` (node -> slug, as the dedication pass left it; read from the rows when
+    None) names an isolated tenant's nodes, which its vCluster alone syncs and tolerates.
     """
 
     def guaranteed(q: Quota) -> int:
@@ -86,7 +92,19 @@ def tenant_spec(tenant: Tenant, ready: dict[tuple[int, str], int] | None = None)
         quotas=quotas,
         sleep_after_inactivity=tenant.sleep_after_inactivity,
         asleep=tenant.asleep_since is not None,
+        dedicated_nodes=_dedicated_nodes(tenant, dedicated),
     )
+
+
+def _dedicated_nodes(tenant: Tenant, dedicated: Mapping[str, str] | None) -> tuple[str, ...]:
+    """An isolated tenant's dedicated nodes, by name; none for the other tiers (their vClusters sync the
+    shared GPU nodes), even while nodes they held as isolated wait to be returned."""
+    if tenant.trust_tier != Tenant.TrustTier.ISOLATED:
+        return ()
+    if dedicated is None:
+        names = DedicatedNode.objects.filter(tenant=tenant).values_list("node__name", flat=True)
+        return tuple(sorted(names))
+    return tuple(sorted(node for node, slug in dedicated.items() if slug == tenant.slug))
 
 
 @dataclass
@@ -133,7 +151,8 @@ def _drive(
         return _refused(host_cluster, exc)
     try:
         ready = _partition(host_cluster, driver)
-        result = driver.reconcile([tenant_spec(t, ready) for t in tenants], complete=complete)
+        dedicated = _dedicate(host_cluster, driver)
+        result = driver.reconcile([tenant_spec(t, ready, dedicated) for t in tenants], complete=complete)
     except PartialReconcile as exc:  # most of the pass worked; keep what it saw, retry the rest
         return exc.result, exc
     except TemporaryDriverError as exc:
@@ -177,6 +196,14 @@ def _partition(host_cluster: HostCluster, driver: Driver) -> dict[tuple[int, str
         return None
     partitions.run_partition_pass(host_cluster, driver.api)
     return partitions.ready_units(host_cluster)
+
+
+def _dedicate(host_cluster: HostCluster, driver: Driver) -> dict[str, str]:
+    """The dedication pass (`clusters.reconcile.dedicated`): nodes kept, carved and returned for isolated
+    tenants, labelled and tainted on a Kubernetes host cluster. Returns node -> slug after it."""
+    api = driver.api if isinstance(driver, KubernetesDriver) else None
+    outcome = dedication_pass(host_cluster, api).outcome
+    return outcome.dedicated
 
 
 def _tenants(host_cluster: HostCluster, tenant_ids: Sequence[int] | None) -> list[Tenant]:

@@ -7,7 +7,7 @@ from typing import Any
 import yaml
 
 from clusters.spec import TenantSpec
-from gpucloud.kube.meta import Manifest, obj, owned
+from gpucloud.kube.meta import DEDICATED_TO, Manifest, obj, owned
 
 from .profile import ClusterProfile
 
@@ -29,9 +29,9 @@ def render_values(tenant: TenantSpec, profile: ClusterProfile) -> dict[str, Any]
     """vcluster.yaml for a GPU tenant whose pods the host scheduler (Kueue or KAI) places."""
     values: dict[str, Any] = {
         "sync": {
-            "toHost": {"pods": {"enabled": True}},
+            "toHost": {"pods": render_pods(tenant)},
             "fromHost": {
-                "nodes": {"enabled": True, "selector": {"labels": dict(profile.gpu_node_selector)}},
+                "nodes": {"enabled": True, "selector": {"labels": node_selector(tenant, profile)}},
                 "runtimeClasses": {"enabled": True},
             },
         },
@@ -91,6 +91,33 @@ def restricted_security_context() -> dict[str, Any]:
         "capabilities": {"drop": ["ALL"]},
         "seccompProfile": {"type": "RuntimeDefault"},
     }
+
+
+def node_selector(tenant: TenantSpec, profile: ClusterProfile) -> dict[str, str]:
+    """The host nodes the vCluster syncs. vCluster's pod syncer also sets these labels as the node selector
+    of every pod it syncs without a `nodeName` (loft-sh/vcluster pkg/controllers/resources/pods/syncer.go,
+    "ensure node selector"; a pod with a `nodeName` must name a synced node), so an isolated tenant's pods
+    land only on the nodes dedicated to it (docs/kubernetes.md, "Dedicated nodes")."""
+    labels = dict(profile.gpu_node_selector)
+    if tenant.trust_tier == "isolated":
+        labels[DEDICATED_TO] = tenant.slug
+    return labels
+
+
+def toleration(slug: str) -> str:
+    """The toleration of the taint `gpucloud.io/tenant=<slug>:NoSchedule` in vCluster's
+    `enforceTolerations` syntax, `key=value:Effect` (operator Equal; parsed by loft-sh/vcluster
+    pkg/util/toleration/toleration.go)."""
+    return f"{DEDICATED_TO}={slug}:NoSchedule"
+
+
+def render_pods(tenant: TenantSpec) -> dict[str, Any]:
+    """`sync.toHost.pods`: an isolated tenant's synced pods all carry the toleration of its nodes' taint
+    (appended by the syncer to whatever the pod asked for), which no other tenant's pods carry."""
+    pods: dict[str, Any] = {"enabled": True}
+    if tenant.trust_tier == "isolated":
+        pods["enforceTolerations"] = [toleration(tenant.slug)]
+    return pods
 
 
 def render_sleep(tenant: TenantSpec, profile: ClusterProfile) -> dict[str, Any]:

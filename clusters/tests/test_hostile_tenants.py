@@ -30,6 +30,7 @@ from clusters.spec import QuotaSpec, TenantSpec
 from tests.judges import admission as admission_judge
 from tests.judges import pod_security as pod_security_judge
 from tests.judges import quota as quota_judge
+from tests.judges import scheduling as scheduling_judge
 from tests.judges.world import World, world_of
 
 Judge = Callable[[Manifest, World], list[str]]
@@ -38,6 +39,10 @@ LAYERS: dict[str, Judge] = {
     "admission": admission_judge.judge,
     "quota": quota_judge.judge,
     "pod_security": pod_security_judge.judge,
+    # Where the pod, as vCluster syncs it (its enforced node selector and tolerations), can be placed: a
+    # pod no node takes is refused. A pod the scheduler would place on a node it must not is not "refused"
+    # here; the suite asserts below that no pod every layer admits can reach such a node.
+    "scheduling": lambda pod_, world: scheduling_judge.judge(scheduling_judge.synced(pod_, world), world),
 }
 SCHEDULERS = ("kueue", "kai")
 TIERS = ("isolated", "standard", "trusted")
@@ -323,17 +328,17 @@ HOSTILE = (
     Case(
         "nodeName onto a quarantined node",
         lambda c: pod(c, "sick", container(gpus=gpu()), nodeName="gpu-sick-1"),
-        {"admission": "node-name: spec.nodeName is set (gpu-sick-1)", "scheduling": "gpu-sick-1"},
+        {"admission": "node-name: spec.nodeName is set (gpu-sick-1)"},
     ),
     Case(
         "nodeName onto another tenant's dedicated node",
         lambda c: pod(c, "steal", container(gpus=gpu()), nodeName=c.other.dedicated_nodes[0]),
-        {"admission": "node-name: spec.nodeName is set", "scheduling": "dedicated"},
+        {"admission": "node-name: spec.nodeName is set"},
     ),
     Case(
         "a node selector for another tenant's dedicated nodes",
         lambda c: pod(c, "sel", container(gpus=gpu()), nodeSelector={"gpucloud.io/tenant": c.other.slug}),
-        {"admission": "node-selector: spec.nodeSelector gpucloud.io/tenant=", "scheduling": "dedicated"},
+        {"admission": "node-selector: spec.nodeSelector gpucloud.io/tenant="},
     ),
     Case(
         "a node selector for nodes whose MIG layout is being changed",
@@ -409,10 +414,7 @@ HOSTILE = (
                 }
             ],
         ),
-        {
-            "admission": f"toleration: spec.tolerations tolerates gpucloud.io/tenant Equal {REACH}",
-            "scheduling": "",
-        },
+        {"admission": f"toleration: spec.tolerations tolerates gpucloud.io/tenant Equal {REACH}"},
     ),
     Case(
         "a toleration of every tenant's taint (Exists on the key)",
@@ -843,6 +845,20 @@ def test_a_hostile_pod_is_refused(case: Case, scheduler: str, tier: str) -> None
 def test_an_ordinary_gpu_workload_is_admitted_by_every_layer(case: Case, scheduler: str, tier: str) -> None:
     ordinary = case.build(_ctx(scheduler, tier))
     assert _judge_all(ordinary, WORLDS[scheduler]) == {layer: [] for layer in LAYERS}
+
+
+@pytest.mark.parametrize(("case", "scheduler", "tier"), _runs(HOSTILE) + _runs(ORDINARY))
+def test_no_pod_every_layer_admits_can_reach_a_node_it_must_not(
+    case: Case, scheduler: str, tier: str
+) -> None:
+    """Another tenant's dedicated node, a quarantined node or one being reconfigured: a pod that reaches one
+    must have been refused by some layer (admission refuses nodeName and the tolerations and selectors that
+    would get it there)."""
+    world = WORLDS[scheduler]
+    candidate = case.build(_ctx(scheduler, tier))
+    if any(_judge_all(candidate, world).values()):
+        return
+    assert scheduling_judge.breaches(scheduling_judge.synced(candidate, world), world) == []
 
 
 def test_the_suite_has_the_cases_the_issue_asks_for() -> None:

@@ -40,6 +40,10 @@ class NotFound(ApiStatusError):
     """404: the object, or the whole resource type (a missing CRD), does not exist."""
 
 
+class Conflict(ApiStatusError):
+    """409 to a write with a `resourceVersion` precondition: the object moved on; read it again."""
+
+
 class Gone(ApiStatusError):
     """410: the resourceVersion a watch started from is too old (compacted); list again."""
 
@@ -125,8 +129,13 @@ class KubeApi:
         query: dict[str, str] | None = None,
         body: Any = None,
         content_type: str | None = None,
+        conditional: bool = False,
     ) -> Any:
-        """One logical request: retried on temporary failures, raising a DriverError otherwise."""
+        """One logical request: retried on temporary failures, raising a DriverError otherwise.
+
+        `conditional`: the body carries a `resourceVersion` precondition, so a 409 is final (`Conflict`):
+        sending the same body again cannot succeed; the caller reads the object again and recomputes.
+        """
         last: Exception | None = None
         for attempt in range(self.retry.attempts):
             if attempt:
@@ -134,6 +143,8 @@ class KubeApi:
             try:
                 return self._once(method, path, query, body, content_type)
             except client.ApiException as exc:
+                if conditional and exc.status == 409:
+                    raise Conflict(409, _message(exc)) from None
                 if exc.status not in TEMPORARY_STATUSES and not (exc.status or 0) >= 500:
                     raise self._permanent(exc) from None
                 last = exc

@@ -16,6 +16,9 @@ SPEC_HASH = "gpucloud.io/spec-hash"
 # Objects several tenants need (ResourceFlavors, Cohorts, parent queues…) carry this tenant label value.
 # It contains a dot, which a tenant slug (a DNS label) never does, so it can never name a tenant.
 SHARED = "gpucloud.shared"
+# On a host node, the same key as a label and a `NoSchedule` taint means "dedicated to this tenant" (an
+# isolated tenant's node; docs/kubernetes.md, "Dedicated nodes").
+DEDICATED_TO = "gpucloud.io/tenant"
 
 
 def spec_hash(manifest: Manifest) -> str:

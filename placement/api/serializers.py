@@ -39,6 +39,10 @@ class CapacitySerializer(serializers.Serializer[dict[str, Any]]):
     guaranteed = serializers.IntegerField()
     available = serializers.IntegerField()
     healthy_gpus = serializers.IntegerField()
+    dedicated_gpus = serializers.IntegerField(
+        help_text="healthy GPUs of the model on whole nodes held for isolated tenants (dedicated to them, or "
+        "needed to cover their guarantees): out of reach of every other guarantee, `available` included"
+    )
     advertised = serializers.IntegerField(
         allow_null=True,
         help_text="units the nodes advertise now (MIG slices after the MIG manager's success, time-sliced "

@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from core.audit import Actor
 from fleet.models import Gpu, GpuClass, Node, SimulatedPod
+from placement.dedication import dedicate_nodes
 from placement.engine import GangRequest
 from placement.service import FleetModel, pod_request
 from tenants.services import lifecycle, quotas
@@ -145,6 +146,7 @@ def test_an_isolated_tenant_gets_whole_gpus_on_nodes_dedicated_to_it(new_tenant,
     solo, other = new_tenant("solo", trust_tier="isolated"), new_tenant("other", trust_tier="trusted")
     quota(solo, "h200-141gb", 8)
     h200 = cls("h200-141gb")
+    carved = dedicate_nodes(demo_fleet).carved  # the dedication pass persists the pool; the model reads it
     model = FleetModel.build(demo_fleet)
     pool = {model.engine.fleet.names[i] for i in model.pool("solo")}
 
@@ -152,6 +154,7 @@ def test_an_isolated_tenant_gets_whole_gpus_on_nodes_dedicated_to_it(new_tenant,
     others = [model.place(pod_request(f"o{n}", h200, 8, other.slug, other.trust_tier)) for n in range(8)]
 
     assert len(pool) == 1
+    assert carved == [(next(iter(pool)), "solo")]
     assert mine.node in pool
     placed = [p for p in others if p]
     assert len(placed) == 7, "7 other H200 nodes"

@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from core.audit import Actor
 from fleet.models import Gpu, GpuClass, Node, SimulatedPod
+from placement.dedication import dedicate_nodes
 from tenants.services import lifecycle
 from tenants.services.quotas import set_quota
 
@@ -258,8 +259,10 @@ def test_nodes_dedicated_to_an_isolated_tenant_are_not_free_to_others(api, peopl
     set_quota(
         actor=Actor.of(admin), tenant=solo, gpu_class=GpuClass.objects.get(name="h200-141gb"), guaranteed=12
     )
+    dedicate_nodes(solo.cluster.host_cluster)  # as the reconcile the quota change enqueues does
 
     rows = api(people["alice"]).get("/api/v1/fleet/capacity/?gpu_model=h200-141gb").json()["results"]
 
     h200 = next(r for r in rows if r["gpu_class"] == "h200-141gb")
     assert (h200["guaranteed"], h200["free"]) == (12, 64 - 16), "a pool of two whole nodes"
+    assert (h200["dedicated_gpus"], h200["available"]) == (16, 64 - 16), "admission counts them whole too"

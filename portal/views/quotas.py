@@ -15,7 +15,7 @@ from portal.forms import QuotaForm, whole
 from portal.scoping import actor_of, allowed, form_errors, tenant_for
 from tenants.api.views import gpu_class_named
 from tenants.capacity import capacity_table
-from tenants.selectors import quotas_of
+from tenants.selectors import dedicated_nodes_of, quotas_of
 from tenants.services.quotas import remove_quota, set_quota
 
 
@@ -41,6 +41,8 @@ def quotas(request: HttpRequest, slug: str) -> HttpResponse:
         "can": can,
         # What the host cluster could still guarantee, per class: the numbers a refusal would name.
         "capacity": capacity_table(tenant.cluster.host_cluster) if can["quota_manage"] else [],
+        # An isolated tenant's whole nodes (docs/kubernetes.md, "Dedicated nodes").
+        "dedicated": dedicated_nodes_of(tenant),
     }
     return render(request, "portal/tenant/quotas.html", context)
 

@@ -38,6 +38,11 @@ class TenantSerializer(ModelSerializer[Tenant]):
     host_cluster = serializers.CharField(
         write_only=True, required=False, help_text="host cluster name; gpucloud picks one when omitted"
     )
+    dedicated_nodes = serializers.SerializerMethodField(
+        help_text="isolated tenants: the host nodes dedicated to it, labelled and tainted "
+        "gpucloud.io/tenant=<slug> (docs/kubernetes.md, 'Dedicated nodes'); a node stays listed until it is "
+        "returned, once none of its pods runs there"
+    )
 
     class Meta:
         model = Tenant
@@ -50,6 +55,7 @@ class TenantSerializer(ModelSerializer[Tenant]):
             "state_reason",
             "cluster",
             "host_cluster",
+            "dedicated_nodes",
             "sleep_after_inactivity",
             "sleep_when_idle",
             "idle_since",
@@ -76,6 +82,9 @@ class TenantSerializer(ModelSerializer[Tenant]):
             "display_name": {"required": False},
             "trust_tier": {"required": False},
         }
+
+    def get_dedicated_nodes(self, tenant: Tenant) -> list[str]:
+        return sorted(d.node.name for d in tenant.dedicated_nodes.all())
 
 
 class TenantUpdateSerializer(serializers.Serializer[None]):

@@ -68,7 +68,8 @@ class TenantViewSet(
     lookup_value_regex = "[a-z0-9-]+"
 
     def get_queryset(self) -> QuerySet[Tenant]:
-        return self.visible_tenants().select_related("cluster__host_cluster").order_by("slug")
+        tenants = self.visible_tenants().select_related("cluster__host_cluster")
+        return tenants.prefetch_related("dedicated_nodes__node").order_by("slug")
 
     def create(self, request: Request) -> Response:
         serializer = TenantSerializer(data=request.data)

@@ -16,7 +16,7 @@ from gpucloud.celery import enqueue_tenant_reconcile
 from gpucloud.errors import Conflict, PermissionDenied, ValidationFailed
 from gpucloud.transactions import atomic
 from tenants import tiers
-from tenants.capacity import pick_host_cluster
+from tenants.capacity import admit, host_cluster_of, lock_admissions, pick_host_cluster
 from tenants.models import SLUG_RE, InvalidTransition, Membership, Tenant, TenantCluster
 from tenants.services.roles import require, require_tenant_creator
 
@@ -136,6 +136,8 @@ def update_tenant(
         _validate_tier(trust_tier)
         _refuse_quotas_beyond_tier(tenant, trust_tier)
         tenant.trust_tier = trust_tier
+        if trust_tier == Tenant.TrustTier.ISOLATED:
+            _admit_in_whole_nodes(tenant)
     if tenant_snapshot(tenant) == before:
         return tenant
     changed = {"displayName": "display_name", "trustTier": "trust_tier"}
@@ -150,6 +152,18 @@ def update_tenant(
     _audit_tenant(actor, "tenant.update", tenant, before)
     reconcile_on_commit(tenant)
     return tenant
+
+
+def _admit_in_whole_nodes(tenant: Tenant) -> None:
+    """A tenant becoming isolated holds its guarantees in whole nodes (`tenants.capacity`): each is admitted
+    again so, and the change is refused (422) where the host cluster has not the whole nodes for them."""
+    quotas = list(tenant.quotas.filter(guaranteed__gt=0).select_related("gpu_class__gpu_model"))
+    if not quotas:
+        return
+    host_cluster = host_cluster_of(tenant)
+    lock_admissions((host_cluster.pk, q.gpu_class.gpu_model_id) for q in quotas)  # in the global lock order
+    for quota in quotas:
+        admit(tenant, quota.gpu_class, quota.guaranteed)
 
 
 def _refuse_quotas_beyond_tier(tenant: Tenant, trust_tier: str) -> None:

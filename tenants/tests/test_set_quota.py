@@ -186,9 +186,11 @@ def test_the_admission_lock_is_held_only_for_the_reads_and_writes_that_need_it(a
     statements = [q["sql"] for q in queries if not q["sql"].startswith(("SAVEPOINT", "RELEASE SAVEPOINT"))]
     locked = next(i for i, sql in enumerate(statements) if '"tenants_admissionlock"' in sql)
     assert "FOR UPDATE" in statements[locked]
-    # Every change of a model's guarantees on a host cluster waits for this lock: under it, only the healthy
-    # GPUs and the guarantees are read, then the quota and its audit row written (the commit follows).
+    # Every change of a model's guarantees on a host cluster waits for this lock: under it, only the
+    # guarantees, the healthy GPUs node by node and the nodes dedicated to isolated tenants are read, then the
+    # quota and its audit row written (the commit follows).
     held = [sql.split()[0] + (" audit" if "tenants_auditevent" in sql else "") for sql in statements]
-    assert held[locked + 1 :] == ["SELECT", "SELECT", "UPDATE", "INSERT audit"]
-    assert '"scheduling_gpu"' in statements[locked + 1]
-    assert '"tenants_quota"' in statements[locked + 2]
+    assert held[locked + 1 :] == ["SELECT", "SELECT", "SELECT", "UPDATE", "INSERT audit"]
+    assert '"tenants_quota"' in statements[locked + 1]
+    assert '"scheduling_gpu"' in statements[locked + 2]
+    assert '"tenants_dedicatednode"' in statements[locked + 3]

@@ -98,3 +98,23 @@ def test_restricted_security_keeps_the_oidc_api_server_flags(make_tenant):
 def test_the_vclusters_coredns_resolves_through_the_host_dns_its_egress_policy_allows(make_tenant):
     values = render_vcluster(make_tenant(), ClusterProfile())[1]["spec"]["values"]
     assert values["networking"] == {"advanced": {"fallbackHostCluster": True}}
+
+
+def test_an_isolated_tenants_vcluster_syncs_only_its_nodes_and_tolerates_only_their_taint(make_tenant):
+    solo = make_tenant("solo", trust_tier="isolated", dedicated_nodes=("h200-3", "h200-4"))
+    values = render_vcluster(solo, ClusterProfile())[1]["spec"]["values"]
+
+    # vCluster's syncer sets these labels as the node selector of every synced pod, and appends the
+    # toleration, parsed as key=value:Effect (operator Equal), to every pod's tolerations.
+    assert values["sync"]["fromHost"]["nodes"]["selector"]["labels"] == {
+        "nvidia.com/gpu.present": "true",
+        "gpucloud.io/tenant": "solo",
+    }
+    assert values["sync"]["toHost"]["pods"]["enforceTolerations"] == ["gpucloud.io/tenant=solo:NoSchedule"]
+
+
+def test_other_tiers_sync_the_shared_gpu_nodes_and_enforce_no_toleration(make_tenant):
+    for tier in ("standard", "trusted"):
+        values = render_vcluster(make_tenant(trust_tier=tier), ClusterProfile())[1]["spec"]["values"]
+        assert values["sync"]["fromHost"]["nodes"]["selector"]["labels"] == {"nvidia.com/gpu.present": "true"}
+        assert "enforceTolerations" not in values["sync"]["toHost"]["pods"]
