@@ -3,7 +3,7 @@ answered through it (docs/placement.md, "In the product").
 
 The engine (`placement/engine/`) is pure and knows nothing of rows; this module is the glue. A
 :class:`FleetModel` is one host cluster at one moment: its nodes and GPUs with topology and health, the pods
-the simulated fleet is running (`scheduling.SimulatedPod` rows not finished), nodes dedicated to isolated
+the simulated fleet is running (`scheduling.Pod` rows not finished), nodes dedicated to isolated
 tenants, and MIG layouts. Tenancy rules are the engine's (a GPU is shared by two tenants only if both are
 trusted, MIG instances of one GPU may serve different tenants, isolated tenants get whole GPUs on nodes
 dedicated to them, quarantined hardware takes nothing new); this module only feeds it the facts.
@@ -26,7 +26,7 @@ from django.db.models import Q, Sum
 from django.utils import timezone
 
 from fleet import catalog
-from fleet.models import Gpu, GpuClass, GpuModel, HostCluster, Node, SimulatedPod
+from fleet.models import Gpu, GpuClass, GpuModel, HostCluster, Node, Pod
 from health import selectors as health
 from placement.engine import (
     Engine,
@@ -52,7 +52,7 @@ LIVE_STATES = (
     Tenant.State.READY,
     Tenant.State.SUSPENDED,
 )
-# What a simulated pod asks besides GPUs. Not stored on SimulatedPod: it is a function of the pod's class and
+# What a simulated pod asks besides GPUs. Not stored on Pod: it is a function of the pod's class and
 # size, so the fleet model can be rebuilt from the rows alone.
 CPU_PER_GPU, MEMORY_PER_GPU = 4000, 32 * 1024
 CPU_PER_SLICE, MEMORY_PER_SLICE = 1000, 8 * 1024
@@ -100,14 +100,14 @@ def engine_name(namespace: str, name: str) -> str:
     return f"{namespace}/{name}"
 
 
-def pod_units(pod: SimulatedPod) -> int:
+def pod_units(pod: Pod) -> int:
     """Units of its class a recorded pod holds: GPUs for a whole class, one for a MIG slice or a share."""
     return len(pod.gpu_uuids) if pod.gpu_class.kind == GpuClass.Kind.WHOLE else 1
 
 
 @dataclass(frozen=True)
 class Holding:
-    """What a placed pod holds, in database terms: the fields of a `SimulatedPod`."""
+    """What a placed pod holds, in database terms: the fields of a `Pod`."""
 
     node: Node
     gpu_uuids: list[str]
@@ -126,7 +126,7 @@ class FleetModel:
     gpus: dict[tuple[str, int], Gpu]
     isolated: list[str] = field(default_factory=list)  # slugs of the live isolated tenants, sorted
 
-    pods: list[SimulatedPod] = field(default_factory=list)  # running when it was built
+    pods: list[Pod] = field(default_factory=list)  # running when it was built
 
     @classmethod
     def build(cls, host_cluster: HostCluster, at: datetime | None = None) -> FleetModel:
@@ -159,7 +159,7 @@ class FleetModel:
 
     # --- building ----------------------------------------------------------------------------------------
 
-    def _hold(self, pods: Iterable[SimulatedPod]) -> None:
+    def _hold(self, pods: Iterable[Pod]) -> None:
         """Book the running pods where the rows say they are (they were placed under the rules then)."""
         fleet = self.engine.fleet
         by_uuid = {g.uuid: g for g in self.gpus.values()}
@@ -185,7 +185,7 @@ class FleetModel:
             if gpu.health != Gpu.Health.HEALTHY:
                 fleet.quarantine_gpu(node_name, index)
 
-    def _dedicate_pools(self, pods: Iterable[SimulatedPod], guarantees: dict[str, dict[str, int]]) -> None:
+    def _dedicate_pools(self, pods: Iterable[Pod], guarantees: dict[str, dict[str, int]]) -> None:
         """Isolated tenants: nodes running their pods stay theirs; more are carved to cover guarantees."""
         fleet = self.engine.fleet
         running: dict[str, set[str]] = defaultdict(set)
@@ -289,7 +289,7 @@ class FleetModel:
         return Holding(node, uuids, placement.mig_slot, round(MILLI * slices / 7), layout)
 
 
-def _request(pod: SimulatedPod) -> PodRequest:
+def _request(pod: Pod) -> PodRequest:
     """The engine's request for a recorded pod, under its tenant and trust tier."""
     slug = pod.tenant.slug if pod.tenant else ""
     tier = pod.tenant.trust_tier if pod.tenant else Tier.TRUSTED
@@ -325,7 +325,7 @@ class _ClusterFacts:
 
     nodes: dict[str, Node] = field(default_factory=dict)  # by name, in name order
     gpus: dict[tuple[str, int], Gpu] = field(default_factory=dict)  # by (node name, index)
-    pods: list[SimulatedPod] = field(default_factory=list)  # running, in start order
+    pods: list[Pod] = field(default_factory=list)  # running, in start order
     isolated: list[str] = field(default_factory=list)  # slugs of the live isolated tenants
     isolated_guarantees: dict[str, dict[str, int]] = field(default_factory=dict)  # slug -> model -> GPUs
     mig_guarantees: dict[str, int] = field(default_factory=dict)  # MIG class -> instances (shared pool)
@@ -386,10 +386,10 @@ class _Facts:
         return cls(dict(facts))
 
 
-def running_pods(host_cluster_ids: Sequence[int], at: datetime) -> list[SimulatedPod]:
+def running_pods(host_cluster_ids: Sequence[int], at: datetime) -> list[Pod]:
     """Pods of these host clusters started by `at` and not finished by then."""
     return list(
-        SimulatedPod.objects.filter(host_cluster__in=host_cluster_ids, started_at__lte=at)
+        Pod.objects.filter(host_cluster__in=host_cluster_ids, started_at__lte=at)
         .filter(Q(finished_at__isnull=True) | Q(finished_at__gt=at))
         .select_related("tenant", "gpu_class__gpu_model", "node")
         .order_by("started_at", "id")

@@ -1,0 +1,202 @@
+"""The live view of a Kubernetes host cluster: pods in tenant namespaces on the API stand-in become the
+`fleet.Pod` rows that "in use", the fleet map, capacity and what-if read, with their exact times."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from clusters.tests.conftest import host  # noqa: F401  (the registered host cluster fixture)
+from core.audit import Actor
+from fleet import selectors as fleet
+from fleet.models import HostCluster, Pod, PodWatch
+from gpucloud.kube.api import KubeApi, RetryPolicy, api_client_for_url
+from placement.live.view import LiveView
+from placement.live.watch import live_pass
+from placement.service import FleetModel, class_figures, running_pods
+from tenants.models import Tenant
+from tenants.services import lifecycle
+from tests.kube_emulator import RunningEmulator
+
+T0 = datetime(2026, 12, 1, 9, 0, 0, tzinfo=UTC)  # in the past: what-if asks about now
+FAST = RetryPolicy(attempts=1, timeout_seconds=5.0)
+
+
+def rfc(t: datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def gpu_pod(
+    name: str, node: str, *, ns: str = "tenant-vision", gpus: int = 0, mig: str = "", start: datetime = T0
+) -> dict[str, Any]:
+    resource = {"nvidia.com/gpu": str(gpus)} if gpus else {f"nvidia.com/mig-{mig}": "1"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {"requests": resource}}]},
+        "status": {
+            "phase": "Running",
+            "startTime": rfc(start),
+            "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": rfc(start)}],
+        },
+    }
+
+
+def finish(em: RunningEmulator, name: str, at: datetime, ns: str = "tenant-vision") -> None:
+    """The kubelet's last word on a pod: Succeeded, its container terminated at `at`."""
+    terminated = {"terminated": {"exitCode": 0, "finishedAt": rfc(at)}}
+    em.edit_object(
+        "v1",
+        "Pod",
+        name,
+        ns,
+        {"status": {"phase": "Succeeded", "containerStatuses": [{"name": "c", "state": terminated}]}},
+    )
+
+
+@pytest.fixture
+def vision(host: HostCluster, admin: Any, kube_emulator: RunningEmulator) -> Tenant:  # noqa: F811
+    tenant = lifecycle.create_tenant(actor=Actor.of(admin), slug="vision", host_cluster=host)
+    kube_emulator.put_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "tenant-vision"}})
+    return tenant
+
+
+def api_of(em: RunningEmulator) -> KubeApi:
+    return KubeApi(api_client_for_url(em.url), FAST)
+
+
+def one_pass(host: HostCluster, em: RunningEmulator) -> Any:  # noqa: F811
+    return live_pass(host, watch_seconds=1, api=api_of(em))
+
+
+def test_pods_in_tenant_namespaces_are_what_in_use_the_fleet_map_and_what_if_read(
+    host: HostCluster,  # noqa: F811
+    vision: Tenant,
+    kube_emulator: RunningEmulator,
+) -> None:
+    kube_emulator.put_object(gpu_pod("train-0", "h200-1", gpus=4))
+    kube_emulator.put_object(gpu_pod("infer-0", "h200-2", mig="1g.18gb"))
+    kube_emulator.put_object(gpu_pod("cpu-only", "h200-2", gpus=0, mig="") | {"spec": {"nodeName": "h200-2"}})
+    outcome = one_pass(host, kube_emulator)
+    assert outcome.listed
+
+    pods = {p.name: p for p in Pod.objects.filter(host_cluster=host)}
+    assert set(pods) == {"train-0", "infer-0"}
+    assert pods["train-0"].tenant_id == vision.pk
+    assert pods["train-0"].gpu_class.name == "h200-141gb"
+    assert len(pods["train-0"].gpu_uuids) == 4
+    assert pods["infer-0"].gpu_class.name == "h200-141gb.mig-1g.18gb"
+    assert pods["infer-0"].gpu_instance_id is not None
+    assert pods["train-0"].started_at == T0
+
+    used = fleet.units_in_use([vision.pk])
+    assert used[(vision.pk, "h200-141gb")] == 4
+    assert used[(vision.pk, "h200-141gb.mig-1g.18gb")] == 1
+    uses = fleet.gpu_uses(host)
+    assert sorted(u.state for u in uses.values()).count("allocated") == 4
+    assert sorted(u.state for u in uses.values()).count("mig") == 1
+    assert {u.tenants for u in uses.values() if u.state != "free"} == {("vision",)}
+
+    model = FleetModel.build(host)
+    assert {p.name for p in model.pods} == {"train-0", "infer-0"}
+    figures = class_figures([model])
+    assert figures["h200-141gb"].allocated == 4
+    # 16 GPUs: 4 held whole, 1 partitioned for the MIG pod; capacity and what-if see 11 whole ones free.
+    assert figures["h200-141gb"].free == 11
+    assert figures["h200-141gb"].largest_free_on_node == 7
+    assert figures["h200-141gb.mig-1g.18gb"].allocated == 1
+    assert figures["h200-141gb.mig-1g.18gb"].free == 6
+
+
+def test_a_pod_that_lived_ten_seconds_lasts_ten_seconds_in_the_view(
+    host: HostCluster,  # noqa: F811
+    vision: Tenant,
+    kube_emulator: RunningEmulator,
+) -> None:
+    one_pass(host, kube_emulator)  # listed empty: the watch goes on from here
+    kube_emulator.put_object(gpu_pod("short", "h200-1", gpus=1, start=T0))
+    finish(kube_emulator, "short", T0 + timedelta(seconds=10))
+    kube_emulator.remove_object("v1", "Pod", "short", "tenant-vision")
+    outcome = one_pass(host, kube_emulator)
+    assert not outcome.listed
+
+    row = Pod.objects.get(host_cluster=host, name="short")
+    assert row.phase == Pod.Phase.SUCCEEDED
+    assert row.finished_at is not None
+    assert (row.finished_at - row.started_at).total_seconds() == 10
+    assert fleet.units_in_use([vision.pk]) == {}
+
+
+def test_a_lost_watch_relists_and_closes_what_it_missed_once(
+    host: HostCluster,  # noqa: F811
+    vision: Tenant,
+    kube_emulator: RunningEmulator,
+) -> None:
+    kube_emulator.put_object(gpu_pod("a", "h200-1", gpus=2))
+    kube_emulator.put_object(gpu_pod("b", "h200-2", gpus=1))
+    one_pass(host, kube_emulator)
+    kept = PodWatch.objects.get(host_cluster=host).resource_version
+
+    kube_emulator.remove_object("v1", "Pod", "a", "tenant-vision")  # deleted while nobody watches
+    kube_emulator.compact()  # and its event compacted away: the watch answers 410 Gone
+    outcome = one_pass(host, kube_emulator)
+    assert outcome.listed
+    assert PodWatch.objects.get(host_cluster=host).resource_version != kept
+
+    gone = Pod.objects.get(host_cluster=host, name="a")
+    assert gone.finished_at is not None, "the list closes what the lost watch missed: no time dropped"
+    closed_at = gone.finished_at
+    assert Pod.objects.get(host_cluster=host, name="b").finished_at is None
+
+    # A restarted worker (a new view) listing again and replaying writes nothing and closes nothing twice.
+    view = LiveView(host)
+    items = api_of(kube_emulator).get("/api/v1/pods")
+    with CaptureQueriesContext(connection) as queries:
+        view.listed(items["items"], items["metadata"]["resourceVersion"])
+    writes = [q for q in queries.captured_queries if q["sql"].startswith(("INSERT", "UPDATE", "DELETE"))]
+    assert [q["sql"] for q in writes if "workers_simulatedpod" in q["sql"]] == []
+    assert Pod.objects.get(host_cluster=host, name="a").finished_at == closed_at
+
+
+def test_a_resumed_watch_replaying_events_bills_no_pod_twice(
+    host: HostCluster,  # noqa: F811
+    vision: Tenant,
+    kube_emulator: RunningEmulator,
+) -> None:
+    one_pass(host, kube_emulator)
+    start = PodWatch.objects.get(host_cluster=host).resource_version
+    kube_emulator.put_object(gpu_pod("c", "h200-1", gpus=1))
+    finish(kube_emulator, "c", T0 + timedelta(seconds=95))
+    one_pass(host, kube_emulator)
+    first = list(Pod.objects.filter(host_cluster=host).values_list("name", "started_at", "finished_at"))
+
+    PodWatch.objects.filter(host_cluster=host).update(resource_version=start)  # the worker died unsaved
+    one_pass(host, kube_emulator)  # the same events again
+    assert (
+        list(Pod.objects.filter(host_cluster=host).values_list("name", "started_at", "finished_at")) == first
+    )
+    assert first == [("c", T0, T0 + timedelta(seconds=95))]
+
+
+def test_a_name_that_comes_back_is_a_new_pod(
+    host: HostCluster,  # noqa: F811
+    vision: Tenant,
+    kube_emulator: RunningEmulator,
+) -> None:
+    one_pass(host, kube_emulator)
+    kube_emulator.put_object(gpu_pod("worker-0", "h200-1", gpus=1))
+    finish(kube_emulator, "worker-0", T0 + timedelta(seconds=5))
+    kube_emulator.remove_object("v1", "Pod", "worker-0", "tenant-vision")
+    kube_emulator.put_object(gpu_pod("worker-0", "h200-1", gpus=1, start=T0 + timedelta(seconds=6)))
+    one_pass(host, kube_emulator)
+    rows = Pod.objects.filter(host_cluster=host, name="worker-0").order_by("started_at")
+    assert [(r.started_at, r.finished_at) for r in rows] == [
+        (T0, T0 + timedelta(seconds=5)),
+        (T0 + timedelta(seconds=6), None),
+    ]
+    assert [p.name for p in running_pods([host.pk], T0 + timedelta(seconds=7))] == ["worker-0"]
