@@ -13,13 +13,13 @@ from django.test.utils import CaptureQueriesContext
 from clusters.tests.conftest import host  # noqa: F401  (the registered host cluster fixture)
 from core.audit import Actor
 from fleet import selectors as fleet
-from fleet.models import HostCluster, Pod, PodWatch
+from fleet.models import GpuClass, HostCluster, Pod, PodWatch
 from gpucloud.kube.api import KubeApi, RetryPolicy, api_client_for_url
 from placement.live.view import LiveView
 from placement.live.watch import live_pass
 from placement.service import FleetModel, class_figures, running_pods
 from tenants.models import Tenant
-from tenants.services import lifecycle
+from tenants.services import lifecycle, quotas
 from tests.kube_emulator import RunningEmulator
 
 T0 = datetime(2026, 12, 1, 9, 0, 0, tzinfo=UTC)  # in the past: what-if asks about now
@@ -200,3 +200,28 @@ def test_a_name_that_comes_back_is_a_new_pod(
         (T0 + timedelta(seconds=6), None),
     ]
     assert [p.name for p in running_pods([host.pk], T0 + timedelta(seconds=7))] == ["worker-0"]
+
+
+def test_the_portal_shows_the_live_pods_in_quota_bars_the_fleet_map_and_capacity(
+    host: HostCluster,  # noqa: F811
+    vision: Tenant,
+    kube_emulator: RunningEmulator,
+    admin: Any,
+    client: Any,
+) -> None:
+    h200 = GpuClass.objects.get(name="h200-141gb")
+    quotas.set_quota(actor=Actor.of(admin), tenant=vision, gpu_class=h200, guaranteed=6, burst=2)
+    kube_emulator.put_object(gpu_pod("train-0", "h200-1", gpus=4))
+    kube_emulator.put_object(gpu_pod("train-1", "h200-2", gpus=1))
+    one_pass(host, kube_emulator)
+    client.force_login(admin)
+
+    bars = {q.gpu_class.name: b for q, b in client.get("/tenants/vision/quotas/").context["rows"]}
+    assert bars["h200-141gb"].used == 5
+    counts = dict(client.get("/fleet/").context["counts"])
+    assert counts["allocated"] == 5
+    assert counts["free"] == 11
+    rows = client.get("/capacity/").context["rows"]
+    whole = next(r for r, _ in rows if r["host_cluster"] == "gpu-east" and r["gpu_class"] == "h200-141gb")
+    assert whole["allocated"] == 5
+    assert whole["free"] == 11
