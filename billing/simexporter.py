@@ -13,16 +13,15 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from django.db import connections
 from django.db.models import Q
 
-from billing.metering import PodLifecycle
+from billing.lifecycle import pod_facts
 from billing.services.ingest import ClusterFacts
-from fleet import catalog
 from fleet.models import Gpu, GpuClass, HostCluster, Node, Pod
 
 Clock = Callable[[], datetime]
@@ -176,22 +175,9 @@ def _activity(busy: bool) -> dict[str, str]:
 
 
 def cluster_facts(host_cluster: HostCluster, at: datetime, window: float) -> ClusterFacts:
-    """What the simulated cluster's API tells about pods near `at`: exact edges, shares, classes."""
-    since = at - timedelta(seconds=window)
-    pods = (
-        Pod.objects.filter(host_cluster=host_cluster, started_at__lte=at)
-        .filter(Q(finished_at__isnull=True) | Q(finished_at__gte=since))
-        .select_related("gpu_class")
-    )
-    lifecycle, fractions, classes = {}, {}, {}
-    for pod in pods:
-        ref = (pod.namespace, pod.name)
-        finished = pod.finished_at.timestamp() if pod.finished_at else None
-        lifecycle[ref] = PodLifecycle(pod.started_at.timestamp(), finished)
-        classes[ref] = pod.gpu_class.name
-        if pod.gpu_class.kind in (catalog.SHARED, catalog.FRACTION):  # a HAMi pod: its declared fraction
-            fractions[ref] = pod.gpu_milli / 1000
-    return ClusterFacts(lifecycle=lifecycle, fractions=fractions, classes=classes)
+    """What the simulated cluster's API tells about pods near `at`: exact edges, shares, classes (the same
+    rows and rule as any host cluster's, `billing.lifecycle`)."""
+    return pod_facts(host_cluster, at, window)
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -8,8 +8,13 @@ from typing import Any
 
 import pytest
 from django.db import connection
+from django.db.models import Sum
 from django.test.utils import CaptureQueriesContext
 
+from billing.lifecycle import pod_facts
+from billing.models import UsageEntry
+from billing.services.ingest import ingest_rounds
+from billing.tests.conftest import Row, exposition
 from clusters.tests.conftest import host  # noqa: F401  (the registered host cluster fixture)
 from core.audit import Actor
 from fleet import selectors as fleet
@@ -225,3 +230,31 @@ def test_the_portal_shows_the_live_pods_in_quota_bars_the_fleet_map_and_capacity
     whole = next(r for r, _ in rows if r["host_cluster"] == "gpu-east" and r["gpu_class"] == "h200-141gb")
     assert whole["allocated"] == 5
     assert whole["free"] == 11
+
+
+def test_metering_bills_a_live_pod_from_its_observed_start_to_the_second(
+    host: HostCluster,  # noqa: F811
+    vision: Tenant,
+    kube_emulator: RunningEmulator,
+) -> None:
+    """DCGM sees the pod at the 30 s scrape only; the live view says it started at 22 s and ended at
+    51 s: 29 GPU-seconds, where half-interval edges alone would bill 30."""
+    one_pass(host, kube_emulator)
+    kube_emulator.put_object(gpu_pod("edge", "h200-1", gpus=1, start=T0 + timedelta(seconds=22)))
+    finish(kube_emulator, "edge", T0 + timedelta(seconds=51))
+    one_pass(host, kube_emulator)
+    row = Pod.objects.get(host_cluster=host, name="edge")
+    uuid, node = row.gpu_uuids[0], "h200-1"
+
+    def scrape(held: bool) -> str:
+        pod = "tenant-vision/edge" if held else ""
+        return exposition(node, [Row(uuid, model="NVIDIA H200", pod=pod)])
+
+    rounds = [(T0 + timedelta(seconds=t), {node: scrape(t in (30,))}) for t in (0, 30, 60)]
+    ingest_rounds(host, rounds, facts=pod_facts(host, T0 + timedelta(seconds=60), 120))
+    billed = UsageEntry.objects.filter(pod="edge").aggregate(s=Sum("gpu_us"))["s"]
+    assert billed == 29 * 10**6
+    assert (
+        UsageEntry.objects.filter(pod="edge").values_list("tenant_id", flat=True).distinct().get()
+        == vision.pk
+    )
