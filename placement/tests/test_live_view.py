@@ -19,7 +19,9 @@ from clusters.tests.conftest import host  # noqa: F401  (the registered host clu
 from core.audit import Actor
 from fleet import selectors as fleet
 from fleet.models import GpuClass, HostCluster, Pod, PodWatch
+from gpucloud import celery as names
 from gpucloud.kube.api import KubeApi, RetryPolicy, api_client_for_url
+from placement import tasks
 from placement.live.view import LiveView
 from placement.live.watch import live_pass
 from placement.service import FleetModel, class_figures, running_pods
@@ -258,3 +260,27 @@ def test_metering_bills_a_live_pod_from_its_observed_start_to_the_second(
         UsageEntry.objects.filter(pod="edge").values_list("tenant_id", flat=True).distinct().get()
         == vision.pk
     )
+
+
+def test_the_periodic_pass_asks_one_live_pass_per_kubernetes_host_cluster(
+    host: HostCluster,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    HostCluster.objects.create(name="sim", driver=HostCluster.Driver.SIMULATED)
+    asked: list[tuple[str, tuple[Any, ...]]] = []
+    monkeypatch.setattr(tasks, "enqueue", lambda name, *args, **kw: asked.append((name, args)))
+    tasks.live_pass_all()
+    assert asked == [(names.LIVE_PASS, (host.pk,))]
+
+
+def test_the_live_pass_task_reaches_the_host_cluster_with_its_kubeconfig(
+    host: HostCluster,  # noqa: F811
+    vision: Tenant,
+    kube_emulator: RunningEmulator,
+    settings: Any,
+) -> None:
+    settings.LIVE_WATCH_SECONDS = 1
+    kube_emulator.put_object(gpu_pod("train-0", "h200-2", gpus=8))
+    tasks.live_pass(host.pk)
+    assert fleet.units_in_use([vision.pk]) == {(vision.pk, "h200-141gb"): 8}
+    assert PodWatch.objects.get(host_cluster=host).listed_at is not None
