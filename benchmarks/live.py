@@ -36,7 +36,7 @@ import sys
 import threading
 import time
 import tracemalloc
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -268,7 +268,7 @@ class Timed(LiveView):
 
     committed: dict[str, float]
 
-    def changed(self, kind: str, item: dict[str, Any]) -> None:
+    def changed(self, kind: str, item: Mapping[str, Any]) -> None:
         super().changed(kind, item)
         name = str((item.get("metadata") or {}).get("name"))
         self.committed.setdefault(name, time.perf_counter())
@@ -299,7 +299,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         view = LiveView(host)
         start_version = ClusterFeed(api, sinks=[view]).list_pass(None)
 
-        placer, stored = Placer(args.nodes), {}
+        placer, stored = Placer(args.nodes), dict[str, float]()
         t = time.perf_counter()
         refused = play(em, edges, placer, stored)
         write_seconds = time.perf_counter() - t
@@ -366,6 +366,8 @@ def exactness(host: HostCluster, edges: list[Edge]) -> dict[str, Any]:
     errors, scrape_errors, unseen = [], [], 0
     for name, started, finished in rows.values_list("name", "started_at", "finished_at"):
         life = lives[name]
+        if finished is None:
+            continue
         truth = life.end - life.start
         errors.append(abs((finished - started).total_seconds() - truth))
         billed = scrape_billed(life.start, life.end)

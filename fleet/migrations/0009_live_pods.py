@@ -3,11 +3,13 @@
 # keeps its name (workers_simulatedpod, set in Meta), so the rename moves no data; existing rows get uid ""
 # and phase Running, or Succeeded where they have finished.
 
+from typing import Any
+
 import django.db.models.deletion
 from django.db import migrations, models
 
 
-def finished_phase(apps, schema_editor):
+def finished_phase(apps: Any, schema_editor: Any) -> None:
     Pod = apps.get_model("scheduling", "Pod")
     Pod.objects.filter(finished_at__isnull=False).update(phase="Succeeded")
 
