@@ -284,3 +284,23 @@ def test_the_live_pass_task_reaches_the_host_cluster_with_its_kubeconfig(
     tasks.live_pass(host.pk)
     assert fleet.units_in_use([vision.pk]) == {(vision.pk, "h200-141gb"): 8}
     assert PodWatch.objects.get(host_cluster=host).listed_at is not None
+
+
+def test_a_pod_that_lived_ten_seconds_between_two_scrapes_is_billed_ten_seconds_once(
+    host: HostCluster,  # noqa: F811
+    vision: Tenant,
+    kube_emulator: RunningEmulator,
+) -> None:
+    one_pass(host, kube_emulator)
+    kube_emulator.put_object(gpu_pod("blink", "h200-1", gpus=1, start=T0 + timedelta(seconds=5)))
+    finish(kube_emulator, "blink", T0 + timedelta(seconds=15))
+    kube_emulator.remove_object("v1", "Pod", "blink", "tenant-vision")
+    one_pass(host, kube_emulator)
+    uuid = Pod.objects.get(host_cluster=host, name="blink").gpu_uuids[0]
+    idle = exposition("h200-1", [Row(uuid, model="NVIDIA H200")])  # DCGM never sees the pod
+    rounds = [(T0 + timedelta(seconds=t), {"h200-1": idle}) for t in (0, 30)]
+
+    for _ in range(2):  # the round ingested again (a replay, a retried task) adds nothing
+        ingest_rounds(host, rounds, facts=pod_facts(host, T0 + timedelta(seconds=30), 120))
+    billed = UsageEntry.objects.filter(pod="blink").aggregate(s=Sum("gpu_us"))["s"]
+    assert billed == 10 * 10**6
