@@ -54,12 +54,14 @@ class _Node:
     layouts: list[list[str]]  # MIG layout per GPU index ([] = not partitioned), from the partition pass
     milli: dict[int, int] = field(default_factory=lambda: defaultdict(int))  # index -> milli held
     instances: dict[int, set[int]] = field(default_factory=lambda: defaultdict(set))  # index -> MIG slots
+    in_use: dict[int, list[str]] = field(default_factory=dict)  # index -> the layout its MIG pods run in
 
     def hold(self, pod: Pod, index: dict[str, int], sign: int = 1) -> None:
         for uuid in pod.gpu_uuids:
             i = index[uuid]
             if pod.gpu_instance_id is not None:
                 (self.instances[i].add if sign > 0 else self.instances[i].discard)(pod.gpu_instance_id)
+                self.in_use[i] = list(pod.mig_layout)
             else:
                 self.milli[i] += sign * pod.gpu_milli
 
@@ -243,7 +245,12 @@ class LiveView:
             return None
         candidates = [i for i in pod.devices.indexes if i in node.uuids] or sorted(node.uuids)
         for i in candidates:
-            layout = node.layouts[i] if i < len(node.layouts) and node.layouts[i] else [wanted] * count
+            if node.instances[i]:  # instances run: the GPU keeps their layout
+                layout = node.in_use[i]
+            elif i < len(node.layouts) and node.layouts[i]:  # as the partition pass recorded it
+                layout = node.layouts[i]
+            else:
+                layout = [wanted] * count
             if node.milli[i]:
                 continue  # a whole GPU or shares hold it: not partitioned
             free = [s for s, p in enumerate(layout) if p == wanted and s not in node.instances[i]]

@@ -304,3 +304,21 @@ def test_a_pod_that_lived_ten_seconds_between_two_scrapes_is_billed_ten_seconds_
         ingest_rounds(host, rounds, facts=pod_facts(host, T0 + timedelta(seconds=30), 120))
     billed = UsageEntry.objects.filter(pod="blink").aggregate(s=Sum("gpu_us"))["s"]
     assert billed == 10 * 10**6
+
+
+def test_mig_pods_of_two_profiles_take_two_gpus_and_what_if_books_both(
+    host: HostCluster,  # noqa: F811
+    vision: Tenant,
+    kube_emulator: RunningEmulator,
+) -> None:
+    for name, mig in (("a", "1g.18gb"), ("b", "3g.71gb"), ("c", "1g.18gb")):
+        kube_emulator.put_object(gpu_pod(name, "h200-1", mig=mig))
+    one_pass(host, kube_emulator)
+    pods = {p.name: p for p in Pod.objects.filter(host_cluster=host)}
+    assert pods["a"].gpu_uuids == pods["c"].gpu_uuids
+    assert pods["a"].gpu_instance_id != pods["c"].gpu_instance_id
+    assert pods["b"].gpu_uuids != pods["a"].gpu_uuids
+    figures = class_figures([FleetModel.build(host)])
+    assert figures["h200-141gb.mig-1g.18gb"].allocated == 2
+    assert figures["h200-141gb.mig-3g.71gb"].allocated == 1
+    assert figures["h200-141gb"].free == 14
