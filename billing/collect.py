@@ -19,6 +19,7 @@ import urllib.request
 from collections import defaultdict
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -26,6 +27,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from billing import dcgm, hami, simexporter
+from billing.lifecycle import pod_facts
 from billing.metrics import METER_LAST_SUCCESS
 from billing.models import CollectionSource, ScrapeRecord
 from billing.services.ingest import ClusterFacts, Failure, ingest_round
@@ -160,7 +162,8 @@ def collect_host_cluster(host_cluster: HostCluster, at: datetime | None = None) 
     """One collection round of a host cluster from its configured source."""
     at = (at or timezone.now()).replace(microsecond=0)
     source = CollectionSource.objects.filter(host_cluster=host_cluster).first()
-    facts: ClusterFacts | None = None
+    # The pods' exact edges, classes and shares, from the simulator's or the live view's rows.
+    facts = pod_facts(host_cluster, at, settings.METER_MAX_GAP)
     if source is not None and source.hami_url:
         read = hami_facts(source.hami_url)
         if isinstance(read, Failure):
@@ -170,15 +173,14 @@ def collect_host_cluster(host_cluster: HostCluster, at: datetime | None = None) 
             records = ingest_round(host_cluster, at, dict.fromkeys(nodes, read), source=_source_of(source))
             _note(host_cluster, source.kind, source.url, at, records)
             return records
-        facts = read
+        facts = replace(facts, hami_allocations=read.hami_allocations)
     if source is not None and source.kind == CollectionSource.Kind.PROMETHEUS:
         return collect_prometheus(host_cluster, source.url, at, facts)
     if source is not None and source.url:
         nodes = Node.objects.filter(PRESENT, host_cluster=host_cluster).values_list("name", flat=True)
         return collect_exporters(host_cluster, at, {n: source.url.format(node=n) for n in nodes}, facts)
     if host_cluster.driver == HostCluster.Driver.SIMULATED:
-        simulated = simexporter.cluster_facts(host_cluster, at, settings.METER_MAX_GAP)
-        return collect_exporters(host_cluster, at, simexporter.pool_for(host_cluster).targets, simulated)
+        return collect_exporters(host_cluster, at, simexporter.pool_for(host_cluster).targets, facts)
     return {}
 
 

@@ -62,6 +62,17 @@ class PodLifecycle(NamedTuple):
     finish: float | None = None
 
 
+class Unseen(NamedTuple):
+    """A pod the cluster says held a GPU from ``start`` to ``finish`` (Unix seconds), known to have lived
+    wholly between two samples of it, so in neither; ``fraction`` of the GPU when it held a share."""
+
+    namespace: str
+    pod: str
+    start: float
+    finish: float
+    fraction: float | None = None
+
+
 class LedgerKey(NamedTuple):
     """One ledger cell. ``namespace`` and ``pod`` are empty for platform idle time."""
 
@@ -123,11 +134,14 @@ class Integrator:
     """Incremental integrator with one explicit piece of state per device: its last sample.
 
     ``lifecycle`` maps (namespace, pod) to known start/finish times; the caller keeps it
-    up to date from the cluster. It is not part of the persisted state.
+    up to date from the cluster. ``unseen`` maps a GPU's UUID to pods that held it and have finished, so
+    that one that lived wholly between two samples is billed its lifetime (rule 3b). Neither is part of
+    the persisted state.
     """
 
     max_gap: float = 2 * DEFAULT_INTERVAL
     lifecycle: Mapping[PodRef, PodLifecycle] = field(default_factory=dict)
+    unseen: Mapping[str, Sequence[Unseen]] = field(default_factory=dict)
     last: dict[DeviceKey, Sample] = field(default_factory=dict)
     ledger: dict[LedgerKey, Usage] = field(default_factory=dict)
     gaps: list[Gap] = field(default_factory=list)
@@ -178,18 +192,20 @@ class Integrator:
         *,
         max_gap: float = 2 * DEFAULT_INTERVAL,
         lifecycle: Mapping[PodRef, PodLifecycle] | None = None,
+        unseen: Mapping[str, Sequence[Unseen]] | None = None,
     ) -> Integrator:
         """Rebuild an integrator from ``state()`` output."""
         if state.get("version") != STATE_VERSION:
             raise ValueError(f"unknown metering state version {state.get('version')!r}")
         last = dict(_from_state_row(row) for row in state["devices"])
-        return cls(max_gap=max_gap, lifecycle=lifecycle or {}, last=last)
+        return cls(max_gap=max_gap, lifecycle=lifecycle or {}, unseen=unseen or {}, last=last)
 
     def _integrate(self, device: DeviceKey, s0: Sample, s1: Sample) -> None:
         """Bill the interval (s0.t, s1.t] by the half-interval rule."""
         dt = s1.t - s0.t
         mid = s0.t + dt / 2
-        same_pods = _same_pods(s0.holders, s1.holders)
+        ghosts = self._ghosts(device, s0, s1)
+        same_pods = _same_pods(s0.holders, s1.holders) and not ghosts
         hour = int(s0.t // HOUR) * HOUR
         if same_pods and s1.t <= hour + HOUR and s0.holders == s1.holders and s0.gpu_class == s1.gpu_class:
             self._unchanged(device, s0, s1, hour)
@@ -201,11 +217,22 @@ class Integrator:
             self._segment(device, s1, s1.holders, mid, s1.t, joule_rate)
             return
         spans = self._spans(s0, s1, mid)
+        for ghost in ghosts:
+            held = Holding(ghost.namespace, ghost.pod, ghost.fraction)
+            spans[(ghost.namespace, ghost.pod)] = _Span(ghost.start, ghost.finish, held, held)
         cuts = sorted({s0.t, mid, s1.t, *(x for sp in spans.values() for x in (sp.start, sp.end))})
         for p, q in pairwise(cuts):
             early = q <= mid
             holdings = [_holding_for(sp, early) for sp in spans.values() if sp.start <= p and sp.end >= q]
             self._segment(device, s0 if early else s1, holdings, p, q, joule_rate)
+
+    def _ghosts(self, device: DeviceKey, s0: Sample, s1: Sample) -> list[Unseen]:
+        """Pods that held this GPU wholly inside (s0, s1) by the cluster's word (rule 3b): only on a whole
+        GPU nobody held at either sample, so a pod the cluster placed on a GPU by guess never takes a share
+        of a pod DCGM saw."""
+        if not self.unseen or device.gpu_instance is not None or s0.holders or s1.holders:
+            return []
+        return [u for u in self.unseen.get(device.uuid, ()) if s0.t <= u.start < u.finish <= s1.t]
 
     def _unchanged(self, device: DeviceKey, s0: Sample, s1: Sample, hour: int) -> None:
         """An interval inside one hour with the same holdings and class at both ends: one cell each.

@@ -1,7 +1,7 @@
 """dcgm-exporter endpoints for the simulated fleet: one HTTP server per node on loopback.
 
 Each server renders, at the time its clock says, what the real exporter in Kubernetes mode would show for the
-`SimulatedPod` rows running on its node: one row per GPU (one per pod on a time-sliced GPU), the parent GPU
+`Pod` rows running on its node: one row per GPU (one per pod on a time-sliced GPU), the parent GPU
 row and one row per MIG instance (`GPU_I_PROFILE`, `GPU_I_ID`, the parent's UUID) on partitioned GPUs, pod and
 namespace labels, utilisation and an energy counter. The label layout follows the real exporter
 (`../shared/reference/kubernetes-objects.md` §7.2). The simulated cluster also tells what a Kubernetes API
@@ -13,17 +13,16 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from django.db import connections
 from django.db.models import Q
 
-from billing.metering import PodLifecycle
+from billing.lifecycle import pod_facts
 from billing.services.ingest import ClusterFacts
-from fleet import catalog
-from fleet.models import Gpu, GpuClass, HostCluster, Node, SimulatedPod
+from fleet.models import Gpu, GpuClass, HostCluster, Node, Pod
 
 Clock = Callable[[], datetime]
 BOOT = 1_700_000_000  # the simulated GPUs' energy counters count from here (Unix seconds)
@@ -61,7 +60,7 @@ class _Row:
     values: dict[str, str]
 
 
-def _labels(gpu: Gpu, node: str, pod: SimulatedPod | None, mig: tuple[str, int] | None) -> str:
+def _labels(gpu: Gpu, node: str, pod: Pod | None, mig: tuple[str, int] | None) -> str:
     parts = [
         f'gpu="{gpu.index}"',
         f'UUID="{gpu.uuid}"',
@@ -90,12 +89,12 @@ def _energy_mj(t: float) -> int:
     return int((t - BOOT) * BUSY_WATTS * 1000)
 
 
-def _running(pod: SimulatedPod, at: datetime) -> bool:
+def _running(pod: Pod, at: datetime) -> bool:
     return pod.started_at <= at and (pod.finished_at is None or at < pod.finished_at)
 
 
 class NodeExporter:
-    """Renders one node's /metrics at a given time from the SimulatedPod rows."""
+    """Renders one node's /metrics at a given time from the Pod rows."""
 
     def __init__(self, node: Node) -> None:
         self.node = node
@@ -122,7 +121,7 @@ class NodeExporter:
     def render(self, at: datetime) -> str:
         """The node's /metrics at `at`, from the database."""
         # Running pods, and every MIG pod of the node: its instance exists before and after the pod.
-        pods = SimulatedPod.objects.filter(node=self.node).filter(
+        pods = Pod.objects.filter(node=self.node).filter(
             Q(started_at__lte=at, finished_at__isnull=True)
             | Q(started_at__lte=at, finished_at__gt=at)
             | Q(gpu_instance_id__isnull=False)
@@ -130,7 +129,7 @@ class NodeExporter:
         # A fixed order, so that every scrape lists a shared GPU's holders the same way.
         return self.render_pods(list(pods.order_by("started_at", "namespace", "name")), at)
 
-    def render_pods(self, pods: list[SimulatedPod], at: datetime) -> str:
+    def render_pods(self, pods: list[Pod], at: datetime) -> str:
         """The node's /metrics at `at` from pods already read (a replay reads them once)."""
         gpus = [gpu for gpu in self.gpus if gpu.index not in self.missing]
         rows = [row for gpu in gpus for row in self._gpu_rows(gpu, pods, at)]
@@ -140,7 +139,7 @@ class NodeExporter:
             lines += [f"{name}{row.labels} {row.values[name]}" for row in rows if name in row.values]
         return "\n".join(lines) + "\n"
 
-    def _gpu_rows(self, gpu: Gpu, pods: list[SimulatedPod], at: datetime) -> Iterable[_Row]:
+    def _gpu_rows(self, gpu: Gpu, pods: list[Pod], at: datetime) -> Iterable[_Row]:
         t = at.timestamp()
         on_gpu = [p for p in pods if gpu.uuid in p.gpu_uuids]
         instances = {
@@ -156,7 +155,7 @@ class NodeExporter:
             "DCGM_FI_DEV_POWER_USAGE": f"{BUSY_WATTS if busy else IDLE_WATTS}.0",
             "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": str(_energy_mj(t)),
         }
-        shown: list[SimulatedPod | None] = list(holders) or [None]
+        shown: list[Pod | None] = list(holders) or [None]
         device_health = {
             k: f"{v:g}" for k, v in {**HEALTH_DEFAULTS, **self.faults.get(gpu.index, {})}.items()
         }
@@ -176,22 +175,9 @@ def _activity(busy: bool) -> dict[str, str]:
 
 
 def cluster_facts(host_cluster: HostCluster, at: datetime, window: float) -> ClusterFacts:
-    """What the simulated cluster's API tells about pods near `at`: exact edges, shares, classes."""
-    since = at - timedelta(seconds=window)
-    pods = (
-        SimulatedPod.objects.filter(host_cluster=host_cluster, started_at__lte=at)
-        .filter(Q(finished_at__isnull=True) | Q(finished_at__gte=since))
-        .select_related("gpu_class")
-    )
-    lifecycle, fractions, classes = {}, {}, {}
-    for pod in pods:
-        ref = (pod.namespace, pod.name)
-        finished = pod.finished_at.timestamp() if pod.finished_at else None
-        lifecycle[ref] = PodLifecycle(pod.started_at.timestamp(), finished)
-        classes[ref] = pod.gpu_class.name
-        if pod.gpu_class.kind in (catalog.SHARED, catalog.FRACTION):  # a HAMi pod: its declared fraction
-            fractions[ref] = pod.gpu_milli / 1000
-    return ClusterFacts(lifecycle=lifecycle, fractions=fractions, classes=classes)
+    """What the simulated cluster's API tells about pods near `at`: exact edges, shares, classes (the same
+    rows and rule as any host cluster's, `billing.lifecycle`)."""
+    return pod_facts(host_cluster, at, window)
 
 
 class _Handler(BaseHTTPRequestHandler):

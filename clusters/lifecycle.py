@@ -41,7 +41,7 @@ from core.audit import Actor
 from core.declared import refuse_undone_edit
 from fleet import services as fleet
 from fleet.clients import api_client_of
-from fleet.models import HostCluster, SimulatedPod
+from fleet.models import HostCluster, Pod
 from fleet.selectors import PRESENT
 from gpucloud import celery as names
 from gpucloud import crypto
@@ -322,7 +322,7 @@ def _why_not_movable(tenant: Tenant, recreate: bool) -> str:
         .values_list("name", flat=True)
     )
     running += list(
-        SimulatedPod.objects.filter(tenant=tenant, finished_at__isnull=True)
+        Pod.objects.filter(tenant=tenant, finished_at__isnull=True)
         .order_by("name")
         .values_list("name", flat=True)
     )

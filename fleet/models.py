@@ -256,12 +256,23 @@ class Gpu(models.Model):
         return self.uuid
 
 
-class SimulatedPod(models.Model):
-    """A pod the simulated fleet ran: which GPUs (or which MIG instance, or what share) it held, and when.
+class Pod(models.Model):
+    """A GPU pod of a host cluster: which GPUs (or which MIG instance, or what share) it holds, whose it is,
+    and when it was created, scheduled, started and finished.
 
-    The simulator writes these as it places workloads with the placement engine; the simulated dcgm-exporters
-    report them as DCGM samples, and metering is checked against them as ground truth.
+    One model for every host cluster: the simulator writes the pods it places with the placement engine
+    (`simulator/workloads.py`), and the live view of a Kubernetes host cluster (`placement/live/`) writes the
+    pods it lists and watches there. Everything that says "in use" reads these rows (`fleet/selectors.py`,
+    the placement service, health), and billing takes the pods' exact edges from them. A row is written when
+    a pod is bound to a node and holds a GPU; it stays, finished, as history. Kept compact: the devices as
+    UUIDs and one share, no copy of the pod's spec.
     """
+
+    class Phase(models.TextChoices):
+        PENDING = "Pending"  # bound, containers not started yet: its GPUs are allocated all the same
+        RUNNING = "Running"
+        SUCCEEDED = "Succeeded"
+        FAILED = "Failed"
 
     host_cluster = models.ForeignKey(HostCluster, on_delete=models.CASCADE, related_name="+")
     tenant = models.ForeignKey(
@@ -269,6 +280,9 @@ class SimulatedPod(models.Model):
     )
     namespace = models.CharField(max_length=63)
     name = models.CharField(max_length=253)
+    uid = models.CharField(
+        max_length=64, blank=True, help_text="metadata.uid on a Kubernetes host cluster; empty when simulated"
+    )
     gpu_class = models.ForeignKey(GpuClass, on_delete=models.PROTECT, related_name="+")
     node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="+")
     gpu_uuids = models.JSONField(
@@ -276,8 +290,11 @@ class SimulatedPod(models.Model):
     )
     gpu_instance_id = models.PositiveSmallIntegerField(null=True, blank=True, help_text="MIG GPU_I_ID")
     gpu_milli = models.PositiveIntegerField(default=1000, help_text="share of each GPU held, of 1000")
-    started_at = models.DateTimeField(db_index=True)
-    finished_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    phase = models.CharField(max_length=10, choices=Phase.choices, default=Phase.RUNNING)
+    created_at = models.DateTimeField(null=True, blank=True, help_text="metadata.creationTimestamp")
+    scheduled_at = models.DateTimeField(null=True, blank=True, help_text="bound to its node")
+    started_at = models.DateTimeField(db_index=True, help_text="holds its GPUs from")
+    finished_at = models.DateTimeField(null=True, blank=True, db_index=True, help_text="gave them back at")
     # Simulator bookkeeping (simulator/workloads.py); metering needs none of it.
     ends_at = models.DateTimeField(
         null=True, blank=True, help_text="when the simulator will end it; finished_at is set then"
@@ -287,17 +304,31 @@ class SimulatedPod(models.Model):
     )
 
     class Meta:
-        # Moved from `workers` (so placement, the simulator and the simulated exporters share it without a
-        # cycle); the table kept its name, so the move changed no data.
+        # Once `SimulatedPod` of `workers`: the table kept its name through the move to `fleet` and the
+        # rename, so neither changed any data.
         db_table = "workers_simulatedpod"
         constraints = [
+            # A Kubernetes pod name comes back (a StatefulSet's, a Job's retry): its uid tells the two apart.
             models.UniqueConstraint(
-                fields=["host_cluster", "namespace", "name"], name="simulated_pod_unique_name"
+                fields=["host_cluster", "namespace", "name", "uid"], name="pod_unique_name"
             )
         ]
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+
+class PodWatch(models.Model):
+    """Where the live view of a Kubernetes host cluster stands: the resourceVersion its pod watch resumes
+    from, and when it last listed (the list that reconciles what a lost watch missed)."""
+
+    host_cluster = models.OneToOneField(HostCluster, on_delete=models.CASCADE, related_name="pod_watch")
+    resource_version = models.CharField(max_length=64, blank=True)
+    listed_at = models.DateTimeField(null=True, blank=True)
+    events = models.PositiveBigIntegerField(default=0, help_text="watch events applied since registration")
+
+    def __str__(self) -> str:
+        return f"{self.host_cluster} @ {self.resource_version or 'unlisted'}"
 
 
 class NodePartition(models.Model):

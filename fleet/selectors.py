@@ -24,7 +24,7 @@ from typing import Any
 
 from django.db.models import Count, Q, QuerySet
 
-from fleet.models import Gpu, GpuClass, GpuModel, HostCluster, Node, SimulatedPod
+from fleet.models import Gpu, GpuClass, GpuModel, HostCluster, Node, Pod
 
 IN_SERVICE = Q(health=Gpu.Health.HEALTHY, node__state=Node.State.READY)  # on Gpu
 QUARANTINED = Q(health=Gpu.Health.QUARANTINED) | Q(node__state=Node.State.QUARANTINED)  # on Gpu
@@ -59,7 +59,7 @@ def units_in_use(tenant_ids: Iterable[int]) -> dict[tuple[int, str], int]:
 
     A whole-GPU pod holds one unit per GPU; a MIG instance or a share is one unit of its class.
     """
-    pods = SimulatedPod.objects.filter(tenant_id__in=list(tenant_ids), finished_at__isnull=True).values_list(
+    pods = Pod.objects.filter(tenant_id__in=list(tenant_ids), finished_at__isnull=True).values_list(
         "tenant_id", "gpu_class__name", "gpu_class__kind", "gpu_uuids"
     )
     used: dict[tuple[int, str], int] = defaultdict(int)
@@ -81,7 +81,7 @@ class GpuUse:
 def gpu_uses(host_cluster: HostCluster) -> dict[str, GpuUse]:
     """Every GPU of the host cluster by UUID, from its health and the running pods (one query each)."""
     held: dict[str, list[tuple[str, int | None, int, list[Any]]]] = defaultdict(list)
-    pods = SimulatedPod.objects.filter(host_cluster=host_cluster, finished_at__isnull=True).values_list(
+    pods = Pod.objects.filter(host_cluster=host_cluster, finished_at__isnull=True).values_list(
         "gpu_uuids", "tenant__slug", "gpu_instance_id", "gpu_milli", "mig_layout"
     )
     for uuids, slug, instance, milli, layout in pods:
@@ -114,13 +114,13 @@ def _use(health: str, node_state: str, pods: list[tuple[str, int | None, int, li
 
 def pods_of(tenant_id: int, *, running: bool | None = None) -> Any:
     """The tenant's pods on the simulated fleet, newest first; `running` True/False filters by state."""
-    pods = SimulatedPod.objects.filter(tenant_id=tenant_id).select_related("gpu_class", "node")
+    pods = Pod.objects.filter(tenant_id=tenant_id).select_related("gpu_class", "node")
     if running is not None:
         pods = pods.filter(finished_at__isnull=running)
     return pods.order_by("-started_at", "name")
 
 
-def units_of(pod: SimulatedPod) -> int:
+def units_of(pod: Pod) -> int:
     """Units of its class the pod holds: GPUs for a whole class, one for a MIG instance or a share."""
     return len(pod.gpu_uuids) if pod.gpu_class.kind == GpuClass.Kind.WHOLE else 1
 

@@ -33,6 +33,8 @@ CHECK_IDLE = "billing.check_idle"
 HEALTH_PASS = "workers.health_pass"
 HEALTH_PASS_ALL = "workers.health_pass_all"
 HEALTH_NOTIFY = "workers.health_notify"
+LIVE_PASS = "placement.live_pass"
+LIVE_PASS_ALL = "placement.live_pass_all"
 
 app.conf.update(
     task_acks_late=True,
@@ -57,6 +59,8 @@ app.conf.update(
         HEALTH_PASS: {"queue": "reconcile"},
         HEALTH_PASS_ALL: {"queue": "reconcile"},
         HEALTH_NOTIFY: {"queue": "default"},
+        LIVE_PASS: {"queue": "default"},
+        LIVE_PASS_ALL: {"queue": "default"},
     },
     broker_connection_retry_on_startup=True,
 )

@@ -494,6 +494,11 @@ TENANT_RESOURCES_RESYNC = env_float("GPUCLOUD_TENANT_RESOURCES_RESYNC", 60.0, mi
 # same delivery again within it is refused as a replay.
 GITOPS_WEBHOOK_REPLAY_WINDOW = env_float("GPUCLOUD_GITOPS_WEBHOOK_REPLAY_WINDOW", 7 * 86400.0, minimum=60.0)
 
+# The live view of Kubernetes host clusters (docs/placement.md): a pass every LIVE_PASS_INTERVAL seconds
+# watches each cluster's pods for LIVE_WATCH_SECONDS, resuming where the last one stopped.
+LIVE_PASS_INTERVAL = env_float("GPUCLOUD_LIVE_PASS_INTERVAL", 30.0, minimum=1.0)
+LIVE_WATCH_SECONDS = env_int("GPUCLOUD_LIVE_WATCH_SECONDS", 25, minimum=1)
+
 CELERY_BEAT_SCHEDULE = {
     "sync-gitops-sources": {"task": "gitops.sync_due_sources", "schedule": GITOPS_POLL_INTERVAL},
     "reconcile-all": {"task": "workers.reconcile_all", "schedule": RECONCILE_INTERVAL},
@@ -503,6 +508,7 @@ CELERY_BEAT_SCHEDULE = {
     "maintain-ledger": {"task": "billing.maintain_ledger", "schedule": 6 * 3600.0},
     "check-idle": {"task": "billing.check_idle", "schedule": IDLE_CHECK_INTERVAL},
     "health-pass": {"task": "workers.health_pass_all", "schedule": HEALTH_PASS_INTERVAL},
+    "live-pass": {"task": "placement.live_pass_all", "schedule": LIVE_PASS_INTERVAL},
 }
 if SIM_WORKLOADS:
     CELERY_BEAT_SCHEDULE["simulate-workloads"] = {

@@ -18,7 +18,7 @@ from typing import Any
 
 from django.db.models import Count
 
-from fleet.models import Gpu, HostCluster, Node, SimulatedPod
+from fleet.models import Gpu, HostCluster, Node, Pod
 from fleet.selectors import QUARANTINED, GpuUse, gpu_uses
 from health.models import HealthEvent, Quarantine
 
@@ -87,9 +87,7 @@ def nodes_view(host_cluster: HostCluster) -> list[dict[str, Any]]:
     health, why it is out, and the open events (a few queries for the whole cluster)."""
     uses = gpu_uses(host_cluster)
     layouts = dict(
-        SimulatedPod.objects.filter(
-            host_cluster=host_cluster, gpu_instance_id__isnull=False, finished_at=None
-        )
+        Pod.objects.filter(host_cluster=host_cluster, gpu_instance_id__isnull=False, finished_at=None)
         .exclude(mig_layout=[])
         .values_list("gpu_uuids__0", "mig_layout")
     )

@@ -3,11 +3,11 @@ answered through it (docs/placement.md, "In the product").
 
 The engine (`placement/engine/`) is pure and knows nothing of rows; this module is the glue. A
 :class:`FleetModel` is one host cluster at one moment: its nodes and GPUs with topology and health, the pods
-the simulated fleet is running (`scheduling.SimulatedPod` rows not finished), nodes dedicated to isolated
-tenants (as the dedication pass persisted them, `placement.dedication`), and MIG layouts. Tenancy rules
-are the engine's (a GPU is shared by two tenants only if both are trusted, MIG instances of one GPU may
-serve different tenants, isolated tenants get whole GPUs on nodes dedicated to them, quarantined hardware
-takes nothing new); this module only feeds it the facts.
+the host cluster is running (`scheduling.Pod` rows not finished: the simulator's, or the live view's of a
+Kubernetes host cluster), nodes dedicated to isolated tenants (as the dedication pass persisted them,
+`placement.dedication`), and MIG layouts. Tenancy rules are the engine's (a GPU is shared by two tenants only
+if both are trusted, MIG instances of one GPU may serve different tenants, isolated tenants get whole GPUs on
+nodes dedicated to them, quarantined hardware takes nothing new); this module only feeds it the facts.
 
 Nothing here writes to the database: the simulator records what it places, the API only asks.
 """
@@ -27,7 +27,7 @@ from django.db.models import Q, Sum
 from django.utils import timezone
 
 from fleet import catalog
-from fleet.models import Gpu, GpuClass, GpuModel, HostCluster, Node, SimulatedPod
+from fleet.models import Gpu, GpuClass, GpuModel, HostCluster, Node, Pod
 from health import selectors as health
 from placement.engine import (
     Engine,
@@ -53,7 +53,7 @@ LIVE_STATES = (
     Tenant.State.READY,
     Tenant.State.SUSPENDED,
 )
-# What a simulated pod asks besides GPUs. Not stored on SimulatedPod: it is a function of the pod's class and
+# What a simulated pod asks besides GPUs. Not stored on Pod: it is a function of the pod's class and
 # size, so the fleet model can be rebuilt from the rows alone.
 CPU_PER_GPU, MEMORY_PER_GPU = 4000, 32 * 1024
 CPU_PER_SLICE, MEMORY_PER_SLICE = 1000, 8 * 1024
@@ -101,14 +101,14 @@ def engine_name(namespace: str, name: str) -> str:
     return f"{namespace}/{name}"
 
 
-def pod_units(pod: SimulatedPod) -> int:
+def pod_units(pod: Pod) -> int:
     """Units of its class a recorded pod holds: GPUs for a whole class, one for a MIG slice or a share."""
     return len(pod.gpu_uuids) if pod.gpu_class.kind == GpuClass.Kind.WHOLE else 1
 
 
 @dataclass(frozen=True)
 class Holding:
-    """What a placed pod holds, in database terms: the fields of a `SimulatedPod`."""
+    """What a placed pod holds, in database terms: the fields of a `Pod`."""
 
     node: Node
     gpu_uuids: list[str]
@@ -127,7 +127,7 @@ class FleetModel:
     gpus: dict[tuple[str, int], Gpu]
     isolated: list[str] = field(default_factory=list)  # slugs of the live isolated tenants, sorted
 
-    pods: list[SimulatedPod] = field(default_factory=list)  # running when it was built
+    pods: list[Pod] = field(default_factory=list)  # running when it was built
 
     @classmethod
     def build(cls, host_cluster: HostCluster, at: datetime | None = None) -> FleetModel:
@@ -160,7 +160,7 @@ class FleetModel:
 
     # --- building ----------------------------------------------------------------------------------------
 
-    def _hold(self, pods: Iterable[SimulatedPod]) -> None:
+    def _hold(self, pods: Iterable[Pod]) -> None:
         """Book the running pods where the rows say they are (they were placed under the rules then)."""
         fleet = self.engine.fleet
         by_uuid = {g.uuid: g for g in self.gpus.values()}
@@ -186,7 +186,7 @@ class FleetModel:
             if gpu.health != Gpu.Health.HEALTHY:
                 fleet.quarantine_gpu(node_name, index)
 
-    def _dedicate_pools(self, pods: Iterable[SimulatedPod], dedicated: dict[str, list[str]]) -> None:
+    def _dedicate_pools(self, pods: Iterable[Pod], dedicated: dict[str, list[str]]) -> None:
         """Isolated tenants' nodes: those the dedication pass persisted (`placement.dedication`, which
         carves them to cover the guarantees), and those running their pods. A node still dedicated to a tenant
         that is no longer isolated takes nothing new until the pass returns it (its taint keeps others
@@ -297,7 +297,7 @@ class FleetModel:
         return Holding(node, uuids, placement.mig_slot, round(MILLI * slices / 7), layout)
 
 
-def _request(pod: SimulatedPod) -> PodRequest:
+def _request(pod: Pod) -> PodRequest:
     """The engine's request for a recorded pod, under its tenant and trust tier."""
     slug = pod.tenant.slug if pod.tenant else ""
     tier = pod.tenant.trust_tier if pod.tenant else Tier.TRUSTED
@@ -333,7 +333,7 @@ class _ClusterFacts:
 
     nodes: dict[str, Node] = field(default_factory=dict)  # by name, in name order
     gpus: dict[tuple[str, int], Gpu] = field(default_factory=dict)  # by (node name, index)
-    pods: list[SimulatedPod] = field(default_factory=list)  # running, in start order
+    pods: list[Pod] = field(default_factory=list)  # running, in start order
     isolated: list[str] = field(default_factory=list)  # slugs of the live isolated tenants
     isolated_guarantees: dict[str, dict[str, int]] = field(default_factory=dict)  # slug -> model -> GPUs
     dedicated: dict[str, list[str]] = field(default_factory=dict)  # slug -> nodes dedicated to it, by name
@@ -400,10 +400,10 @@ class _Facts:
         return cls(dict(facts))
 
 
-def running_pods(host_cluster_ids: Sequence[int], at: datetime) -> list[SimulatedPod]:
+def running_pods(host_cluster_ids: Sequence[int], at: datetime) -> list[Pod]:
     """Pods of these host clusters started by `at` and not finished by then."""
     return list(
-        SimulatedPod.objects.filter(host_cluster__in=host_cluster_ids, started_at__lte=at)
+        Pod.objects.filter(host_cluster__in=host_cluster_ids, started_at__lte=at)
         .filter(Q(finished_at__isnull=True) | Q(finished_at__gt=at))
         .select_related("tenant", "gpu_class__gpu_model", "node")
         .order_by("started_at", "id")

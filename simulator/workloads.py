@@ -4,7 +4,7 @@ For every ready tenant of a simulated host cluster, each minute of simulated tim
 stream seeded by (seed, host cluster, minute, tenant): pods asking for whole GPUs, one MIG slice or one share
 of a GPU class the tenant has a quota for, never beyond guaranteed + burst, and now and then a gang of pods
 with a topology preference. Each pod is placed through `placement.service` (so every tenancy rule is the
-engine's) and recorded as a `SimulatedPod`; its lifetime is drawn too, and `finished_at` is written when it
+engine's) and recorded as a `Pod`; its lifetime is drawn too, and `finished_at` is written when it
 ends. A pod that does not fit waits, and is retried each minute of the run; pods still waiting when the run
 ends are counted as pending and dropped. The same seed over the same span from the same database state gives
 the same rows.
@@ -25,7 +25,7 @@ from datetime import UTC, datetime, timedelta
 from django.db import transaction
 from django.db.models import F
 
-from fleet.models import GpuClass, HostCluster, SimulatedPod
+from fleet.models import GpuClass, HostCluster, Pod
 from gpucloud.locks import exclusive
 from placement.engine import GangRequest, Placement, PodRequest
 from placement.service import FleetModel, engine_name, pod_request, pod_units
@@ -83,8 +83,8 @@ class _Run:
     quotas: dict[int, list[Quota]]
     held: Counter[tuple[int, int]] = field(default_factory=Counter)  # (tenant id, class id) -> units
     ends: list[tuple[datetime, str, int, int, int]] = field(default_factory=list)  # heap, by end
-    rows: dict[str, SimulatedPod] = field(default_factory=dict)  # running pods by engine name
-    new: list[SimulatedPod] = field(default_factory=list)  # not written yet
+    rows: dict[str, Pod] = field(default_factory=dict)  # running pods by engine name
+    new: list[Pod] = field(default_factory=list)  # not written yet
     finished: list[int] = field(default_factory=list)  # primary keys of written rows that ended
     waiting: list[Ask] = field(default_factory=list)
     summary: Summary = field(default_factory=Summary)
@@ -161,9 +161,7 @@ def _start(host_cluster: HostCluster, seed: int, at: datetime) -> _Run:
         if quota.guaranteed + quota.burst and _allowed(quota):
             quotas[quota.tenant_id].append(quota)
     run = _Run(host_cluster, seed, model, tenants, quotas)
-    running = SimulatedPod.objects.filter(
-        host_cluster=host_cluster, finished_at__isnull=True, started_at__lte=at
-    )
+    running = Pod.objects.filter(host_cluster=host_cluster, finished_at__isnull=True, started_at__lte=at)
     for pod in running.select_related("gpu_class"):
         if pod.tenant_id is not None:
             run.held[(pod.tenant_id, pod.gpu_class_id)] += pod_units(pod)
@@ -196,10 +194,10 @@ def _step(run: _Run, at: datetime) -> None:
 def _write(run: _Run, until: datetime) -> None:
     """Write the pods started and ended since the last write, and move the clock, in one transaction."""
     with transaction.atomic():
-        SimulatedPod.objects.bulk_create(run.new)
+        Pod.objects.bulk_create(run.new)
         # finished_at is the planned end, not the step that noticed it: the ground truth is to the second.
-        SimulatedPod.objects.filter(pk__in=run.finished, finished_at__isnull=True).update(
-            finished_at=F("ends_at")
+        Pod.objects.filter(pk__in=run.finished, finished_at__isnull=True).update(
+            finished_at=F("ends_at"), phase=Pod.Phase.SUCCEEDED
         )
         SimulatedClock.objects.update_or_create(host_cluster=run.host_cluster, defaults={"until": until})
     run.new, run.finished = [], []
@@ -285,7 +283,7 @@ def _place(run: _Run, ask: Ask, at: datetime) -> bool:
 
 def _record(run: _Run, ask: Ask, name: str, pod: PodRequest, placement: Placement, at: datetime) -> None:
     holding = run.model.holding(placement)
-    row = SimulatedPod(
+    row = Pod(
         host_cluster=run.host_cluster,
         tenant=ask.tenant,
         namespace=ask.tenant.cluster.namespace,
@@ -296,6 +294,8 @@ def _record(run: _Run, ask: Ask, name: str, pod: PodRequest, placement: Placemen
         gpu_instance_id=holding.gpu_instance_id,
         gpu_milli=holding.gpu_milli,
         mig_layout=holding.mig_layout,
+        created_at=at,
+        scheduled_at=at,
         started_at=at,
         ends_at=at + ask.lifetime,
     )

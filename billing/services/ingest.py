@@ -51,6 +51,7 @@ class ClusterFacts:
     HAMi's allocations where the cluster runs HAMi (`billing.hami`: which pods share which GPU, how much)."""
 
     lifecycle: Mapping[metering.PodRef, metering.PodLifecycle] = field(default_factory=dict)
+    unseen: Mapping[str, Sequence[metering.Unseen]] = field(default_factory=dict)  # by GPU UUID
     fractions: Mapping[metering.PodRef, float] = field(default_factory=dict)
     classes: Mapping[metering.PodRef, str] = field(default_factory=dict)
     hami_allocations: hami.Allocations | None = None
@@ -153,10 +154,11 @@ class _RoundWriter:
     def _integrator(self, node: str) -> metering.Integrator:
         if node not in self.integrators:
             state, lifecycle, max_gap = self.states[node].state, self.facts.lifecycle, settings.METER_MAX_GAP
+            unseen = self.facts.unseen
             self.integrators[node] = (
-                metering.Integrator.from_state(state, max_gap=max_gap, lifecycle=lifecycle)
+                metering.Integrator.from_state(state, max_gap=max_gap, lifecycle=lifecycle, unseen=unseen)
                 if state
-                else metering.Integrator(max_gap=max_gap, lifecycle=lifecycle)
+                else metering.Integrator(max_gap=max_gap, lifecycle=lifecycle, unseen=unseen)
             )
         return self.integrators[node]
 

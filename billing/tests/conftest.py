@@ -16,7 +16,7 @@ from billing.models import Invoice, InvoiceLine, RateCard
 from billing.simexporter import ExporterPool
 from core.audit import Actor
 from fleet import fleet_file
-from fleet.models import GpuClass, HostCluster, Node, SimulatedPod
+from fleet.models import GpuClass, HostCluster, Node, Pod
 from fleet.services import load_fleet
 from tenants.models import Tenant
 from tenants.services import lifecycle
@@ -132,7 +132,7 @@ def exposition(node: str, rows: Iterable[Row], *, hostname_label: str = "hostnam
 
 @pytest.fixture
 def make_pod(mini: HostCluster) -> Callable[..., Any]:
-    """A SimulatedPod on `mini`: what the simulated fleet ran, the ground truth of metering."""
+    """A Pod on `mini`: what the simulated fleet ran, the ground truth of metering."""
 
     def make(
         name: str,
@@ -146,8 +146,8 @@ def make_pod(mini: HostCluster) -> Callable[..., Any]:
         gi: int | None = None,
         milli: int = 1000,
         tenant: Tenant | None = None,
-    ) -> SimulatedPod:
-        return SimulatedPod.objects.create(
+    ) -> Pod:
+        return Pod.objects.create(
             host_cluster=mini,
             tenant=tenant,
             namespace=namespace,

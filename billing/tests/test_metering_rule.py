@@ -16,6 +16,7 @@ from billing.metering import (
     LedgerKey,
     PodLifecycle,
     Sample,
+    Unseen,
     mig_fraction,
     samples_from_exposition,
     split_shares,
@@ -259,3 +260,30 @@ def test_utilisation_prefers_gr_engine_active_over_gpu_util():
 def test_ledger_keys_carry_device_class_and_hour():
     integrator = run(s(0, A), s(30, A))
     assert list(integrator.ledger) == [LedgerKey("team-a", "train-1", GPU, H100, 0)]
+
+
+def test_a_pod_that_lived_between_two_samples_is_billed_its_lifetime_from_the_cluster():
+    """Rule 3b: in neither sample, on a GPU idle at both, the cluster's word bills it 10 s of 30."""
+    unseen = {"GPU-1": [Unseen("team-a", "train-1", 5, 15)]}
+    integrator = run(s(0), s(30), integrator=Integrator(max_gap=60.0, unseen=unseen))
+    assert by_pod(integrator) == {("team-a", "train-1"): 10.0, IDLE: 20.0}
+
+
+def test_an_unseen_pod_never_takes_a_share_of_a_gpu_dcgm_saw_held():
+    """The cluster may have guessed the GPU: where DCGM saw a holder at either end, the samples decide."""
+    unseen = {"GPU-1": [Unseen("team-b", "serve-1", 5, 15)]}
+    integrator = run(s(0, A), s(30), integrator=Integrator(max_gap=60.0, unseen=unseen))
+    assert by_pod(integrator) == {("team-a", "train-1"): 15.0, IDLE: 15.0}
+
+
+def test_an_unseen_pod_reaching_past_either_sample_is_left_to_the_samples():
+    unseen = {"GPU-1": [Unseen("team-a", "train-1", 25, 35)]}
+    integrator = run(s(0), s(30), s(60), integrator=Integrator(max_gap=60.0, unseen=unseen))
+    assert by_pod(integrator) == {IDLE: 60.0}
+
+
+def test_a_replayed_round_bills_an_unseen_pod_once():
+    unseen = {"GPU-1": [Unseen("team-a", "train-1", 5, 15)]}
+    integrator = Integrator(max_gap=60.0, unseen=unseen)
+    run(s(0), s(30), s(30), s(0), integrator=integrator)
+    assert by_pod(integrator) == {("team-a", "train-1"): 10.0, IDLE: 20.0}

@@ -1,4 +1,4 @@
-"""A day of the simulated fleet replayed through its exporters, against the SimulatedPod ground truth.
+"""A day of the simulated fleet replayed through its exporters, against the Pod ground truth.
 
 The clock is fake: every 30 s of simulated time each node's exporter renders its /metrics for that time (the
 same renderer its HTTP server serves; `test_collect_exporters` covers the HTTP path), and an hour of rounds is
@@ -19,7 +19,7 @@ from billing.models import MICRO, UsageEntry
 from billing.services.ingest import ClusterFacts, ingest_rounds
 from billing.simexporter import NodeExporter, cluster_facts
 from billing.tests.conftest import T0
-from fleet.models import Node, SimulatedPod
+from fleet.models import Node, Pod
 
 INTERVAL = 30
 DAY = 86_400
@@ -36,11 +36,11 @@ SLOTS = (
 
 
 @pytest.fixture
-def day(mini, tenant_on, make_pod) -> list[SimulatedPod]:
+def day(mini, tenant_on, make_pod) -> list[Pod]:
     """Pods of two tenants, one after another on each slot, edges at arbitrary seconds, for one day."""
     tenants = [tenant_on("acme"), tenant_on("beta")]
     rng = random.Random(5)
-    pods: list[SimulatedPod] = []
+    pods: list[Pod] = []
     for number, (node, gpus, gpu_class, gi, milli) in enumerate(SLOTS):
         start = rng.randint(1, 1800)
         while start < DAY - 3600:
@@ -64,7 +64,7 @@ def day(mini, tenant_on, make_pod) -> list[SimulatedPod]:
     return pods
 
 
-def truth(pods: list[SimulatedPod]) -> dict[tuple[str, str], int]:
+def truth(pods: list[Pod]) -> dict[tuple[str, str], int]:
     """Micro GPU-seconds per (tenant, class): GPUs × share × seconds held; a MIG slice counts as one."""
     out: dict[tuple[str, str], int] = defaultdict(int)
     for pod in pods:
@@ -76,7 +76,7 @@ def truth(pods: list[SimulatedPod]) -> dict[tuple[str, str], int]:
     return dict(out)
 
 
-def edges(pods: list[SimulatedPod]) -> dict[tuple[str, str], float]:
+def edges(pods: list[Pod]) -> dict[tuple[str, str], float]:
     """Pod edges per (tenant, class), weighted by the GPUs each edge moves."""
     out: dict[tuple[str, str], float] = defaultdict(float)
     for pod in pods:
@@ -88,7 +88,7 @@ def edges(pods: list[SimulatedPod]) -> dict[tuple[str, str], float]:
 
 def replay(mini, with_edges: bool) -> dict[tuple[str, str], int]:
     exporters = [NodeExporter(node) for node in Node.objects.filter(host_cluster=mini)]
-    pods = {e.node.name: list(SimulatedPod.objects.filter(node=e.node)) for e in exporters}  # read once
+    pods = {e.node.name: list(Pod.objects.filter(node=e.node)) for e in exporters}  # read once
     for hour_start in range(0, DAY + INTERVAL, 3600):
         times = [
             T0 + timedelta(seconds=t)

@@ -6,14 +6,18 @@ list of all pods: no selector picks pods by node label), and hands them to the :
 complete picture; a watch on pods from the list's resourceVersion then feeds every change until the server
 ends it (``timeoutSeconds``), and the next pass lists again, namespaces and nodes included. Decisions never
 wait for either: between events the extender's own bookkeeping (its assumed placements) stands in.
+
+The same lists and events go to the feed's sinks (:class:`PodSink`): the live view of the host cluster
+(`placement.live.view.LiveView`) is one, so what the extender books and what the portal, what-if and
+billing read come from one feed and one reading of a pod.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
 from gpucloud.kube import kinds as k
 from gpucloud.kube.api import KubeApi
@@ -96,12 +100,21 @@ def observed(pod: Mapping[str, Any]) -> ObservedPod | None:
     return ObservedPod(request, str(node), gpus)
 
 
-class ClusterFeed:
-    """Lists and watches one host cluster for an extender (see the module docstring)."""
+class PodSink(Protocol):
+    """What else the feed hands the host cluster's pods to: every complete list, then every watch event."""
 
-    def __init__(self, api: KubeApi, *, watch_seconds: int = 60) -> None:
+    def listed(self, items: list[dict[str, Any]], resource_version: str) -> None: ...
+
+    def changed(self, kind: str, item: dict[str, Any]) -> None: ...
+
+
+class ClusterFeed:
+    """Lists and watches one host cluster for an extender and its sinks (see the module docstring)."""
+
+    def __init__(self, api: KubeApi, *, watch_seconds: int = 60, sinks: Sequence[PodSink] = ()) -> None:
         self.api = api
         self.watch_seconds = watch_seconds
+        self.sinks = list(sinks)
         self.passes = 0
         self.events = 0
 
@@ -120,24 +133,32 @@ class ClusterFeed:
         found = {str((ns.get("metadata") or {}).get("name")): namespace_tenant(ns) for ns in listed}
         return {name: owner for name, owner in found.items() if owner is not None}
 
-    def list_pass(self, extender: Any) -> str:
+    def list_pass(self, extender: Any | None) -> str:
         """One pass: tenants' namespaces, MIG instances, then every bound pod to the extender (booked as its
-        namespace's tenant's, so tenancy goes first); returns the resourceVersion to watch pods from."""
-        extender.set_tenancy(self.tenancy())
-        extender.set_mig_allocatable(self.mig())
+        namespace's tenant's, so tenancy goes first) and every pod to the sinks; returns the resourceVersion
+        to watch pods from."""
+        if extender is not None:
+            extender.set_tenancy(self.tenancy())
+            extender.set_mig_allocatable(self.mig())
         listed = self.api.get(POD_PATH)
-        pods = [p for p in (observed(item) for item in listed.get("items") or []) if p is not None]
-        extender.observe(pods, complete=True)
-        if pods:  # the typical pods of the fragmentation measure: what the cluster runs now
-            extender.learn([p.request for p in pods])
+        items = listed.get("items") or []
+        version = str((listed.get("metadata") or {}).get("resourceVersion") or "0")
+        if extender is not None:
+            pods = [p for p in (observed(item) for item in items) if p is not None]
+            extender.observe(pods, complete=True)
+            if pods:  # the typical pods of the fragmentation measure: what the cluster runs now
+                extender.learn([p.request for p in pods])
+        for sink in self.sinks:
+            sink.listed(items, version)
         self.passes += 1
-        return str((listed.get("metadata") or {}).get("resourceVersion") or "0")
+        return version
 
     def _gpu_nodes(self) -> list[dict[str, Any]]:
         return self.api.get(k.NODE.path(), {"labelSelector": MODEL_LABEL}).get("items") or []
 
-    def watch(self, extender: Any, resource_version: str, stop: threading.Event) -> None:
-        """Feed watch events until the server ends the watch (or ``stop`` is set at the next event)."""
+    def watch(self, extender: Any | None, resource_version: str, stop: threading.Event) -> None:
+        """Feed watch events until the server ends the watch (or ``stop`` is set at the next event). A
+        resourceVersion too old raises `Gone` (list again)."""
         for event in self.api.watch(
             POD_PATH, resource_version=resource_version, timeout_seconds=self.watch_seconds
         ):
@@ -145,6 +166,10 @@ class ClusterFeed:
                 return
             self.events += 1
             obj = event.get("object") or {}
+            for sink in self.sinks:
+                sink.changed(str(event.get("type")), obj)
+            if extender is None:
+                continue
             meta = obj.get("metadata") or {}
             name = f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
             pod = observed(obj) if event.get("type") in ("ADDED", "MODIFIED") else None

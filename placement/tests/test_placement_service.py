@@ -8,7 +8,7 @@ import pytest
 from django.utils import timezone
 
 from core.audit import Actor
-from fleet.models import Gpu, GpuClass, Node, SimulatedPod
+from fleet.models import Gpu, GpuClass, Node, Pod
 from placement.dedication import dedicate_nodes
 from placement.engine import GangRequest
 from placement.service import FleetModel, pod_request
@@ -31,7 +31,7 @@ def first_gpu(node="h200-r1-0"):
 def record(model, tenant, gpu_class, placement, started=None):
     """Write a placement as the simulator would, so the next fleet model holds it."""
     holding = model.holding(placement)
-    return SimulatedPod.objects.create(
+    return Pod.objects.create(
         host_cluster=model.host_cluster,
         tenant=tenant,
         namespace=tenant.cluster.namespace,
@@ -208,7 +208,7 @@ def test_finished_pods_hold_nothing(new_tenant, demo_fleet):
     row = record(model, a, h200, model.place(pod_request("p1", h200, 1, a.slug, a.trust_tier)))
 
     assert FleetModel.build(demo_fleet).place(pod_request("p2", h200, 1, a.slug, a.trust_tier)) is None
-    SimulatedPod.objects.filter(pk=row.pk).update(finished_at=timezone.now())
+    Pod.objects.filter(pk=row.pk).update(finished_at=timezone.now())
     assert FleetModel.build(demo_fleet).place(pod_request("p2", h200, 1, a.slug, a.trust_tier))
 
 

@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 
 from core.audit import Actor
-from fleet.models import Gpu, GpuClass, Node, SimulatedPod
+from fleet.models import Gpu, GpuClass, Node, Pod
 from placement.dedication import dedicate_nodes
 from tenants.services import lifecycle
 from tenants.services.quotas import set_quota
@@ -34,7 +34,7 @@ def gang(**kwargs):
 def hold(tenant, node, indices, gpu_class="h200-141gb"):
     """A running simulated pod of `tenant` holding whole GPUs of `node`."""
     gpus = Gpu.objects.filter(node__name=node, index__in=indices).order_by("index")
-    return SimulatedPod.objects.create(
+    return Pod.objects.create(
         host_cluster=Node.objects.get(name=node).host_cluster,
         tenant=tenant,
         namespace=f"tenant-{tenant.slug}",

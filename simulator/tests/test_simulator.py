@@ -11,7 +11,7 @@ from django.core.management import CommandError, call_command
 
 from clusters.reconcile import tenants as reconcile
 from core.audit import Actor
-from fleet.models import Gpu, GpuClass, Node, SimulatedPod
+from fleet.models import Gpu, GpuClass, Node, Pod
 from simulator import tasks
 from simulator import workloads as simulator
 from simulator.models import SimulatedClock
@@ -59,7 +59,7 @@ def replay(host_cluster, hours=2, seed=7, start=START):
 
 def rows():
     return list(
-        SimulatedPod.objects.order_by("namespace", "name").values_list(
+        Pod.objects.order_by("namespace", "name").values_list(
             "namespace",
             "name",
             "node__name",
@@ -75,7 +75,7 @@ def rows():
 def live_at(at):
     return [
         p
-        for p in SimulatedPod.objects.select_related("tenant", "gpu_class", "node")
+        for p in Pod.objects.select_related("tenant", "gpu_class", "node")
         if p.started_at <= at and (p.finished_at is None or p.finished_at > at)
     ]
 
@@ -83,13 +83,13 @@ def live_at(at):
 def test_the_same_seed_gives_the_same_pods_and_another_seed_other_pods(demo_fleet, tenants):
     summary = replay(demo_fleet, seed=7)
     first = rows()
-    SimulatedPod.objects.all().delete()
+    Pod.objects.all().delete()
     SimulatedClock.objects.all().delete()
     replay(demo_fleet, seed=7)
     assert rows() == first
     assert summary.placed == len(first) > 20
 
-    SimulatedPod.objects.all().delete()
+    Pod.objects.all().delete()
     SimulatedClock.objects.all().delete()
     replay(demo_fleet, seed=8)
     assert rows() != first
@@ -98,7 +98,7 @@ def test_the_same_seed_gives_the_same_pods_and_another_seed_other_pods(demo_flee
 def test_pods_start_and_finish_and_every_pod_is_recorded_in_full(demo_fleet, tenants):
     summary = replay(demo_fleet)
 
-    pods = list(SimulatedPod.objects.select_related("gpu_class"))
+    pods = list(Pod.objects.select_related("gpu_class"))
     assert summary.steps == 120
     assert summary.finished > 0
     assert sum(p.finished_at is not None for p in pods) == summary.finished
@@ -133,10 +133,10 @@ def test_no_tenant_ever_holds_more_than_guaranteed_plus_burst(demo_fleet, tenant
 def test_every_tenancy_rule_holds_at_every_minute(demo_fleet, tenants):
     replay(demo_fleet)
 
-    isolated_nodes = {p.node_id for p in SimulatedPod.objects.filter(tenant__slug="iso")}
+    isolated_nodes = {p.node_id for p in Pod.objects.filter(tenant__slug="iso")}
     assert isolated_nodes
-    assert SimulatedPod.objects.filter(tenant__slug="iso", gpu_class__kind="whole").count()
-    assert not SimulatedPod.objects.filter(tenant__slug="iso").exclude(gpu_class__kind="whole").exists()
+    assert Pod.objects.filter(tenant__slug="iso", gpu_class__kind="whole").count()
+    assert not Pod.objects.filter(tenant__slug="iso").exclude(gpu_class__kind="whole").exists()
     for minute in range(0, 120, 4):
         by_gpu = defaultdict(set)
         instances = defaultdict(set)
@@ -161,15 +161,15 @@ def test_quarantined_hardware_gets_no_new_pods(demo_fleet, tenants):
 
     replay(demo_fleet, hours=2)
 
-    assert SimulatedPod.objects.count() > 10
-    assert not SimulatedPod.objects.filter(node__name__in=["h200-r1-3", "a100-r3-4", "h200-r2-0"]).exists()
+    assert Pod.objects.count() > 10
+    assert not Pod.objects.filter(node__name__in=["h200-r1-3", "a100-r3-4", "h200-r2-0"]).exists()
 
 
 def test_a_gang_lands_all_at_once(demo_fleet, tenants):
     replay(demo_fleet, hours=3)
 
     gangs = defaultdict(list)
-    for pod in SimulatedPod.objects.filter(name__regex=r"^sim-\d+-\d+-\d+$"):
+    for pod in Pod.objects.filter(name__regex=r"^sim-\d+-\d+-\d+$"):
         gangs[pod.name.rsplit("-", 1)[0]].append(pod)
     assert gangs
     for members in gangs.values():

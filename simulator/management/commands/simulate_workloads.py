@@ -13,7 +13,7 @@ class Command(BaseCommand):
     help = (
         "Replay H hours of simulated workload on every simulated host cluster, as fast as it runs: pods "
         "arrive, "
-        "are placed by the engine and recorded as SimulatedPod rows, and depart. Continues from where the "
+        "are placed by the engine and recorded as Pod rows, and depart. Continues from where the "
         "simulation stands (never repeats a minute); the first time it starts at --start, or H hours ago."
     )
 
