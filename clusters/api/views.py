@@ -107,8 +107,8 @@ class HostClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseV
     @action(detail=True, methods=["post"], filter_backends=[])
     def drain(self, request: Request, name: str) -> Response:
         """Cordon the host cluster and move its tenants to host clusters that admit their guarantees; the
-        answer names each tenant moved, and each refused with the reason (docs/kubernetes.md, "Host clusters over time").
-        `dry_run` reports without changing anything. Audited."""
+        answer names each tenant moved, and each refused with the reason (docs/kubernetes.md, "Host clusters
+        over time"). `dry_run` reports without changing anything. Audited."""
         _admin_only(request, "host clusters are drained by platform administrators only")
         serializer = DrainSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
