@@ -123,8 +123,11 @@ def test_running_pods_are_listed_with_their_utilisation_idle_first(cohort, make_
     assert [w.name for w in workloads] == ["idle", "busy", "new"]
     idle, busy, new = workloads
     assert (idle.units, idle.utilisation, idle.mean_utilisation) == (2, 3.0, 3.0)
-    assert busy.utilisation == 90.0 and busy.gpu_hours == pytest.approx(1.0)
+    assert busy.utilisation == 90.0
+    assert busy.gpu_hours == pytest.approx(1.0)
     assert idle.gpu_hours == pytest.approx(2.0)
-    assert new.utilisation is None and new.mean_utilisation is None and new.gpu_hours == 0
+    assert new.utilisation is None
+    assert new.mean_utilisation is None
+    assert new.gpu_hours == 0
     assert idle.sampled_at == start + timedelta(hours=1)
     assert idle.cost is None
