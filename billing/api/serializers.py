@@ -17,6 +17,7 @@ from billing.models import (
     ScrapeRecord,
 )
 from gpucloud.api.serializers import ModelSerializer, model_field
+from tenants.models import Tenant
 
 
 def _micro(value: int | None, per: int = MICRO) -> str:
@@ -265,7 +266,9 @@ class StandingSerializer(_CostFields):
     """Where a tenant stands now: per GPU class, and its running pods idle first."""
 
     money = ("currency", "spent_this_month")
-    tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    tenant: serializers.SlugRelatedField[Tenant] = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True
+    )
     at = serializers.DateTimeField()
     classes = ClassStandingSerializer(many=True)
     workloads = WorkloadUseSerializer(many=True)

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from django.utils import timezone
@@ -35,7 +35,7 @@ def quota(tenant: Tenant, guaranteed: int, burst: int = 0, lendable: int | None 
     )
 
 
-def run(make_pod, tenant: Tenant, name: str, gpus: list[int], started: timezone.datetime | None = None):
+def run(make_pod, tenant: Tenant, name: str, gpus: list[int], started: datetime | None = None):
     start = started or timezone.now() - timedelta(hours=1)
     return make_pod(name, f"tenant-{tenant.slug}", H100, "h100-0", gpus, start, tenant=tenant)
 
