@@ -16,15 +16,17 @@ all read `standing_of`; docs/api.md says how each figure is made. In short:
   `lendable` (all of it while the tenant is asleep, as the reconciler renders). Kueue does not say whose
   guarantee a borrower took, so the split is gpucloud's; the cohort's total is exact.
 - **Utilisation** of a pod: the latest DCGM sample metering kept for its devices (`MeterState`, the mean over
-  its devices), and its mean over the hours metered since it started (`UsageHour`, utilisation-weighted
-  GPU-seconds over GPU-seconds). Pods are listed idle first, those not yet sampled last.
+  its devices; a pod holding a share or MIG instance gets the figure DCGM gives that device), and its mean
+  over the hours metered since it started (`UsageHour`, utilisation-weighted GPU-seconds over GPU-seconds).
+  Pods are listed idle first, those not yet sampled last. GPU memory is not given: metering keeps no
+  `DCGM_FI_DEV_FB_USED`.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
@@ -186,10 +188,11 @@ def lent_by(shares: Iterable[_Share]) -> dict[int, int]:
     supply = sum(idle.values())
     if borrowing >= supply:
         return idle  # all of it is lent (more cannot be: the rest was not theirs to lend)
-    exact = {tenant_id: borrowing * units / supply for tenant_id, units in idle.items()}
-    lent = {tenant_id: int(value) for tenant_id, value in exact.items()}
+    # Integer arithmetic: each share is borrowing × units / supply, its floor and remainder exact.
+    lent = {tenant_id: borrowing * units // supply for tenant_id, units in idle.items()}
+    remainder = {tenant_id: borrowing * units % supply for tenant_id, units in idle.items()}
     left = borrowing - sum(lent.values())
-    order = sorted(idle, key=lambda tenant_id: -(exact[tenant_id] - lent[tenant_id]))
+    order = sorted(idle, key=lambda tenant_id: -remainder[tenant_id])  # stable: ties keep cohort order
     for tenant_id in order[:left]:
         lent[tenant_id] += 1
     return lent
@@ -201,7 +204,7 @@ def _priced(row: ClassStanding, card: Any, tier: str) -> ClassStanding:
         return row
     unit = (price * multiplier_of(card, tier)).quantize(Decimal("0.000001"), ROUND_HALF_UP)
     cost = (unit * row.in_use).quantize(CENT, ROUND_HALF_UP)
-    return ClassStanding(**{**row.__dict__, "price_per_hour": unit, "cost_per_hour": cost})
+    return replace(row, price_per_hour=unit, cost_per_hour=cost)
 
 
 def _workloads(tenant: Tenant, pods: list[Pod], with_cost: bool) -> list[WorkloadUse]:
