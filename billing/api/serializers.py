@@ -17,7 +17,6 @@ from billing.models import (
     ScrapeRecord,
 )
 from gpucloud.api.serializers import ModelSerializer, model_field
-from tenants.models import Tenant
 
 
 def _micro(value: int | None, per: int = MICRO) -> str:
@@ -266,9 +265,7 @@ class StandingSerializer(_CostFields):
     """Where a tenant stands now: per GPU class, and its running pods idle first."""
 
     money = ("currency", "spent_this_month")
-    tenant: serializers.SlugRelatedField[Tenant] = serializers.SlugRelatedField(
-        slug_field="slug", read_only=True
-    )
+    tenant = serializers.CharField(source="tenant.slug", help_text="the tenant's slug")
     at = serializers.DateTimeField()
     classes = ClassStandingSerializer(many=True)
     workloads = WorkloadUseSerializer(many=True)
