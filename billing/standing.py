@@ -18,8 +18,8 @@ all read `standing_of`; docs/api.md says how each figure is made. In short:
 - **Utilisation** of a pod: the latest DCGM sample metering kept for its devices (`MeterState`, the mean over
   its devices; a pod holding a share or MIG instance gets the figure DCGM gives that device), and its mean
   over the hours metered since it started (`UsageHour`, utilisation-weighted GPU-seconds over GPU-seconds).
-  Pods are listed idle first, those not yet sampled last. GPU memory is not given: metering keeps no
-  `DCGM_FI_DEV_FB_USED`.
+  Pods are listed idle first, those not yet sampled last. **Memory**: `DCGM_FI_DEV_FB_USED` of its devices
+  at the latest scrape (`MeterState.memory`), summed; a share sees its whole GPU's, as DCGM does not split it.
 """
 
 from __future__ import annotations
@@ -73,6 +73,7 @@ class WorkloadUse:
     started_at: datetime
     utilisation: float | None  # latest sample, 0-100; None before metering saw it
     sampled_at: datetime | None
+    memory_mib: float | None  # framebuffer used on its devices at that sample (a share: the whole GPU's)
     mean_utilisation: float | None  # over the hours metered since it started, 0-100
     gpu_hours: float  # metered since it started
     cost: Decimal | None = None  # of those GPU-hours; cost only
@@ -216,7 +217,7 @@ def _workloads(tenant: Tenant, pods: list[Pod], with_cost: bool) -> list[Workloa
         hours = metered.get((pod.namespace, pod.name), [])
         gpu_us = sum(r[2] for r in hours)
         util_us = sum(r[3] for r in hours)
-        utilisation, sampled_at = latest.get((pod.namespace, pod.name), (None, None))
+        now = latest.get((pod.namespace, pod.name))
         rows.append(
             WorkloadUse(
                 namespace=pod.namespace,
@@ -225,8 +226,9 @@ def _workloads(tenant: Tenant, pods: list[Pod], with_cost: bool) -> list[Workloa
                 units=units_of(pod),
                 node=pod.node.name,
                 started_at=pod.started_at,
-                utilisation=utilisation,
-                sampled_at=sampled_at,
+                utilisation=now.utilisation if now else None,
+                sampled_at=now.sampled_at if now else None,
+                memory_mib=now.memory_mib if now else None,
                 mean_utilisation=round(100 * util_us / gpu_us, 1) if gpu_us else None,
                 gpu_hours=gpu_us / MICRO_HOUR,
                 cost=_cost(tenant, hours) if with_cost else None,
@@ -269,25 +271,44 @@ def _metered(tenant: Tenant, pods: list[Pod]) -> dict[tuple[str, str], list[tupl
     return out
 
 
-def _latest_samples(tenant: Tenant, pods: list[Pod]) -> dict[tuple[str, str], tuple[float, datetime]]:
-    """Each pod's utilisation (0-100) at the latest sample metering kept of its nodes, the mean over the
-    devices it held then, and when that sample was taken."""
+@dataclass(frozen=True)
+class _Latest:
+    """A pod at the latest sample metering kept of its devices."""
+
+    utilisation: float | None
+    sampled_at: datetime
+    memory_mib: float | None
+
+
+def _latest_samples(tenant: Tenant, pods: list[Pod]) -> dict[tuple[str, str], _Latest]:
+    """Each pod at the latest sample metering kept of its nodes: utilisation (0-100, the mean over the devices
+    it held then), framebuffer memory used on them (MiB, summed), and when that sample was taken."""
     nodes = {p.node.name for p in pods}
     if not nodes:
         return {}
     states = MeterState.objects.filter(host_cluster_id=tenant.cluster.host_cluster_id, node__in=nodes)
-    seen: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
-    for state in states.values_list("state", flat=True):
+    utils: dict[tuple[str, str], list[float]] = defaultdict(list)
+    memory: dict[tuple[str, str], list[float]] = defaultdict(list)
+    times: dict[tuple[str, str], float] = {}
+    for state, used in states.values_list("state", "memory"):
         if not state:
             continue  # a node locked for its first scrape, nothing integrated yet
-        for sample in Integrator.from_state(state).last.values():
-            if sample.util is None:
-                continue
+        for device, sample in Integrator.from_state(state).last.items():
+            name = device.uuid if device.gpu_instance is None else f"{device.uuid}/{device.gpu_instance}"
             for holding in sample.holders:
-                seen[(holding.namespace, holding.pod)].append((sample.util, sample.t))
+                key = (holding.namespace, holding.pod)
+                times[key] = max(times.get(key, sample.t), sample.t)
+                if sample.util is not None:
+                    utils[key].append(sample.util)
+                if name in (used or {}):
+                    memory[key].append(used[name])
     return {
-        key: (round(100 * sum(u for u, _ in values) / len(values), 1), _moment(max(t for _, t in values)))
-        for key, values in seen.items()
+        key: _Latest(
+            round(100 * sum(utils[key]) / len(utils[key]), 1) if utils[key] else None,
+            _moment(t),
+            sum(memory[key]) if memory[key] else None,
+        )
+        for key, t in times.items()
     }
 
 

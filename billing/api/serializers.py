@@ -251,6 +251,9 @@ class WorkloadUseSerializer(_CostFields):
         allow_null=True, help_text="percent at the latest sample; null before metering sampled it"
     )
     sampled_at = serializers.DateTimeField(allow_null=True)
+    memory_mib = serializers.FloatField(
+        allow_null=True, help_text="GPU memory used on its devices at that sample, MiB (a share: its GPU's)"
+    )
     mean_utilisation = serializers.FloatField(
         allow_null=True, help_text="percent over the hours metered since it started"
     )

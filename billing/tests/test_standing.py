@@ -130,4 +130,5 @@ def test_running_pods_are_listed_with_their_utilisation_idle_first(cohort, make_
     assert new.mean_utilisation is None
     assert new.gpu_hours == 0
     assert idle.sampled_at == start + timedelta(hours=1)
+    assert (idle.memory_mib, busy.memory_mib, new.memory_mib) == (4096, 2048, None)  # FB_USED of its GPUs
     assert idle.cost is None

@@ -14,7 +14,7 @@ from billing.standing import Standing, standing_of
 from tenants.models import Tenant
 
 CLASS_COLUMNS = ("GPU class", "guaranteed", "burst", "in use", "borrowed", "lent")
-POD_COLUMNS = ("pod", "class", "units", "node", "util now", "mean util", "GPU-h")
+POD_COLUMNS = ("pod", "class", "units", "node", "util now", "memory MiB", "mean util", "GPU-h")
 
 
 class Command(BaseCommand):
@@ -55,8 +55,8 @@ def _text(standing: Standing) -> list[str]:
     lines.append("")
     header = POD_COLUMNS + (("cost",) if money else ())
     rows = [
-        [w.name, w.gpu_class, w.units, w.node, _percent(w.utilisation), _percent(w.mean_utilisation)]
-        + [f"{w.gpu_hours:.2f}"]
+        [w.name, w.gpu_class, w.units, w.node, _percent(w.utilisation), _mib(w.memory_mib)]
+        + [_percent(w.mean_utilisation), f"{w.gpu_hours:.2f}"]
         + ([_money(w.cost)] if money else [])
         for w in standing.workloads
     ]
@@ -68,6 +68,10 @@ def _text(standing: Standing) -> list[str]:
 
 def _percent(value: float | None) -> str:
     return "-" if value is None else f"{value:.0f}%"
+
+
+def _mib(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f}"
 
 
 def _money(value: Any) -> str:
