@@ -132,3 +132,13 @@ def test_running_pods_are_listed_with_their_utilisation_idle_first(cohort, make_
     assert idle.sampled_at == start + timedelta(hours=1)
     assert (idle.memory_mib, busy.memory_mib, new.memory_mib) == (4096, 2048, None)  # FB_USED of its GPUs
     assert idle.cost is None
+
+
+def test_on_the_fleet_the_cohorts_lending_adds_up_to_its_borrowing(cohort, make_pod):
+    ann, ben, cat = cohort["ann"], cohort["ben"], cohort["cat"]
+    quota(ann, 2)
+    quota(ben, 1)
+    quota(cat, 1, burst=1)
+    run(make_pod, cat, "train", [0, 1])  # borrows 1: ann has ⅔ of the idle guarantee, ben ⅓
+
+    assert [(h100(t).borrowed, h100(t).lent) for t in (ann, ben, cat)] == [(0, 1), (0, 0), (1, 0)]
