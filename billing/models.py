@@ -35,6 +35,9 @@ class MeterState(models.Model):
     # The node's DCGM health counters at its last scrape ({uuid: {field: value}}), so a round compares what
     # rose since (NVLink errors, throttle time): `health.services.observe` reads the difference.
     health = models.JSONField(default=dict, blank=True)
+    # Framebuffer memory used at its last scrape, MiB, by device ("uuid", or "uuid/GPU_I_ID" for a MIG
+    # instance): what a pod holds in memory on the tenant's standing page (`billing.standing`).
+    memory = models.JSONField(default=dict, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

@@ -30,6 +30,8 @@ PERMISSIONS: dict[str, frozenset[str]] = {
     # the tenant cluster
     "kubeconfig.download": TEAM,  # each person's own credential, bound to their role inside the cluster
     "kubeconfig.admin": frozenset({OWNER}),  # break-glass: the vCluster's admin kubeconfig
+    # where the tenant stands: quota use, borrowing, lending, pods' GPU utilisation (its cost: billing.view)
+    "usage.view": frozenset(ROLES),
     # money
     "billing.view": frozenset({OWNER, ADMIN, BILLING}),
     "invoice.download": frozenset({OWNER, ADMIN, BILLING}),
@@ -61,6 +63,7 @@ SCOPE_NEEDED: dict[str, str] = {
     "quota.manage": WRITE,
     "kubeconfig.download": READ,
     "kubeconfig.admin": READ,
+    "usage.view": READ,
     "billing.view": READ,
     "invoice.download": READ,
     "budget.manage": WRITE,

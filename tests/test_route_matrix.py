@@ -40,6 +40,7 @@ MATRIX: dict[tuple[str, str], tuple[int, int, int, int]] = {
     ("tenant-resume", "POST"): (409, 403, 404, 401),  # alice may, but a ready tenant cannot resume
     ("tenant-kubeconfig", "GET"): (200, 200, 404, 401),  # viewers get their own (view) kubeconfig
     ("tenant-kubeconfig-admin", "GET"): (200, 403, 404, 401),  # break-glass: owners only
+    ("tenant-standing", "GET"): (200, 200, 404, 401),  # every role; its cost fields only with billing.view
     ("gpu-class-list", "GET"): (200, 200, 200, 401),
     ("gpu-class-detail", "GET"): (200, 200, 200, 401),
     ("host-cluster-list", "GET"): (200, 200, 200, 401),

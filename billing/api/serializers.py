@@ -201,3 +201,79 @@ class ScrapeRecordSerializer(ModelSerializer[ScrapeRecord]):
             "duplicates",
             "gaps",
         ]
+
+
+class _CostFields(serializers.Serializer[Any]):
+    """Drops the money fields for a caller whose role may not see cost (`context["with_cost"]` false)."""
+
+    money: tuple[str, ...] = ()
+
+    def to_representation(self, instance: Any) -> dict[str, Any]:
+        data = super().to_representation(instance)
+        if not self.context.get("with_cost"):
+            for name in self.money:
+                data.pop(name, None)
+        return data
+
+
+class ClassStandingSerializer(_CostFields):
+    """One GPU class, in units of the class (whole GPUs, MIG instances or shares)."""
+
+    money = ("price_per_hour", "cost_per_hour")
+    gpu_class = serializers.CharField()
+    guaranteed = serializers.IntegerField()
+    burst = serializers.IntegerField(help_text="units above the guarantee it may borrow")
+    lendable = serializers.IntegerField(allow_null=True, help_text="null = all of the guarantee")
+    in_use = serializers.IntegerField(help_text="held by the tenant's live pods now")
+    borrowed = serializers.IntegerField(help_text="in use beyond the guarantee, up to the burst")
+    lent = serializers.IntegerField(help_text="of its idle guarantee, in use by others of its cohort")
+    price_per_hour = serializers.DecimalField(
+        max_digits=14, decimal_places=6, allow_null=True, required=False,
+        help_text="per unit, tier multiplier applied; only for roles that may see cost; null = unpriced",
+    )  # fmt: skip
+    cost_per_hour = serializers.DecimalField(
+        max_digits=14, decimal_places=2, allow_null=True, required=False,
+        help_text="of what it uses now; only for roles that may see cost",
+    )  # fmt: skip
+
+
+class WorkloadUseSerializer(_CostFields):
+    """One running pod and how busy its GPUs are (DCGM, as metering attributed it to the pod)."""
+
+    money = ("cost",)
+    namespace = serializers.CharField()
+    name = serializers.CharField()
+    gpu_class = serializers.CharField()
+    units = serializers.IntegerField()
+    node = serializers.CharField()
+    started_at = serializers.DateTimeField()
+    utilisation = serializers.FloatField(
+        allow_null=True, help_text="percent at the latest sample; null before metering sampled it"
+    )
+    sampled_at = serializers.DateTimeField(allow_null=True)
+    memory_mib = serializers.FloatField(
+        allow_null=True, help_text="GPU memory used on its devices at that sample, MiB (a share: its GPU's)"
+    )
+    mean_utilisation = serializers.FloatField(
+        allow_null=True, help_text="percent over the hours metered since it started"
+    )
+    gpu_hours = serializers.FloatField(help_text="metered since it started")
+    cost = serializers.DecimalField(
+        max_digits=14, decimal_places=2, allow_null=True, required=False,
+        help_text="of its metered GPU-hours; only for roles that may see cost",
+    )  # fmt: skip
+
+
+class StandingSerializer(_CostFields):
+    """Where a tenant stands now: per GPU class, and its running pods idle first."""
+
+    money = ("currency", "spent_this_month")
+    tenant = serializers.CharField(source="tenant.slug", help_text="the tenant's slug")
+    at = serializers.DateTimeField()
+    classes = ClassStandingSerializer(many=True)
+    workloads = WorkloadUseSerializer(many=True)
+    currency = serializers.CharField(allow_null=True, required=False)
+    spent_this_month = serializers.DecimalField(
+        max_digits=14, decimal_places=2, allow_null=True, required=False,
+        help_text="at the rate cards in force; only for roles that may see cost",
+    )  # fmt: skip

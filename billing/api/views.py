@@ -26,13 +26,17 @@ from billing.api.serializers import (
     RateCardRetireSerializer,
     RateCardSerializer,
     ScrapeRecordSerializer,
+    StandingSerializer,
     UsageSerializer,
 )
 from billing.models import Budget, CollectionSource, Invoice, RateCard, ScrapeRecord
 from billing.services import budgets, invoicing, rates
+from billing.standing import standing_of
 from core.permissions import is_platform_admin
 from gpucloud.errors import PermissionDenied, ValidationFailed
+from tenants.api.views import TenantChildViewSet
 from tenants.api.viewsets import BaseViewSet
+from tenants.services import roles
 
 
 def _when(request: Request, name: str) -> datetime | None:
@@ -280,3 +284,18 @@ class ScrapeRecordViewSet(mixins.ListModelMixin, _AdminOnly):
     serializer_class = ScrapeRecordSerializer
     queryset = ScrapeRecord.objects.select_related("host_cluster").order_by("-at", "node")
     filterset_fields = ["status", "node", "source"]
+
+
+class StandingView(TenantChildViewSet):
+    """Where the tenant stands now: per GPU class guaranteed, burst, in use, borrowed and lent; its running
+    pods' GPU utilisation, idle first. Every role of the tenant; the money fields only for roles that may see
+    cost (`billing.view`). How each figure is made: `billing.standing`, docs/api.md."""
+
+    read_permission = "usage.view"
+
+    @extend_schema(responses={200: StandingSerializer}, operation_id="tenants_standing_retrieve")
+    def retrieve(self, request: Request, tenant_slug: str) -> Response:
+        tenant = self.tenant()
+        with_cost = roles.can(self.actor(), tenant, "billing.view")
+        data = standing_of(tenant, with_cost=with_cost)
+        return Response(StandingSerializer(data, context={"with_cost": with_cost}).data)

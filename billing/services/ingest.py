@@ -200,6 +200,7 @@ class _RoundWriter:
     ) -> None:
         record = self.records[(node, at)]
         integrator = self._integrator(node)
+        self.states[node].memory = _memory(result)
         if self.facts.hami_allocations is not None:
             _add_hami_holders(result, self.facts.hami_allocations, self.fractions, self.classes)
             _remember_hami_classes(integrator, self.fractions, self.classes)
@@ -304,6 +305,15 @@ class _RoundWriter:
             MeterState.objects.filter(pk=self.states[node].pk).update(health=state)
         HealthCredit.objects.bulk_create(self.credits, ignore_conflicts=True)
         return self.records
+
+
+def _memory(result: dcgm.ParseResult) -> dict[str, float]:
+    """Framebuffer used per device of the scrape, MiB, keyed as `MeterState.memory` says."""
+    return {
+        key.uuid if key.gpu_instance is None else f"{key.uuid}/{key.gpu_instance}": record.fb_used_mib
+        for key, record in result.devices.items()
+        if record.fb_used_mib is not None
+    }
 
 
 def _add_hami_holders(

@@ -74,21 +74,22 @@ def _add_to_hours_slowly(rows: list[tuple[Any, ...]]) -> None:
 
 
 def save_states(states: list[MeterState]) -> None:
-    """Write the nodes' new states. On PostgreSQL one UPDATE … FROM (VALUES …) per thousand nodes: Django's
-    bulk_update builds a CASE per row and took most of a 10,000-GPU round."""
+    """Write the nodes' new states and the memory their last scrape showed. On PostgreSQL one UPDATE … FROM
+    (VALUES …) per thousand nodes: Django's bulk_update builds a CASE per row and took most of a 10,000-GPU
+    round."""
     if connection.vendor != "postgresql":
-        MeterState.objects.bulk_update(states, ["state"], batch_size=500)
+        MeterState.objects.bulk_update(states, ["state", "memory"], batch_size=500)
         return
     table = MeterState._meta.db_table
     with connection.cursor() as cursor:
         for i in range(0, len(states), 1000):
             batch = states[i : i + 1000]
-            values = ", ".join(["(%s, %s::jsonb)"] * len(batch))
+            values = ", ".join(["(%s, %s::jsonb, %s::jsonb)"] * len(batch))
             params: list[Any] = []
             for row in batch:
-                params += [row.pk, json.dumps(row.state)]
+                params += [row.pk, json.dumps(row.state), json.dumps(row.memory)]
             cursor.execute(
-                f"UPDATE {table} AS m SET state = v.state, updated_at = now() "
-                f"FROM (VALUES {values}) AS v(id, state) WHERE m.id = v.id",
+                f"UPDATE {table} AS m SET state = v.state, memory = v.memory, updated_at = now() "
+                f"FROM (VALUES {values}) AS v(id, state, memory) WHERE m.id = v.id",
                 params,
             )

@@ -9,6 +9,7 @@ from billing.api.views import (
     InvoiceViewSet,
     RateCardViewSet,
     ScrapeRecordViewSet,
+    StandingView,
     UsageViewSet,
 )
 from billing.selectors import credited_events
@@ -66,5 +67,10 @@ urlpatterns = [
         "tenants/<slug:tenant_slug>/kubeconfig/admin/",
         AdminKubeconfigView.as_view({"get": "retrieve"}),
         name="tenant-kubeconfig-admin",
+    ),
+    path(
+        "tenants/<slug:tenant_slug>/standing/",
+        StandingView.as_view({"get": "retrieve"}),
+        name="tenant-standing",
     ),
 ]

@@ -64,7 +64,8 @@ def test_the_owner_reads_every_page_of_the_tenant(client, people):
     client.force_login(people["alice"])
     readable = ["tenant-detail", "tenant-status", "tenant-kubeconfig", "tenant-quotas", "tenant-members"]
     readable += ["tenant-kubeconfig-admin"]
-    readable += ["tenant-workloads", "tenant-usage", "tenant-invoices", "tenant-tokens", "tenant-audit"]
+    readable += ["tenant-workloads", "tenant-standing", "tenant-usage", "tenant-invoices", "tenant-tokens"]
+    readable += ["tenant-audit"]
     for name in readable:
         assert client.get(reverse(f"portal:{name}", kwargs={"slug": "tenant-a"})).status_code == 200, name
 
