@@ -30,8 +30,10 @@ ISSUE_READ_AT = "5bfabbc"
 
 # Migrations after the move that change tables on purpose, as (app, the migration before them): issue 26's
 # GPU resource names, API server addresses and dedicated nodes, issue 27's host clusters over time and `Pod`
-# (fleet/migrations/0009_… to 0012_…, tenants/migrations/0011_dedicated_nodes.py).
+# (fleet/migrations/0009_… to 0012_…, tenants/migrations/0011_dedicated_nodes.py) and GPU memory per pod
+# (billing/migrations/0010_standing_meter_memory.py).
 CHANGED_TABLES_SINCE = [
+    ("billing", "0009_h25_health_credit_event_in_health"),
     ("tenants", "0010_h25_audit_and_idempotency_to_core"),
     ("scheduling", "0008_h25_health_to_health"),
 ]
