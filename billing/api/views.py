@@ -21,6 +21,8 @@ from billing.api.serializers import (
     BudgetSerializer,
     BudgetWriteSerializer,
     CollectionSourceSerializer,
+    FeasibilityAnswerSerializer,
+    FeasibilitySerializer,
     InvoiceDraftSerializer,
     InvoiceSerializer,
     RateCardRetireSerializer,
@@ -29,10 +31,12 @@ from billing.api.serializers import (
     UsageSerializer,
 )
 from billing.models import Budget, CollectionSource, Invoice, RateCard, ScrapeRecord
-from billing.services import budgets, invoicing, rates
+from billing.services import budgets, invoicing, quote, rates
 from core.permissions import is_platform_admin
 from gpucloud.errors import PermissionDenied, ValidationFailed
+from placement import queue_estimate
 from tenants.api.viewsets import BaseViewSet
+from tenants.services import roles
 
 
 def _when(request: Request, name: str) -> datetime | None:
@@ -280,3 +284,25 @@ class ScrapeRecordViewSet(mixins.ListModelMixin, _AdminOnly):
     serializer_class = ScrapeRecordSerializer
     queryset = ScrapeRecord.objects.select_related("host_cluster").order_by("-at", "node")
     filterset_fields = ["status", "node", "source"]
+
+
+class FeasibilityView(BaseViewSet):
+    """Could N units of a class start for this tenant now, and if not when, where, which quota, at what price?
+    Nothing is created. Every role of the tenant may ask; the price is shown to roles that may see cost."""
+
+    @extend_schema(
+        request=FeasibilitySerializer,
+        responses={200: FeasibilityAnswerSerializer},
+        operation_id="tenants_feasibility_create",
+    )
+    def create(self, request: Request, tenant_slug: str) -> Response:
+        tenant = self.tenant_named(tenant_slug, "tenant.view")
+        serializer = FeasibilitySerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        answer = queue_estimate.feasibility(tenant, data["gpu_class"], data["count"], data["hours"])
+        price = None
+        if roles.can(self.actor(), tenant, "billing.view"):
+            price = quote.quote(tenant, answer.gpu_class, answer.count, answer.hours)
+        body = FeasibilityAnswerSerializer(answer).data
+        return Response({**body, "price": price})

@@ -12,7 +12,7 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from clusters import lifecycle
+from clusters import lifecycle, queue
 from clusters.access.kubeconfigs import admin_kubeconfig, tenant_kubeconfig
 from clusters.api.serializers import (
     ConformanceSerializer,
@@ -23,6 +23,7 @@ from clusters.api.serializers import (
     HostClusterRegistrationSerializer,
     HostClusterSerializer,
     HostClusterUpdateSerializer,
+    QueueEntrySerializer,
     ReleaseSerializer,
 )
 from clusters.registration import register_host_cluster
@@ -209,3 +210,13 @@ class AdminKubeconfigView(BaseViewSet):
         response = HttpResponse(text, content_type="application/yaml", status=status.HTTP_200_OK)
         response["Content-Disposition"] = f'attachment; filename="{tenant.slug}-admin-kubeconfig.yaml"'
         return response
+
+
+class TenantQueueView(BaseViewSet):
+    """The tenant's pending workloads in queue order: position, reason in plain words, estimated start
+    (`clusters.queue`). Every role of the tenant may read it; another tenant is "not found"."""
+
+    @extend_schema(responses={200: QueueEntrySerializer(many=True)}, operation_id="tenants_queue_list")
+    def list(self, request: Request, tenant_slug: str) -> Response:
+        tenant = self.tenant_named(tenant_slug, "tenant.view")
+        return Response(QueueEntrySerializer(queue.tenant_queue(tenant), many=True).data)

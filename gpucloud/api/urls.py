@@ -6,13 +6,14 @@ from rest_framework.routers import SimpleRouter
 from billing.api.views import (
     BudgetViewSet,
     CollectionSourceViewSet,
+    FeasibilityView,
     InvoiceViewSet,
     RateCardViewSet,
     ScrapeRecordViewSet,
     UsageViewSet,
 )
 from billing.selectors import credited_events
-from clusters.api.views import AdminKubeconfigView, HostClusterViewSet, KubeconfigView
+from clusters.api.views import AdminKubeconfigView, HostClusterViewSet, KubeconfigView, TenantQueueView
 from gitops.api.views import ApplyViewSet, GitSourceViewSet, SchemaViewSet
 from health.api.views import HealthEventViewSet
 from placement.api.views import CapacityViewSet, GpuClassViewSet, WhatIfViewSet
@@ -66,5 +67,11 @@ urlpatterns = [
         "tenants/<slug:tenant_slug>/kubeconfig/admin/",
         AdminKubeconfigView.as_view({"get": "retrieve"}),
         name="tenant-kubeconfig-admin",
+    ),
+    path("tenants/<slug:tenant_slug>/queue/", TenantQueueView.as_view({"get": "list"}), name="tenant-queue"),
+    path(
+        "tenants/<slug:tenant_slug>/feasibility/",
+        FeasibilityView.as_view({"post": "create"}),
+        name="tenant-feasibility",
     ),
 ]
