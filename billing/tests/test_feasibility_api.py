@@ -3,9 +3,12 @@ may see cost, another tenant is not found, bad input is a 400 naming the field (
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
+from io import StringIO
 
 import pytest
+from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from billing.services import rates
@@ -125,3 +128,27 @@ def test_the_queue_lists_pending_workloads_in_order(api, people, a):
     assert body[1]["estimated_start"] is not None
     assert body[2]["reason"] == "quota exceeded: asks 9 × h200-141gb, guarantee + burst is 6"
     assert body[2]["estimated_start"] is None
+
+
+def test_the_console_commands(people, a):
+    ObservedWorkload.objects.create(
+        tenant=a, name="waits", queue="default", state="pending", gpus=9, gpu_class="h200-141gb"
+    )
+    out = StringIO()
+    call_command(
+        "feasibility", "tenant-a", "--class", "h200-141gb", "--count", "2", "--hours", "1", stdout=out
+    )
+    answer = json.loads(out.getvalue())
+    lines = StringIO()
+    call_command("tenant_queue", "tenant-a", stdout=lines)
+
+    assert answer["fits_now"] is True
+    assert answer["price"]["total"] == "6.00"
+    assert lines.getvalue().strip() == (
+        "1. waits  9 × h200-141gb  starts: not within a week  — quota exceeded: asks 9 × h200-141gb,"
+        " guarantee + burst is 6"
+    )
+    with pytest.raises(CommandError, match="count is 1 to 1024"):
+        call_command("feasibility", "tenant-a", "--class", "h200-141gb", "--count", "0", "--hours", "1")
+    with pytest.raises(CommandError, match="no tenant 'nobody'"):
+        call_command("tenant_queue", "nobody")
