@@ -73,11 +73,13 @@ def replay(
     held: Mapping[str, int] | None = None,
     limits: Mapping[str, int] | None = None,
     horizon: timedelta = HORIZON,
+    stop: str = "",
 ) -> dict[str, Start]:
     """Estimated starts of the queue, in its order, on a scratch copy of `model` (see the module docstring).
 
     `ends` are the expected ends of pods the model holds (an end already past counts as now); `held` the
     units each quota holds now and `limits` its guaranteed + burst: a workload starts only within its quota.
+    With `stop`, the replay ends once that workload has started (those after it are then not answered).
     """
     scratch = model.scratch()
     heap = [(max(at, now), name, key, units) for at, name, key, units in ends]
@@ -103,7 +105,7 @@ def replay(
                 for pod, units in zip(item.pods, share, strict=True):
                     heapq.heappush(heap, (at + item.runtime, pod.name, item.quota, units))
         waiting = still
-        if not waiting or not heap or heap[0][0] > now + horizon:
+        if stop in starts or not waiting or not heap or heap[0][0] > now + horizon:
             break
         at = heap[0][0]
         while heap and heap[0][0] <= at:

@@ -65,6 +65,7 @@ def test_the_owner_reads_every_page_of_the_tenant(client, people):
     readable = ["tenant-detail", "tenant-status", "tenant-kubeconfig", "tenant-quotas", "tenant-members"]
     readable += ["tenant-kubeconfig-admin"]
     readable += ["tenant-workloads", "tenant-usage", "tenant-invoices", "tenant-tokens", "tenant-audit"]
+    readable += ["tenant-queue"]
     for name in readable:
         assert client.get(reverse(f"portal:{name}", kwargs={"slug": "tenant-a"})).status_code == 200, name
 
