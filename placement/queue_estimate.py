@@ -135,7 +135,8 @@ def median_runtimes(model: FleetModel, at: datetime) -> dict[int, timedelta]:
     ).values_list("gpu_class_id", "started_at", "finished_at")
     seconds: dict[int, list[float]] = defaultdict(list)
     for class_id, started, finished in rows:
-        seconds[class_id].append((finished - started).total_seconds())
+        if finished is not None:  # filtered on, but the column is nullable
+            seconds[class_id].append((finished - started).total_seconds())
     return {k: timedelta(seconds=statistics.median(v)) for k, v in seconds.items()}
 
 

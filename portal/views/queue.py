@@ -27,7 +27,9 @@ class FeasibilityForm(forms.Form):
 
     def __init__(self, *args: Any, classes: list[str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["gpu_class"].choices = [(c, c) for c in classes]
+        field = self.fields["gpu_class"]
+        assert isinstance(field, forms.ChoiceField)
+        field.choices = [(c, c) for c in classes]
 
 
 @login_required
