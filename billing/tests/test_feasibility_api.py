@@ -119,7 +119,7 @@ def test_the_queue_lists_pending_workloads_in_order(api, people, a):
         tenant=a, name="running", state="admitted", gpus=1, gpu_class="h200-141gb"
     )
 
-    body = api(people["bob"]).get("/api/v1/tenants/tenant-a/queue/").json()
+    body = api(people["bob"]).get("/api/v1/tenants/tenant-a/queue/").json()["results"]
 
     assert [(w["name"], w["position"]) for w in body] == [("first", 1), ("second", 2), ("huge", 3)]
     assert body[0]["reason"] == "fits now: waiting for Kueue to admit it"

@@ -214,9 +214,13 @@ class AdminKubeconfigView(BaseViewSet):
 
 class TenantQueueView(BaseViewSet):
     """The tenant's pending workloads in queue order: position, reason in plain words, estimated start
-    (`clusters.queue`). Every role of the tenant may read it; another tenant is "not found"."""
+    (`clusters.queue`). Every role of the tenant may read it; another tenant is "not found". Paged like
+    every list; the positions are the whole queue's."""
 
-    @extend_schema(responses={200: QueueEntrySerializer(many=True)}, operation_id="tenants_queue_list")
+    serializer_class = QueueEntrySerializer
+
+    @extend_schema(operation_id="tenants_queue_list")
     def list(self, request: Request, tenant_slug: str) -> Response:
         tenant = self.tenant_named(tenant_slug, "tenant.view")
-        return Response(QueueEntrySerializer(queue.tenant_queue(tenant), many=True).data)
+        page = self.paginate_queryset(queue.tenant_queue(tenant))  # type: ignore[arg-type]
+        return self.get_paginated_response(QueueEntrySerializer(page, many=True).data)
