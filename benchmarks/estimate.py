@@ -22,6 +22,7 @@ import argparse
 import bisect
 import heapq
 import json
+import math
 import os
 import platform
 import statistics
@@ -122,7 +123,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "estimates": len(errors),
         "not_estimated": unestimated,
         "median_error_min": round(statistics.median(errors), 1) if errors else None,
-        "p90_error_min": round(errors[int(0.9 * (len(errors) - 1))], 1) if errors else None,
+        "p90_error_min": round(errors[math.ceil(0.9 * len(errors)) - 1], 1)
+        if errors
+        else None,  # nearest rank
         "stretch": args.stretch,
         "median_wait_min": round(statistics.median(waits), 1) if waits else None,
         "wall_seconds": round(wall, 1),
