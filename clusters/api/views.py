@@ -222,5 +222,5 @@ class TenantQueueView(BaseViewSet):
     @extend_schema(operation_id="tenants_queue_list")
     def list(self, request: Request, tenant_slug: str) -> Response:
         tenant = self.tenant_named(tenant_slug, "tenant.view")
-        page = self.paginate_queryset(queue.tenant_queue(tenant))  # type: ignore[arg-type]
+        page = self.paginate_queryset(queue.tenant_queue(tenant))
         return self.get_paginated_response(QueueEntrySerializer(page, many=True).data)
