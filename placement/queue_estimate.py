@@ -252,6 +252,12 @@ def reason(
             f"waiting for the tenant's own pods to end: asks {units} × {gpu_class.name}, guarantee + burst is"
             f" {use.limit}, {use.in_use} in use and {use.ahead} queued before it"
         )
+    if start.at is None and use.in_use + use.ahead + units > use.limit:
+        return (
+            f"the tenant's quota of {gpu_class.name} is full ({use.in_use} in use, {use.ahead} queued before"
+            f" it, guarantee + burst {use.limit}) and those are not expected to end within"
+            f" {HORIZON.days} days"
+        )
     if start.at is None:
         return (
             f"{units} × {gpu_class.name} cannot be placed within {HORIZON.days} days: the pods holding"

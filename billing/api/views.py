@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -33,9 +34,11 @@ from billing.api.serializers import (
 from billing.models import Budget, CollectionSource, Invoice, RateCard, ScrapeRecord
 from billing.services import budgets, invoicing, quote, rates
 from core.permissions import is_platform_admin
+from fleet.models import GpuClass
 from gpucloud.errors import PermissionDenied, ValidationFailed
 from placement import queue_estimate
 from tenants.api.viewsets import BaseViewSet
+from tenants.models import Tenant
 from tenants.services import roles
 
 
@@ -286,9 +289,29 @@ class ScrapeRecordViewSet(mixins.ListModelMixin, _AdminOnly):
     filterset_fields = ["status", "node", "source"]
 
 
+Ahead = Callable[[Tenant], Sequence[tuple[GpuClass, int, str]]]
+
+
 class FeasibilityView(BaseViewSet):
     """Could N units of a class start for this tenant now, and if not when, where, which quota, at what price?
-    Nothing is created. Every role of the tenant may ask; the price is shown to roles that may see cost."""
+    Nothing is created. Every role of the tenant may ask; the price is shown to roles that may see cost.
+
+    The ask goes behind the tenant's waiting workloads as `ahead_of` gives them: the tenant's queue is
+    clusters' (`clusters.queue.ahead`), a neighbour of billing, so the URL configuration hands it in
+    (`behind`), as it hands the health events their rule."""
+
+    @classmethod
+    def behind(cls, rule: Ahead) -> type[FeasibilityView]:
+        """This view, putting each ask behind the workloads `rule` says wait for the tenant."""
+
+        def ahead_of(self: FeasibilityView, tenant: Tenant) -> Sequence[tuple[GpuClass, int, str]]:
+            return rule(tenant)
+
+        return type(cls.__name__, (cls,), {"ahead_of": ahead_of})
+
+    def ahead_of(self, tenant: Tenant) -> Sequence[tuple[GpuClass, int, str]]:
+        """What waits ahead of an ask of the tenant; nothing until a rule is given."""
+        return ()
 
     @extend_schema(
         request=FeasibilitySerializer,
@@ -300,7 +323,9 @@ class FeasibilityView(BaseViewSet):
         serializer = FeasibilitySerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        answer = queue_estimate.feasibility(tenant, data["gpu_class"], data["count"], data["hours"])
+        answer = queue_estimate.feasibility(
+            tenant, data["gpu_class"], data["count"], data["hours"], ahead=self.ahead_of(tenant)
+        )
         price = None
         if roles.can(self.actor(), tenant, "billing.view"):
             price = quote.quote(tenant, answer.gpu_class, answer.count, answer.hours)

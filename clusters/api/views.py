@@ -212,6 +212,10 @@ class AdminKubeconfigView(BaseViewSet):
         return response
 
 
+# What waits ahead of a feasibility ask (billing's `FeasibilityView.behind`, given by the URL configuration).
+waiting_ahead = queue.ahead
+
+
 class TenantQueueView(BaseViewSet):
     """The tenant's pending workloads in queue order: position, reason in plain words, estimated start
     (`clusters.queue`). Every role of the tenant may read it; another tenant is "not found". Paged like

@@ -13,7 +13,13 @@ from billing.api.views import (
     UsageViewSet,
 )
 from billing.selectors import credited_events
-from clusters.api.views import AdminKubeconfigView, HostClusterViewSet, KubeconfigView, TenantQueueView
+from clusters.api.views import (
+    AdminKubeconfigView,
+    HostClusterViewSet,
+    KubeconfigView,
+    TenantQueueView,
+    waiting_ahead,
+)
 from gitops.api.views import ApplyViewSet, GitSourceViewSet, SchemaViewSet
 from health.api.views import HealthEventViewSet
 from placement.api.views import CapacityViewSet, GpuClassViewSet, WhatIfViewSet
@@ -71,7 +77,8 @@ urlpatterns = [
     path("tenants/<slug:tenant_slug>/queue/", TenantQueueView.as_view({"get": "list"}), name="tenant-queue"),
     path(
         "tenants/<slug:tenant_slug>/feasibility/",
-        FeasibilityView.as_view({"post": "create"}),
+        # The ask goes behind the tenant's waiting workloads, which are clusters' (billing.api.views).
+        FeasibilityView.behind(waiting_ahead).as_view({"post": "create"}),
         name="tenant-feasibility",
     ),
 ]
