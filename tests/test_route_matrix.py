@@ -120,12 +120,16 @@ MATRIX: dict[tuple[str, str], tuple[int, int, int, int]] = {
     ("health-event-detail", "GET"): (200, 200, 404, 401),  # an event tenant A was credited for
     ("host-cluster-nodes", "GET"): (403, 403, 403, 401),  # the fleet's nodes: platform administrators
     ("host-cluster-release", "POST"): (403, 403, 403, 401),
+    # where my job stands: every role of the tenant reads its queue and asks about feasibility
+    ("tenant-queue", "GET"): (200, 200, 404, 401),
+    ("tenant-feasibility", "POST"): (200, 200, 404, 401),
 }
 
 BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("tenant-list", "POST"): {"slug": "newcomer"},
     ("tenant-detail", "PATCH"): {"display_name": "Renamed"},
     ("what-if-list", "POST"): {"gang": {"pods": 2, "gpus_per_pod": 1, "tenant": "tenant-a"}},
+    ("tenant-feasibility", "POST"): {"gpu_class": "h200-141gb", "count": 1, "hours": 2},
     ("host-cluster-list", "POST"): {"name": "gpu-east", "kubeconfig": "apiVersion: v1", "scheduler": "kueue"},
     ("token-list", "POST"): {"name": "laptop", "scope": "read"},
     ("scim-token-list", "POST"): {"name": "okta"},

@@ -277,3 +277,35 @@ class StandingSerializer(_CostFields):
         max_digits=14, decimal_places=2, allow_null=True, required=False,
         help_text="at the rate cards in force; only for roles that may see cost",
     )  # fmt: skip
+
+
+class FeasibilitySerializer(serializers.Serializer[Any]):
+    gpu_class = serializers.CharField(help_text="a GPU class name (GET /api/v1/gpu-classes/)")
+    count = serializers.IntegerField(help_text="units of the class: GPUs, MIG slices or shares")
+    hours = serializers.FloatField(help_text="how long it would run")
+
+
+class QuotaUseSerializer(serializers.Serializer[Any]):
+    guaranteed = serializers.IntegerField()
+    burst = serializers.IntegerField()
+    in_use = serializers.IntegerField()
+    ahead = serializers.IntegerField(help_text="units of the class queued before it")
+    from_guarantee = serializers.IntegerField(help_text="of the units asked, those within the guarantee")
+    borrowed = serializers.IntegerField(help_text="those borrowed from the cohort's idle GPUs (within burst)")
+
+
+class FeasibilityAnswerSerializer(serializers.Serializer[Any]):
+    gpu_class = serializers.CharField(source="gpu_class.name")
+    count = serializers.IntegerField()
+    hours = serializers.FloatField()
+    host_cluster = serializers.CharField()
+    fits_now = serializers.BooleanField()
+    estimated_start = serializers.DateTimeField(allow_null=True, help_text="null: not within a week")
+    reason = serializers.CharField()
+    nodes = serializers.ListField(child=serializers.CharField(), help_text="where it would start")
+    quota = QuotaUseSerializer()
+    price = serializers.DictField(
+        allow_null=True,
+        help_text="on the tenant's rate card: per_unit_hour, total, currency, rate_card_version; null for"
+        " roles that may not see cost, or when no card prices the class",
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,6 +22,8 @@ from billing.api.serializers import (
     BudgetSerializer,
     BudgetWriteSerializer,
     CollectionSourceSerializer,
+    FeasibilityAnswerSerializer,
+    FeasibilitySerializer,
     InvoiceDraftSerializer,
     InvoiceSerializer,
     RateCardRetireSerializer,
@@ -30,12 +33,15 @@ from billing.api.serializers import (
     UsageSerializer,
 )
 from billing.models import Budget, CollectionSource, Invoice, RateCard, ScrapeRecord
-from billing.services import budgets, invoicing, rates
+from billing.services import budgets, invoicing, quote, rates
 from billing.standing import standing_of
 from core.permissions import is_platform_admin
+from fleet.models import GpuClass
 from gpucloud.errors import PermissionDenied, ValidationFailed
+from placement import queue_estimate
 from tenants.api.views import TenantChildViewSet
 from tenants.api.viewsets import BaseViewSet
+from tenants.models import Tenant
 from tenants.services import roles
 
 
@@ -299,3 +305,47 @@ class StandingView(TenantChildViewSet):
         with_cost = roles.can(self.actor(), tenant, "billing.view")
         data = standing_of(tenant, with_cost=with_cost)
         return Response(StandingSerializer(data, context={"with_cost": with_cost}).data)
+
+
+Ahead = Callable[[Tenant], Sequence[tuple[GpuClass, int, str]]]
+
+
+class FeasibilityView(BaseViewSet):
+    """Could N units of a class start for this tenant now, and if not when, where, which quota, at what price?
+    Nothing is created. Every role of the tenant may ask; the price is shown to roles that may see cost.
+
+    The ask goes behind the tenant's waiting workloads as `ahead_of` gives them: the tenant's queue is
+    clusters' (`clusters.queue.ahead`), a neighbour of billing, so the URL configuration hands it in
+    (`behind`), as it hands the health events their rule."""
+
+    @classmethod
+    def behind(cls, rule: Ahead) -> type[FeasibilityView]:
+        """This view, putting each ask behind the workloads `rule` says wait for the tenant."""
+
+        def ahead_of(self: FeasibilityView, tenant: Tenant) -> Sequence[tuple[GpuClass, int, str]]:
+            return rule(tenant)
+
+        return type(cls.__name__, (cls,), {"ahead_of": ahead_of})
+
+    def ahead_of(self, tenant: Tenant) -> Sequence[tuple[GpuClass, int, str]]:
+        """What waits ahead of an ask of the tenant; nothing until a rule is given."""
+        return ()
+
+    @extend_schema(
+        request=FeasibilitySerializer,
+        responses={200: FeasibilityAnswerSerializer},
+        operation_id="tenants_feasibility_create",
+    )
+    def create(self, request: Request, tenant_slug: str) -> Response:
+        tenant = self.tenant_named(tenant_slug, "tenant.view")
+        serializer = FeasibilitySerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        answer = queue_estimate.feasibility(
+            tenant, data["gpu_class"], data["count"], data["hours"], ahead=self.ahead_of(tenant)
+        )
+        price = None
+        if roles.can(self.actor(), tenant, "billing.view"):
+            price = quote.quote(tenant, answer.gpu_class, answer.count, answer.hours)
+        body = FeasibilityAnswerSerializer(answer).data
+        return Response({**body, "price": price})

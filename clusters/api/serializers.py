@@ -188,3 +188,18 @@ class ReleaseSerializer(serializers.Serializer[None]):
         required=False, allow_null=True, min_value=0, help_text="the GPU's index; none: the whole node"
     )
     reason = serializers.CharField(required=False, default="", allow_blank=True, max_length=300)
+
+
+class QueueEntrySerializer(serializers.Serializer[Any]):
+    """One pending workload of a tenant, where it stands (`clusters.queue`)."""
+
+    name = serializers.CharField()
+    queue = serializers.CharField(help_text="the tenant's LocalQueue")
+    position = serializers.IntegerField(help_text="1 is next in the tenant's queue")
+    gpu_class = serializers.CharField()
+    gpus = serializers.IntegerField(help_text="units asked for")
+    created_at = serializers.DateTimeField(allow_null=True)
+    reason = serializers.CharField(help_text="why it waits, in plain words")
+    estimated_start = serializers.DateTimeField(
+        allow_null=True, help_text="null: not within a week (see reason); docs/placement.md, Queue estimates"
+    )

@@ -12,7 +12,7 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from clusters import lifecycle
+from clusters import lifecycle, queue
 from clusters.access.kubeconfigs import admin_kubeconfig, tenant_kubeconfig
 from clusters.api.serializers import (
     ConformanceSerializer,
@@ -23,6 +23,7 @@ from clusters.api.serializers import (
     HostClusterRegistrationSerializer,
     HostClusterSerializer,
     HostClusterUpdateSerializer,
+    QueueEntrySerializer,
     ReleaseSerializer,
 )
 from clusters.registration import register_host_cluster
@@ -209,3 +210,21 @@ class AdminKubeconfigView(BaseViewSet):
         response = HttpResponse(text, content_type="application/yaml", status=status.HTTP_200_OK)
         response["Content-Disposition"] = f'attachment; filename="{tenant.slug}-admin-kubeconfig.yaml"'
         return response
+
+
+# What waits ahead of a feasibility ask (billing's `FeasibilityView.behind`, given by the URL configuration).
+waiting_ahead = queue.ahead
+
+
+class TenantQueueView(BaseViewSet):
+    """The tenant's pending workloads in queue order: position, reason in plain words, estimated start
+    (`clusters.queue`). Every role of the tenant may read it; another tenant is "not found". Paged like
+    every list; the positions are the whole queue's."""
+
+    serializer_class = QueueEntrySerializer
+
+    @extend_schema(operation_id="tenants_queue_list")
+    def list(self, request: Request, tenant_slug: str) -> Response:
+        tenant = self.tenant_named(tenant_slug, "tenant.view")
+        page = self.paginate_queryset(queue.tenant_queue(tenant))
+        return self.get_paginated_response(QueueEntrySerializer(page, many=True).data)

@@ -6,6 +6,7 @@ from rest_framework.routers import SimpleRouter
 from billing.api.views import (
     BudgetViewSet,
     CollectionSourceViewSet,
+    FeasibilityView,
     InvoiceViewSet,
     RateCardViewSet,
     ScrapeRecordViewSet,
@@ -13,7 +14,13 @@ from billing.api.views import (
     UsageViewSet,
 )
 from billing.selectors import credited_events
-from clusters.api.views import AdminKubeconfigView, HostClusterViewSet, KubeconfigView
+from clusters.api.views import (
+    AdminKubeconfigView,
+    HostClusterViewSet,
+    KubeconfigView,
+    TenantQueueView,
+    waiting_ahead,
+)
 from gitops.api.views import ApplyViewSet, GitSourceViewSet, SchemaViewSet
 from health.api.views import HealthEventViewSet
 from placement.api.views import CapacityViewSet, GpuClassViewSet, WhatIfViewSet
@@ -72,5 +79,12 @@ urlpatterns = [
         "tenants/<slug:tenant_slug>/standing/",
         StandingView.as_view({"get": "retrieve"}),
         name="tenant-standing",
+    ),
+    path("tenants/<slug:tenant_slug>/queue/", TenantQueueView.as_view({"get": "list"}), name="tenant-queue"),
+    path(
+        "tenants/<slug:tenant_slug>/feasibility/",
+        # The ask goes behind the tenant's waiting workloads, which are clusters' (billing.api.views).
+        FeasibilityView.behind(waiting_ahead).as_view({"post": "create"}),
+        name="tenant-feasibility",
     ),
 ]

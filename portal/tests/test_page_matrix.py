@@ -66,6 +66,7 @@ def test_the_owner_reads_every_page_of_the_tenant(client, people):
     readable += ["tenant-kubeconfig-admin"]
     readable += ["tenant-workloads", "tenant-standing", "tenant-usage", "tenant-invoices", "tenant-tokens"]
     readable += ["tenant-audit"]
+    readable += ["tenant-queue"]
     for name in readable:
         assert client.get(reverse(f"portal:{name}", kwargs={"slug": "tenant-a"})).status_code == 200, name
 

@@ -1,0 +1,96 @@
+"""A tenant's queue: its pending Kueue workloads in order, each with its position, the reason it waits in
+plain words and an estimated start (`placement.queue_estimate`, docs/placement.md "Queue estimates").
+
+The order is gpucloud's own, the tenant's LocalQueue as BestEffortFIFO orders it: creation time, then name
+(the observed workloads carry no priority, and Kueue's visibility API is not read yet). Nothing is written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.utils import timezone
+
+from clusters.models import ObservedWorkload
+from fleet.models import GpuClass
+from placement import queue_estimate as qe
+from placement.engine import EngineError
+from placement.service import FleetModel
+from tenants.models import Tenant
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One pending workload of the tenant, where it stands."""
+
+    name: str
+    queue: str
+    position: int  # 1 is next
+    gpu_class: str
+    gpus: int
+    created_at: datetime | None
+    reason: str
+    estimated_start: datetime | None
+
+
+def pending(tenant: Tenant) -> list[ObservedWorkload]:
+    """The tenant's pending workloads in queue order."""
+    rows = ObservedWorkload.objects.filter(tenant=tenant, state=ObservedWorkload.State.PENDING)
+    return sorted(rows, key=lambda w: (w.created_at is None, w.created_at or timezone.now(), w.name))
+
+
+def ahead(tenant: Tenant) -> list[tuple[GpuClass, int, str]]:
+    """The tenant's pending workloads of known classes, as `queue_estimate.feasibility` takes them."""
+    classes = {c.name: c for c in GpuClass.objects.select_related("gpu_model")}
+    return [(classes[w.gpu_class], w.gpus, w.name) for w in pending(tenant) if w.gpu_class in classes]
+
+
+def tenant_queue(tenant: Tenant, at: datetime | None = None) -> list[Entry]:
+    """The tenant's pending workloads with position, reason and estimated start, in queue order."""
+    rows = pending(tenant)
+    if not rows:
+        return []
+    now = at or timezone.now()
+    classes = {c.name: c for c in GpuClass.objects.select_related("gpu_model")}
+    cluster = getattr(tenant, "cluster", None)
+    model = None
+    if cluster is not None and cluster.host_cluster is not None:
+        try:
+            model = FleetModel.build(cluster.host_cluster, now)
+        except EngineError:
+            model = None
+    if model is None:
+        return [
+            _entry(w, i, "the tenant has no host cluster that can be modelled", None)
+            for i, w in enumerate(rows)
+        ]
+    medians = qe.median_runtimes(model, now)
+    queue, uses, before = [], {}, dict[int, int]()
+    for w in rows:
+        gpu_class = classes.get(w.gpu_class)
+        if gpu_class is None:
+            continue
+        uses[w.name] = qe.quota_use(tenant, gpu_class, w.gpus, model, before.get(gpu_class.pk, 0))
+        before[gpu_class.pk] = before.get(gpu_class.pk, 0) + w.gpus
+        queue.append(qe.queued(w.name, gpu_class, w.gpus, tenant, model, medians.get(gpu_class.pk)))
+    ends, held, limits = qe.expected_ends(model, now, medians), qe.held_units(model), qe.limits_of(tenant)
+    starts = qe.replay(model, ends, queue, now, held=held, limits=limits)
+    out = []
+    for i, w in enumerate(rows):
+        gpu_class = classes.get(w.gpu_class)
+        if gpu_class is None:
+            out.append(
+                _entry(w, i, f"{w.gpu_class or 'no GPU class'} is not a GPU class gpucloud offers", None)
+            )
+            continue
+        start = starts.get(w.name, qe.Start(None))
+        text = qe.reason(gpu_class, w.gpus, uses[w.name], start, model, now)
+        if start.at is not None and start.at <= now:
+            text = "fits now: waiting for Kueue to admit it"
+        out.append(_entry(w, i, text, start.at))
+    return out
+
+
+def _entry(w: ObservedWorkload, index: int, reason: str, start: datetime | None) -> Entry:
+    return Entry(w.name, w.queue, index + 1, w.gpu_class, w.gpus, w.created_at, reason, start)
