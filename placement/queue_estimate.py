@@ -335,7 +335,10 @@ def feasibility(
         queued(f"ahead-{i}", c, u, tenant, model, medians.get(c.pk)) for i, (c, u, _) in enumerate(ahead)
     ]
     ask = queued("feasibility", the_class, count, tenant, model, timedelta(hours=hours))
-    use = quota_use(tenant, the_class, count, model, sum(u for c, u, _ in ahead if c.pk == the_class.pk))
+    # A workload asking more than guarantee + burst is never admitted (BestEffortFIFO passes it): not ahead.
+    limit = quota_use(tenant, the_class, count, model).limit
+    before = sum(u for c, u, _ in ahead if c.pk == the_class.pk and u <= limit)
+    use = quota_use(tenant, the_class, count, model, before)
     start = Start(None)
     if count <= use.limit:
         ends = expected_ends(model, now, medians)

@@ -50,6 +50,15 @@ def test_a_viewer_gets_the_answer_without_the_price(client, people, a):
     assert "USD" not in html
 
 
+def test_an_ask_beyond_the_burst_says_so_instead_of_calling_it_borrowed(client, people, a):
+    html = page(client, people["alice"], gpu_class="h200-141gb", count=5, hours=1).content.decode()
+    assert "1 borrowed (burst 2)" in html  # 4 from the guarantee, 1 of the burst
+
+    html = page(client, people["alice"], gpu_class="h200-141gb", count=10, hours=1).content.decode()
+    assert "6 beyond it: more than its burst of 2" in html
+    assert "borrowed (burst" not in html
+
+
 def test_bad_input_is_shown_by_its_field(client, people, a):
     response = page(client, people["alice"], gpu_class="h200-141gb", count=0, hours=1)
 
