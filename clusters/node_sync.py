@@ -22,6 +22,7 @@ pass relabels nodes itself on every MIG change).
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,14 +100,19 @@ def _audit(action: str, host_cluster: HostCluster, name: str, **details: Any) ->
 
 def _import(host_cluster: HostCluster, gpu_node: GpuNode, model: GpuModel) -> Node:
     node = Node.objects.create(host_cluster=host_cluster, name=gpu_node.name, **observed(gpu_node))
-    Gpu.objects.bulk_create(
-        Gpu(node=node, index=i, gpu_model=model, uuid=placeholder_uuid(host_cluster.pk, gpu_node.name, i))
-        for i in range(gpu_node.count)
-    )
+    _add_gpus(node, model, range(gpu_node.count))
     return node
 
 
-def _sync_gpus(host_cluster: HostCluster, node: Node, gpu_node: GpuNode, model: GpuModel) -> dict[str, Any]:
+def _add_gpus(node: Node, model: GpuModel, indexes: Iterable[int]) -> None:
+    """New GPU rows at these indexes, each with a placeholder UUID until DCGM reports the real one."""
+    Gpu.objects.bulk_create(
+        Gpu(node=node, index=i, gpu_model=model, uuid=placeholder_uuid(node.host_cluster_id, node.name, i))
+        for i in indexes
+    )
+
+
+def _sync_gpus(node: Node, gpu_node: GpuNode, model: GpuModel) -> dict[str, Any]:
     """Make the node's GPUs the count and model listed; returns what changed (empty: nothing).
 
     A GPU beyond the count listed is removed (with its quarantines); a new index gets a placeholder UUID
@@ -119,10 +125,7 @@ def _sync_gpus(host_cluster: HostCluster, node: Node, gpu_node: GpuNode, model: 
         Gpu.objects.filter(pk__in=surplus).delete()
     have = {g.index for g in gpus}
     missing = [i for i in range(gpu_node.count) if i not in have]
-    Gpu.objects.bulk_create(
-        Gpu(node=node, index=i, gpu_model=model, uuid=placeholder_uuid(host_cluster.pk, node.name, i))
-        for i in missing
-    )
+    _add_gpus(node, model, missing)
     swapped = any(g.gpu_model_id != model.pk for g in gpus if g.index < gpu_node.count)
     if swapped:
         node.gpus.exclude(gpu_model=model).update(gpu_model=model)
@@ -144,7 +147,7 @@ def _update(host_cluster: HostCluster, node: Node, gpu_node: GpuNode, model: Gpu
         for name in changed:
             setattr(node, name, values[name])
         node.save(update_fields=[*changed, "state", "gone_at", "state_before_gone"])
-    gpus = _sync_gpus(host_cluster, node, gpu_node, model)
+    gpus = _sync_gpus(node, gpu_node, model)
     if gpus:
         _audit("node.update", host_cluster, node.name, **gpus)
     if (changed or gpus) and not back:

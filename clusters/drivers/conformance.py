@@ -259,11 +259,9 @@ def _admission_policies(discovery: ClusterDiscovery) -> Capability:
     The group has served v1 webhooks since 1.16, so the server version decides whether its v1 has policies.
     """
     served, versions = _served(discovery, "admissionregistration.k8s.io", "v1")
-    numbers = re.match(r"v?(\d+)\.(\d+)", discovery.server_version)
-    version = (int(numbers[1]), int(numbers[2])) if numbers else (0, 0)
     return Capability(
         "admission_policies",
-        served and version >= ADMISSION_POLICIES_SINCE,
+        served and _minor(discovery.server_version) >= ADMISSION_POLICIES_SINCE,
         f"Kubernetes {discovery.server_version} · {versions}" if served else "",
         "nothing on the host refuses what a tenant's vCluster syncs: GPU resources beyond the tenant's quota "
         "or tier, nodeName, other tenants' or quarantined nodes, host namespaces, hostPath, privileged pods "
