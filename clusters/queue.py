@@ -1,8 +1,10 @@
-"""A tenant's queue: its pending Kueue workloads in order, each with its position, the reason it waits in
-plain words and an estimated start (`placement.queue_estimate`, docs/placement.md "Queue estimates").
+"""A tenant's queue: its waiting workloads in order, each with its position, the reason it waits in plain
+words and an estimated start (`placement.queue_estimate`, docs/placement.md "Queue estimates").
 
-The order is gpucloud's own, the tenant's LocalQueue as BestEffortFIFO orders it: creation time, then name
-(the observed workloads carry no priority, and Kueue's visibility API is not read yet). Nothing is written.
+The waiting workloads are the tenant's `fleet.PendingWorkload` rows: Kueue's pending Workloads, KAI's
+unscheduled PodGroups, or the simulator's pods not placed yet. The order is the scheduler's where it says
+(Kueue's visibility API gives a position), else the order the schedulers keep: higher priority first, then
+creation time, then name. Nothing is written.
 """
 
 from __future__ import annotations
@@ -12,8 +14,7 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from clusters.models import ObservedWorkload
-from fleet.models import GpuClass
+from fleet.models import GpuClass, PendingWorkload
 from placement import queue_estimate as qe
 from placement.engine import EngineError
 from placement.service import FleetModel
@@ -32,12 +33,27 @@ class Entry:
     created_at: datetime | None
     reason: str
     estimated_start: datetime | None
+    source: str = PendingWorkload.Source.KUEUE
+    pods: int = 1
+    priority: int = 0
+    scheduler_message: str = ""  # why it waits, in the scheduler's own words
 
 
-def pending(tenant: Tenant) -> list[ObservedWorkload]:
-    """The tenant's pending workloads in queue order."""
-    rows = ObservedWorkload.objects.filter(tenant=tenant, state=ObservedWorkload.State.PENDING)
-    return sorted(rows, key=lambda w: (w.created_at is None, w.created_at or timezone.now(), w.name))
+def pending(tenant: Tenant) -> list[PendingWorkload]:
+    """The tenant's waiting workloads in queue order (see the module docstring)."""
+    rows = PendingWorkload.objects.filter(tenant=tenant)
+    now = timezone.now()
+    return sorted(
+        rows,
+        key=lambda w: (
+            w.position is None,
+            w.position or 0,
+            -w.priority,
+            w.created_at is None,
+            w.created_at or now,
+            w.name,
+        ),
+    )
 
 
 def ahead(tenant: Tenant) -> list[tuple[GpuClass, int, str]]:
@@ -92,5 +108,18 @@ def tenant_queue(tenant: Tenant, at: datetime | None = None) -> list[Entry]:
     return out
 
 
-def _entry(w: ObservedWorkload, index: int, reason: str, start: datetime | None) -> Entry:
-    return Entry(w.name, w.queue, index + 1, w.gpu_class, w.gpus, w.created_at, reason, start)
+def _entry(w: PendingWorkload, index: int, reason: str, start: datetime | None) -> Entry:
+    return Entry(
+        w.name,
+        w.queue,
+        index + 1,
+        w.gpu_class,
+        w.gpus,
+        w.created_at,
+        reason,
+        start,
+        source=w.source,
+        pods=w.pods,
+        priority=w.priority,
+        scheduler_message=w.message,
+    )

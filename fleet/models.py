@@ -99,6 +99,7 @@ class HostCluster(models.Model):
         READY = "ready"
         UNREACHABLE = "unreachable"
         ERROR = "error"
+        RETIRED = "retired"  # drained and kept for its history: no tenants, no passes, no capacity
 
     public_id = PublicIdField(prefix="hc")
     name = models.SlugField(max_length=63, unique=True)
@@ -326,9 +327,69 @@ class PodWatch(models.Model):
     resource_version = models.CharField(max_length=64, blank=True)
     listed_at = models.DateTimeField(null=True, blank=True)
     events = models.PositiveBigIntegerField(default=0, help_text="watch events applied since registration")
+    synced_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="the view holds every pod event up to this time (last list, event or bookmark received)",
+    )
+    holder = models.CharField(
+        max_length=200, blank=True, help_text="the process whose feed writes the view (host:pid:role)"
+    )
+    held_until = models.DateTimeField(
+        null=True, blank=True, help_text="the holder's lease: another process may watch after this"
+    )
 
     def __str__(self) -> str:
         return f"{self.host_cluster} @ {self.resource_version or 'unlisted'}"
+
+
+class PendingWorkload(models.Model):
+    """A workload waiting for GPUs on a host cluster, as its scheduler reports it: the store a tenant's queue
+    is read from (`clusters/queue.py`).
+
+    Three writers, each replacing its own rows (by `source`) per pass and only when something changed: the
+    reconciler from Kueue's pending `Workload` objects with their place in Kueue's visibility API
+    (`kueue`), the reconciler from KAI Scheduler's `PodGroup` objects not yet scheduled (`kai`), and the
+    simulator from the pods it could not place yet (`simulated`). A row is the workload as a whole: a gang of
+    `pods` pods holds `gpus` units of `gpu_class` in all.
+    """
+
+    class Source(models.TextChoices):
+        KUEUE = "kueue"
+        KAI = "kai"
+        SIMULATED = "simulated"
+
+    host_cluster = models.ForeignKey(HostCluster, on_delete=models.CASCADE, related_name="+")
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
+    source = models.CharField(max_length=10, choices=Source.choices)
+    namespace = models.CharField(max_length=63)
+    name = models.CharField(max_length=253)
+    queue = models.CharField(max_length=253, blank=True, help_text="LocalQueue (Kueue) or queue (KAI)")
+    gpu_class = models.CharField(max_length=100, blank=True, help_text="GPU class name; may be unknown")
+    pods = models.PositiveIntegerField(default=1)
+    gpus = models.PositiveIntegerField(help_text="GPU units asked for in all: pods × units per pod")
+    priority = models.IntegerField(default=0, help_text="the scheduler's priority; higher goes first")
+    position = models.PositiveIntegerField(
+        null=True, blank=True, help_text="place in its queue by the scheduler's word (1 is next), if it says"
+    )
+    message = models.TextField(blank=True, help_text="why it waits, in the scheduler's own words")
+    created_at = models.DateTimeField(null=True, blank=True)
+    expected_seconds = models.PositiveIntegerField(
+        null=True, blank=True, help_text="how long it will run once started, where known (the simulator's)"
+    )
+    topology_level = models.CharField(max_length=20, blank=True, help_text="rack, block, …: a gang's ask")
+    topology_required = models.BooleanField(default=False)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["host_cluster", "namespace", "name"], name="pending_workload_unique_name"
+            )
+        ]
+        indexes = [models.Index(fields=["tenant", "source"], name="pending_workload_tenant")]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name} ({self.source})"
 
 
 class NodePartition(models.Model):

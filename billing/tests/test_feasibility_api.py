@@ -14,7 +14,7 @@ from django.utils import timezone
 from billing.services import rates
 from clusters.models import ObservedWorkload
 from core.audit import Actor
-from fleet.models import GpuClass
+from fleet.models import GpuClass, PendingWorkload
 from tenants.services import quotas
 
 
@@ -106,11 +106,12 @@ def test_another_tenant_is_not_found(api, people, a):
 def test_the_queue_lists_pending_workloads_in_order(api, people, a):
     now = timezone.now()
     for name, gpus, age in (("second", 2, 5), ("first", 4, 10), ("huge", 9, 1)):
-        ObservedWorkload.objects.create(
+        PendingWorkload.objects.create(
             tenant=a,
+            host_cluster_id=a.cluster.host_cluster_id,
+            namespace=a.cluster.namespace,
             name=name,
             queue="default",
-            state="pending",
             gpus=gpus,
             gpu_class="h200-141gb",
             created_at=now - timedelta(minutes=age),
@@ -131,8 +132,14 @@ def test_the_queue_lists_pending_workloads_in_order(api, people, a):
 
 
 def test_the_console_commands(people, a):
-    ObservedWorkload.objects.create(
-        tenant=a, name="waits", queue="default", state="pending", gpus=9, gpu_class="h200-141gb"
+    PendingWorkload.objects.create(
+        tenant=a,
+        host_cluster_id=a.cluster.host_cluster_id,
+        namespace=a.cluster.namespace,
+        name="waits",
+        queue="default",
+        gpus=9,
+        gpu_class="h200-141gb",
     )
     out = StringIO()
     call_command(
@@ -155,8 +162,14 @@ def test_the_console_commands(people, a):
 
 
 def test_the_ask_goes_behind_the_tenants_waiting_workloads(api, people, a):
-    ObservedWorkload.objects.create(
-        tenant=a, name="first", queue="default", state="pending", gpus=5, gpu_class="h200-141gb"
+    PendingWorkload.objects.create(
+        tenant=a,
+        host_cluster_id=a.cluster.host_cluster_id,
+        namespace=a.cluster.namespace,
+        name="first",
+        queue="default",
+        gpus=5,
+        gpu_class="h200-141gb",
     )
 
     body = ask(api(people["alice"]), {"gpu_class": "h200-141gb", "count": 2, "hours": 1}).json()

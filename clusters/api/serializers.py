@@ -194,12 +194,18 @@ class QueueEntrySerializer(serializers.Serializer[Any]):
     """One pending workload of a tenant, where it stands (`clusters.queue`)."""
 
     name = serializers.CharField()
-    queue = serializers.CharField(help_text="the tenant's LocalQueue")
+    queue = serializers.CharField(help_text="the tenant's LocalQueue (Kueue) or queue (KAI)")
     position = serializers.IntegerField(help_text="1 is next in the tenant's queue")
+    reported_by = serializers.CharField(
+        source="source", help_text="kueue (a Workload), kai (a PodGroup) or simulated (the simulator)"
+    )
     gpu_class = serializers.CharField()
-    gpus = serializers.IntegerField(help_text="units asked for")
+    pods = serializers.IntegerField(help_text="pods of the workload (a gang if more than one)")
+    gpus = serializers.IntegerField(help_text="units asked for, all pods together")
+    priority = serializers.IntegerField(help_text="the scheduler's priority; higher goes first")
     created_at = serializers.DateTimeField(allow_null=True)
     reason = serializers.CharField(help_text="why it waits, in plain words")
+    scheduler_message = serializers.CharField(help_text="why it waits, in the scheduler's own words")
     estimated_start = serializers.DateTimeField(
         allow_null=True, help_text="null: not within a week (see reason); docs/placement.md, Queue estimates"
     )

@@ -26,10 +26,9 @@ from clusters.api.serializers import (
     QueueEntrySerializer,
     ReleaseSerializer,
 )
-from clusters.models import ObservedWorkload
 from clusters.registration import register_host_cluster
 from core.permissions import is_platform_admin
-from fleet.models import HostCluster, Node, host_cluster_named
+from fleet.models import HostCluster, Node, PendingWorkload, host_cluster_named
 from fleet.selectors import host_clusters_counted
 from gpucloud.errors import PermissionDenied, ValidationFailed
 from health import selectors as health_reads
@@ -223,7 +222,7 @@ class TenantQueueView(BaseViewSet):
     every list; the positions are the whole queue's."""
 
     serializer_class = QueueEntrySerializer
-    queryset = ObservedWorkload.objects.none()  # the schema reads path parameters from it; never listed
+    queryset = PendingWorkload.objects.none()  # the schema reads path parameters from it; never listed
 
     @extend_schema(operation_id="tenants_queue_list")
     def list(self, request: Request, tenant_slug: str) -> Response:

@@ -22,12 +22,19 @@ from clusters.models import ObservedWorkload
 from clusters.partitions import gpu_pass as partitions
 from clusters.profiles import profile_of
 from clusters.reconcile.dedicated import dedication_pass
-from clusters.spec import Driver, QuotaSpec, ReconcileResult, TenantObservation, TenantSpec
+from clusters.spec import (
+    Driver,
+    QuotaSpec,
+    ReconcileResult,
+    TenantObservation,
+    TenantSpec,
+    WorkloadObservation,
+)
 from core import audit
 from core.audit import Actor
 from fleet import catalog
 from fleet.clients import api_client_of
-from fleet.models import GpuClass, HostCluster
+from fleet.models import GpuClass, HostCluster, PendingWorkload
 from gpucloud.kube.errors import PermanentDriverError, TemporaryDriverError
 from gpucloud.locks import exclusive
 from gpucloud.observability import (
@@ -285,7 +292,32 @@ def _write_workloads(tenant: Tenant, result: ReconcileResult) -> int:
         ObservedWorkload.objects.bulk_create(
             ObservedWorkload(tenant=tenant, **dict(zip(fields, row, strict=True))) for row in wanted
         )
+        deleted += _write_pending(tenant, [w for w in seen if w.state == "pending"])
     return deleted + len(wanted)
+
+
+def _write_pending(tenant: Tenant, pending: list[WorkloadObservation]) -> int:
+    """Replace the tenant's waiting Kueue workloads (the queue's store, `fleet.PendingWorkload`)."""
+    cluster = tenant.cluster
+    if cluster.host_cluster_id is None:
+        return 0
+    rows = PendingWorkload.objects.filter(tenant=tenant, source=PendingWorkload.Source.KUEUE)
+    deleted, _ = rows.delete()
+    PendingWorkload.objects.bulk_create(
+        PendingWorkload(
+            host_cluster_id=cluster.host_cluster_id,
+            tenant=tenant,
+            source=PendingWorkload.Source.KUEUE,
+            namespace=cluster.namespace,
+            name=w.name,
+            queue=w.queue,
+            gpu_class=w.gpu_class,
+            gpus=w.gpus,
+            created_at=w.created_at,
+        )
+        for w in pending
+    )
+    return deleted + len(pending)
 
 
 def _cluster_state(tenant: Tenant, phase: str, current: str) -> str:

@@ -9,6 +9,7 @@ from clusters.models import ObservedWorkload
 from clusters.reconcile import tenants as reconcile
 from clusters.tests.test_host_clusters_api import KUEUE
 from clusters.tests.test_kubernetes_driver import kueue_workload
+from fleet.models import PendingWorkload
 from tenants.models import Membership, Tenant
 
 
@@ -43,6 +44,10 @@ def test_the_reconciler_stores_each_tenants_kueue_workloads_and_rewrites_them_on
     reconcile.reconcile_host_cluster(host)
     assert rows(vision) == {("job-train", "pending", 8, "h200-141gb")}
     assert rows(speech) == {("job-eval", "admitted", 1, "h200-141gb")}
+    # The queue's store holds the waiting one, with its pods, for the tenant's host namespace.
+    assert list(
+        PendingWorkload.objects.values_list("tenant__slug", "source", "namespace", "name", "gpus")
+    ) == [("vision", "kueue", "tenant-vision", "job-train", 8)]
     ids = set(ObservedWorkload.objects.values_list("pk", flat=True))
 
     unchanged = reconcile.reconcile_host_cluster(host)
@@ -69,7 +74,9 @@ def test_the_reconciler_stores_each_tenants_kueue_workloads_and_rewrites_them_on
     changed = reconcile.reconcile_host_cluster(host)
     assert rows(vision) == {("job-train", "admitted", 8, "h200-141gb")}
     assert rows(speech) == set()
-    assert changed.db_writes == 3  # vision's row replaced (1 deleted, 1 written), speech's deleted
+    # vision's row replaced (1 deleted, 1 written) and its waiting row deleted; speech's deleted
+    assert changed.db_writes == 4
+    assert not PendingWorkload.objects.exists()  # admitted: it waits no more
 
     client.delete("/api/v1/tenants/vision/")
     reconcile.reconcile_host_cluster(host)

@@ -25,9 +25,8 @@ from billing.models import CollectionSource, HealthCredit
 from billing.services import budgets, invoicing, rates
 from billing.services.ingest import ingest_scrape
 from billing.tests.conftest import A100, H100, Row, exposition, gpu_uuid, mini, tenant_on  # noqa: F401
-from clusters.models import ObservedWorkload
 from core.audit import Actor
-from fleet.models import GpuClass, Node
+from fleet.models import GpuClass, Node, PendingWorkload
 from gitops import services as gitops
 from health.models import HealthEvent
 from health.services import quarantines
@@ -76,8 +75,14 @@ def present(admin, mini, tenant_on, make_user, settings, api):  # noqa: F811
     invoice = invoicing.draft_invoice(actor=as_admin, tenant=acme, year=2026, month=5)
     assert invoice.lines.exists()
     budgets.set_budget(actor=as_admin, tenant=acme, monthly_amount="1000.00")
-    ObservedWorkload.objects.create(  # one waiting workload, so the queue has an item to check
-        tenant=acme, name="waits", queue="default", state="pending", gpus=1, gpu_class="h100-80gb"
+    PendingWorkload.objects.create(  # one waiting workload, so the queue has an item to check
+        tenant=acme,
+        host_cluster_id=acme.cluster.host_cluster_id,
+        namespace=acme.cluster.namespace,
+        name="waits",
+        queue="default",
+        gpus=1,
+        gpu_class="h100-80gb",
     )
     personal, _ = create_token(actor=as_admin, user=admin, name="laptop")
     service, _ = create_service_token(actor=as_admin, tenant=acme, name="ci")

@@ -9,9 +9,8 @@ import pytest
 from django.urls import reverse
 
 from billing.services import rates
-from clusters.models import ObservedWorkload
 from core.audit import Actor
-from fleet.models import GpuClass
+from fleet.models import GpuClass, PendingWorkload
 from tenants.services import quotas
 
 
@@ -23,8 +22,14 @@ def a(people):
     rates.create_rate_card(
         actor=admin, effective_from=datetime(2026, 1, 1, tzinfo=UTC), prices={"h200-141gb": "2.50"}
     )
-    ObservedWorkload.objects.create(
-        tenant=people["a"], name="too-big", queue="default", state="pending", gpus=9, gpu_class="h200-141gb"
+    PendingWorkload.objects.create(
+        tenant=people["a"],
+        host_cluster_id=people["a"].cluster.host_cluster_id,
+        namespace=people["a"].cluster.namespace,
+        name="too-big",
+        queue="default",
+        gpus=9,
+        gpu_class="h200-141gb",
     )
     return people["a"]
 
