@@ -188,6 +188,7 @@ CRDS: dict[str, tuple[Resource, ...]] = {
     "dra": (
         _r("resource.k8s.io/v1", "deviceclasses", "DeviceClass", False),
         _r("resource.k8s.io/v1", "resourceclaimtemplates", "ResourceClaimTemplate", True),
+        _r("resource.k8s.io/v1", "resourceclaims", "ResourceClaim", True),
         _r("resource.k8s.io/v1", "resourceslices", "ResourceSlice", False),
     ),
 }

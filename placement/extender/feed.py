@@ -9,7 +9,10 @@ wait for either: between events the extender's own bookkeeping (its assumed plac
 
 The same lists and events go to the feed's sinks (:class:`PodSink`): the live view of the host cluster
 (`placement.live.view.LiveView`) is one, so what the extender books and what the portal, what-if and
-billing read come from one feed and one reading of a pod.
+billing read come from one feed and one reading of a pod. In the extender process the view is a sink of
+this very feed (`placement.extender.service`): one watch per host cluster, the view's lease saying which
+process runs it (`placement.live.lease`). With sinks, each pass also lists the cluster's DRA ResourceClaims
+(`claims`, `placement.live.claims.ClaimStore`), which the view reads a DRA pod's GPUs from.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from gpucloud.kube.meta import SHARED, TENANT, TRUST_TIER
 from placement.engine.errors import EngineError
 from placement.engine.fleet import NodeSpec, Tier
 from placement.extender.pods import MIG, MODEL_LABEL, BadRequest, ObservedPod, pod_request, quantity
+from placement.live.claims import ClaimStore
 
 log = logging.getLogger(__name__)
 POD_PATH = "/api/v1/pods"
@@ -115,6 +119,7 @@ class ClusterFeed:
         self.api = api
         self.watch_seconds = watch_seconds
         self.sinks = list(sinks)
+        self.claims = ClaimStore(api)
         self.passes = 0
         self.events = 0
 
@@ -140,6 +145,8 @@ class ClusterFeed:
         if extender is not None:
             extender.set_tenancy(self.tenancy())
             extender.set_mig_allocatable(self.mig())
+        if self.sinks:  # before the pods (a pod's claim made after this list is fetched)
+            self.claims.refresh()
         listed = self.api.get(POD_PATH)
         items = listed.get("items") or []
         version = str((listed.get("metadata") or {}).get("resourceVersion") or "0")
