@@ -60,6 +60,8 @@ def live_pass(host_cluster: HostCluster, *, watch_seconds: int, api: KubeApi | N
             version, listed = next(iter(known), ""), False
             if not version:
                 version, listed = feed.list_pass(None), True
+            else:  # resuming: the claims as they are now (a list pass lists them itself)
+                feed.claims.refresh()
             try:
                 feed.watch(None, version, threading.Event())
             except Gone:

@@ -35,7 +35,8 @@ def wait_for(check: Callable[[], bool], seconds: float = 10.0) -> None:
 
 def lapse(host_cluster: HostCluster) -> None:
     """The holder died: its lease ran out (no renewal came)."""
-    PodWatch.objects.filter(host_cluster=host_cluster).update(held_until=timezone.now() - timedelta(seconds=1))
+    past = timezone.now() - timedelta(seconds=1)
+    PodWatch.objects.filter(host_cluster=host_cluster).update(held_until=past)
 
 
 def rows(host_cluster: HostCluster) -> set[str]:
@@ -49,8 +50,10 @@ def test_one_holder_at_a_time_until_its_lease_lapses_or_it_lets_go(host: HostClu
     clock = [0.0]
     a = Lease(host, "node-a:1:extender", 30, monotonic=lambda: clock[0])
     b = Lease(host, "node-b:2:worker", 30)
-    assert a.take() and a.held
-    assert not b.take() and not b.held
+    assert a.take()
+    assert a.held
+    assert not b.take()
+    assert not b.held
     assert a.take(), "taking again is renewing"
     assert holder_of(host) == "node-a:1:extender"
 
@@ -118,11 +121,13 @@ def test_the_extenders_feed_writes_the_view_and_the_pass_opens_no_second_watch(
 
     assert holder_of(host) == "", "a stopped extender gives the lease back"
     kept = PodWatch.objects.get(host_cluster=host)
-    assert kept.resource_version and kept.synced_at is not None
+    assert kept.resource_version
+    assert kept.synced_at is not None
     kube_emulator.put_object(gpu_pod("train-2", "h200-2", gpus=1))
     api = api_of(kube_emulator)
     outcome = live_pass(host, watch_seconds=1, api=api)
-    assert not outcome.held_by and not outcome.listed, "the pass resumes where the extender stopped"
+    assert not outcome.held_by
+    assert not outcome.listed, "the pass resumes where the extender stopped"
     assert kube_emulator.watch_log[-1]["resourceVersion"] == kept.resource_version
     assert rows(host) == {"train-0", "train-1", "train-2"}
     assert holder_of(host) == "", "the pass gives the lease back for the extender's next list"
@@ -138,11 +143,13 @@ def test_a_pass_leaves_a_live_holder_alone_and_takes_over_when_its_lease_lapses(
     kube_emulator.put_object(gpu_pod("train-0", "h200-1", gpus=1))
     api = api_of(kube_emulator)
     assert live_pass(host, watch_seconds=1, api=api).held_by == "extender-0:7:extender"
-    assert api.calls == 0 and rows(host) == set()
+    assert api.calls == 0
+    assert rows(host) == set()
 
     lapse(host)  # the extender died
     outcome = live_pass(host, watch_seconds=1, api=api)
-    assert outcome.held_by == "" and outcome.listed
+    assert outcome.held_by == ""
+    assert outcome.listed
     assert rows(host) == {"train-0"}
     assert not extender.renew(), "the dead holder, back, finds its lease taken"
 
@@ -176,7 +183,8 @@ def test_a_view_whose_lease_was_taken_over_writes_nothing_until_its_next_list(
     clock[0] = 31.0
     pod = kube_emulator.put_object(gpu_pod("late", "h200-1", gpus=1))
     view.changed("ADDED", pod)
-    assert not view.active and rows(host) == set()
+    assert not view.active
+    assert rows(host) == set()
     view.listed([pod], pod["metadata"]["resourceVersion"])  # the other still holds it: nothing
     assert rows(host) == set()
 
@@ -193,7 +201,9 @@ def test_the_watermark_is_the_list_time_then_each_event_and_bookmark_saved_in_ba
     view = LiveView(host, clock=lambda: now[0])
     view.listed([], "10")
     watch = PodWatch.objects.get(host_cluster=host)
-    assert watch.synced_at == T0 and watch.listed_at == T0 and watch.resource_version == "10"
+    assert watch.synced_at == T0
+    assert watch.listed_at == T0
+    assert watch.resource_version == "10"
 
     now[0] = T0 + timedelta(seconds=1)
     pod = kube_emulator.put_object(gpu_pod("train-0", "h200-1", gpus=1))
@@ -223,7 +233,8 @@ def test_a_pass_moves_the_watermark_to_its_list_and_then_its_events(
     before = timezone.now()
     live_pass(host, watch_seconds=1, api=api_of(kube_emulator))
     listed = PodWatch.objects.get(host_cluster=host).synced_at
-    assert listed is not None and listed >= before
+    assert listed is not None
+    assert listed >= before
     kube_emulator.put_object(gpu_pod("train-0", "h200-1", gpus=1))
     live_pass(host, watch_seconds=1, api=api_of(kube_emulator))
     assert PodWatch.objects.get(host_cluster=host).synced_at > listed
