@@ -237,4 +237,6 @@ def test_a_pass_moves_the_watermark_to_its_list_and_then_its_events(
     assert listed >= before
     kube_emulator.put_object(gpu_pod("train-0", "h200-1", gpus=1))
     live_pass(host, watch_seconds=1, api=api_of(kube_emulator))
-    assert PodWatch.objects.get(host_cluster=host).synced_at > listed
+    moved = PodWatch.objects.get(host_cluster=host).synced_at
+    assert moved is not None
+    assert moved > listed
