@@ -5,6 +5,15 @@ the scheduler extender runs on too) hands every list and every watch event to. I
 changed: a pod bound to a GPU node gets a row (its devices, tenant, class, phase and times); a later version
 updates the phase and the times; a finished or deleted pod's row is closed with its finish and kept.
 
+One writer (`placement.live.lease`): a view made with a lease writes only while it holds it — taken at each
+list, renewed with each saved position; a view whose lease another process took stands down (`active` is
+False) until its next list takes it again. The extender's feed and the Celery pass each run a view this way,
+so one watch feeds the view.
+
+The watermark, `PodWatch.synced_at`: every pod event up to it is applied — the list's time at a list, then
+the time each event or BOOKMARK arrived (in order) — saved with the resourceVersion after a batch of events
+(`SAVE_EVENTS`, `SAVE_SECONDS`), never before the rows it covers.
+
 Level, not edge (docs/placement.md, "The live view"): a list is the whole truth. Rows the list does not
 name, still open, were deleted while no watch was running (a lost watch, a restarted worker), and are
 closed at the list's time, so no time is dropped; a pod the watch already closed is never closed again,
@@ -12,9 +21,10 @@ and a replayed event finds its row as it is and writes nothing, so nothing is co
 by the pod's uid (a name that comes back is a new pod).
 
 Which GPUs of its node a pod holds: the ``gpucloud.io/gpu-index`` annotation where a device plugin writes
-it; otherwise the view takes the lowest free ones (a MIG instance: the first free instance of its profile
-in the node's layout as the partition pass recorded it) — the count per node and class is exact, the index
-a stand-in until DCGM names the pod's GPU.
+it, or for a DRA pod the devices allocated to its ResourceClaims (`placement.live.claims`, looked up in the
+feed's `ClaimStore`); otherwise the view takes the lowest free ones (a MIG instance: the first free instance
+of its profile in the node's layout as the partition pass recorded it) — the count per node and class is
+exact, the index a stand-in until DCGM names the pod's GPU.
 """
 
 from __future__ import annotations
