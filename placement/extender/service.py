@@ -59,7 +59,8 @@ class _Cluster:
 
 class ViewSink:
     """The live view as a sink of the extender's feed: made at the first list, it writes while it holds the
-    lease; a database error is logged and makes it stand down until the next list (see the module
+    lease; a failure (the database's, or a pod the view cannot write) is logged and makes it stand down until
+    the next list, and never reaches the feed: the extender needs no view to answer (see the module
     docstring)."""
 
     def __init__(self, host: HostCluster, claims: ClaimStore, watch_seconds: int) -> None:
@@ -74,7 +75,7 @@ class ViewSink:
             if self.view is None:
                 self.view = LiveView(self.host, lease=self.lease, claims=self.claims)
             self.view.listed(items, resource_version)
-        except DatabaseError as e:
+        except Exception as e:  # logged; the extender carries on
             self._stand_down(e)
 
     def changed(self, kind: str, item: dict[str, Any]) -> None:
@@ -82,7 +83,7 @@ class ViewSink:
             return
         try:
             self.view.changed(kind, item)
-        except DatabaseError as e:
+        except Exception as e:  # logged; the extender carries on
             self._stand_down(e)
 
     def close(self) -> None:
@@ -95,10 +96,11 @@ class ViewSink:
         finally:
             connection.close()
 
-    def _stand_down(self, error: DatabaseError) -> None:
+    def _stand_down(self, error: Exception) -> None:
         log.warning(
             "live view stands down until the next list",
             extra={"host_cluster": self.host.name, "error": str(error)},
+            exc_info=not isinstance(error, DatabaseError),
         )
         if self.view is not None:
             self.view.active = False

@@ -133,10 +133,12 @@ class LiveView:
                     self._apply(pod)
             for key in [k for k in self._open if k not in seen]:
                 self._close(self._open[key], Pod.Phase.FAILED, at)
-            self.resource_version, self.synced, self.events = resource_version, at, 0
-            if not self._write(resource_version=resource_version, listed_at=at, synced_at=at):
+            self.resource_version, self.synced = resource_version, at
+            events = F("events") + self.events
+            if not self._write(resource_version=resource_version, listed_at=at, synced_at=at, events=events):
                 transaction.set_rollback(True)  # taken over meanwhile: the new holder's list stands
-        self._saved_at = at
+                return
+        self.events, self._saved_at = 0, at
 
     def changed(self, kind: str, item: Mapping[str, Any]) -> None:
         """One watch event (ADDED, MODIFIED, DELETED; BOOKMARK only moves the resourceVersion and the

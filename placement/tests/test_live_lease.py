@@ -10,14 +10,15 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import DatabaseError, connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from clusters.tests.conftest import host  # noqa: F401  (the registered host cluster fixture)
 from fleet.models import HostCluster, Pod, PodWatch
 from placement import tasks
-from placement.extender.service import Registry
+from placement.extender.service import Registry, ViewSink
+from placement.live.claims import ClaimStore
 from placement.live.lease import Lease, holder_of
 from placement.live.view import SAVE_SECONDS, LiveView
 from placement.live.watch import live_pass
@@ -240,3 +241,33 @@ def test_a_pass_moves_the_watermark_to_its_list_and_then_its_events(
     moved = PodWatch.objects.get(host_cluster=host).synced_at
     assert moved is not None
     assert moved > listed
+
+
+@pytest.mark.django_db(transaction=True)  # as in the extender: autocommit, a connection of its own
+def test_a_failing_view_stands_down_and_never_stops_the_extenders_feed(
+    host: HostCluster,  # noqa: F811
+    vision: Tenant,  # noqa: F811
+    kube_emulator: RunningEmulator,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    api = api_of(kube_emulator)
+    sink = ViewSink(host, ClaimStore(api), watch_seconds=1)
+    pod = kube_emulator.put_object(gpu_pod("train-0", "h200-1", gpus=1))
+    original = LiveView.listed
+
+    def broken(self: LiveView, items: Any, version: str) -> None:
+        raise DatabaseError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(LiveView, "listed", broken)
+    sink.listed([pod], pod["metadata"]["resourceVersion"])  # logged, not raised
+    assert sink.view is not None
+    assert not sink.view.active
+    sink.changed("MODIFIED", pod)  # standing down: nothing written, nothing raised
+    assert rows(host) == set()
+
+    monkeypatch.setattr(LiveView, "listed", original)
+    sink.listed([pod], pod["metadata"]["resourceVersion"])  # the next list takes the lease again
+    assert sink.view.active
+    assert rows(host) == {"train-0"}
+    sink.close()
+    assert holder_of(host) == ""
