@@ -271,3 +271,30 @@ def test_a_failing_view_stands_down_and_never_stops_the_extenders_feed(
     assert rows(host) == {"train-0"}
     sink.close()
     assert holder_of(host) == ""
+
+
+def test_a_bookmark_moves_the_watermark_of_a_quiet_cluster(
+    host: HostCluster,  # noqa: F811
+    vision: Tenant,  # noqa: F811
+    kube_emulator: RunningEmulator,
+) -> None:
+    """No pod changes, but the API server's BOOKMARK as the watch ends says nothing was missed until then."""
+    live_pass(host, watch_seconds=1, api=api_of(kube_emulator))
+    listed = PodWatch.objects.get(host_cluster=host)
+    assert listed.synced_at is not None
+    assert kube_emulator.watch_log[-1]["allowWatchBookmarks"] == "true"
+
+    kube_emulator.emulator.bookmarks = False
+    outcome = live_pass(host, watch_seconds=1, api=api_of(kube_emulator))
+    assert outcome.events == 0
+    assert PodWatch.objects.get(host_cluster=host).synced_at == listed.synced_at, "no event: no news"
+
+    kube_emulator.emulator.bookmarks = True
+    other = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "tenant-vision"}}
+    kube_emulator.put_object(other)  # a change, but not a pod's
+    outcome = live_pass(host, watch_seconds=1, api=api_of(kube_emulator))
+    assert outcome.events == 1
+    moved = PodWatch.objects.get(host_cluster=host)
+    assert moved.synced_at is not None
+    assert moved.synced_at > listed.synced_at
+    assert int(moved.resource_version) > int(listed.resource_version), "resumes from the bookmark"
