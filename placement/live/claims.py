@@ -137,8 +137,9 @@ class ClaimStore:
         try:
             listed = self.api.get(k.RESOURCE_CLAIM.path())
         except ApiStatusError as e:
-            if self.served or not isinstance(e, NotFound):
-                log.info("live view reads no ResourceClaims", extra={"status": e.status, "error": str(e)})
+            # Not served is normal (no DRA on the cluster); refused is a setup to fix, said every pass.
+            level = logging.DEBUG if isinstance(e, NotFound) else logging.WARNING
+            log.log(level, "live view reads no ResourceClaims", extra={"status": e.status, "error": str(e)})
             self.served, self.claims = False, {}
             return
         self.served = True

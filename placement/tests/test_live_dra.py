@@ -177,6 +177,22 @@ def test_a_cluster_without_the_dra_api_is_read_without_claims(
     assert not [p for m, p, _ in kube_emulator.log if m == "GET" and p.endswith("/resourceclaims/c")]
 
 
+def test_a_cluster_that_forbids_reading_claims_is_read_without_them(
+    host: HostCluster,  # noqa: F811
+    vision: Tenant,  # noqa: F811
+    kube_emulator: RunningEmulator,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    kube_emulator.register_crds("dra")
+    kube_emulator.emulator.faults.forbidden.add("/apis/resource.k8s.io/v1/")
+    kube_emulator.put_object(claim("c", "gpu-0"))
+    kube_emulator.put_object(dra_pod("dra-0", "h200-1", claim_name="c"))
+    kube_emulator.put_object(gpu_pod("plugin-0", "h200-2", gpus=1))
+    assert live_pass(host, watch_seconds=1, api=api_of(kube_emulator)).listed
+    assert set(Pod.objects.filter(host_cluster=host).values_list("name", flat=True)) == {"plugin-0"}
+    assert any("reads no ResourceClaims" in r.message and r.levelname == "WARNING" for r in caplog.records)
+
+
 def test_a_finished_dra_pod_keeps_its_row_when_its_claim_is_gone(
     host: HostCluster,  # noqa: F811
     vision: Tenant,  # noqa: F811
