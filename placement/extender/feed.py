@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from gpucloud.kube import kinds as k
@@ -107,7 +108,11 @@ def observed(pod: Mapping[str, Any]) -> ObservedPod | None:
 class PodSink(Protocol):
     """What else the feed hands the host cluster's pods to: every complete list, then every watch event."""
 
-    def listed(self, items: list[dict[str, Any]], resource_version: str) -> None: ...
+    def listed(
+        self, items: list[dict[str, Any]], resource_version: str, asked_at: datetime | None = None
+    ) -> None:
+        """A complete list of the pods at `resource_version`, asked for at `asked_at`: every change before
+        that time is in it."""
 
     def changed(self, kind: str, item: dict[str, Any]) -> None: ...
 
@@ -147,6 +152,7 @@ class ClusterFeed:
             extender.set_mig_allocatable(self.mig())
         if self.sinks:  # before the pods (a pod's claim made after this list is fetched)
             self.claims.refresh()
+        asked_at = datetime.now(UTC)
         listed = self.api.get(POD_PATH)
         items = listed.get("items") or []
         version = str((listed.get("metadata") or {}).get("resourceVersion") or "0")
@@ -156,7 +162,7 @@ class ClusterFeed:
             if pods:  # the typical pods of the fragmentation measure: what the cluster runs now
                 extender.learn([p.request for p in pods])
         for sink in self.sinks:
-            sink.listed(items, version)
+            sink.listed(items, version, asked_at)
         self.passes += 1
         return version
 

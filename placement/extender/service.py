@@ -26,6 +26,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from django.db import DatabaseError, close_old_connections, connection
@@ -69,12 +70,14 @@ class ViewSink:
         self.lease = Lease(host, holder_name("extender"), lease_seconds(watch_seconds))
         self.view: LiveView | None = None
 
-    def listed(self, items: list[dict[str, Any]], resource_version: str) -> None:
+    def listed(
+        self, items: list[dict[str, Any]], resource_version: str, asked_at: datetime | None = None
+    ) -> None:
         close_old_connections()
         try:
             if self.view is None:
                 self.view = LiveView(self.host, lease=self.lease, claims=self.claims)
-            self.view.listed(items, resource_version)
+            self.view.listed(items, resource_version, asked_at)
         except Exception as e:  # logged; the extender carries on
             self._stand_down(e)
 

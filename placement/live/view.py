@@ -10,7 +10,7 @@ list, renewed with each saved position; a view whose lease another process took 
 False) until its next list takes it again. The extender's feed and the Celery pass each run a view this way,
 so one watch feeds the view.
 
-The watermark, `PodWatch.synced_at`: every pod event up to it is applied — the list's time at a list, then
+The watermark, `PodWatch.synced_at`: every pod event up to it is applied — when a list was asked for, then
 the time each event or BOOKMARK arrived (in order) — saved with the resourceVersion after a batch of events
 (`SAVE_EVENTS`, `SAVE_SECONDS`), never before the rows it covers.
 
@@ -114,10 +114,15 @@ class LiveView:
 
     # --- what the feed hands over -----------------------------------------------------------------
 
-    def listed(self, items: Iterable[Mapping[str, Any]], resource_version: str) -> None:
+    def listed(
+        self, items: Iterable[Mapping[str, Any]], resource_version: str, asked_at: datetime | None = None
+    ) -> None:
         """A complete list of the cluster's pods: open and update their rows, close the rows it lacks. With
-        a lease, only once it is taken (else another process writes the view: nothing is done)."""
+        a lease, only once it is taken (else another process writes the view: nothing is done). The
+        watermark moves to when the list was asked for (`asked_at`, else now): every change before is in
+        it."""
         at = self.clock()
+        synced = min(asked_at, at) if asked_at is not None else at
         if self.lease is not None:
             self.active = self.lease.take()
             if not self.active:
@@ -133,9 +138,11 @@ class LiveView:
                     self._apply(pod)
             for key in [k for k in self._open if k not in seen]:
                 self._close(self._open[key], Pod.Phase.FAILED, at)
-            self.resource_version, self.synced = resource_version, at
+            self.resource_version, self.synced = resource_version, synced
             events = F("events") + self.events
-            if not self._write(resource_version=resource_version, listed_at=at, synced_at=at, events=events):
+            if not self._write(
+                resource_version=resource_version, listed_at=at, synced_at=synced, events=events
+            ):
                 transaction.set_rollback(True)  # taken over meanwhile: the new holder's list stands
                 return
         self.events, self._saved_at = 0, at

@@ -233,9 +233,12 @@ def test_a_pass_moves_the_watermark_to_its_list_and_then_its_events(
 ) -> None:
     before = timezone.now()
     live_pass(host, watch_seconds=1, api=api_of(kube_emulator))
-    listed = PodWatch.objects.get(host_cluster=host).synced_at
+    watch = PodWatch.objects.get(host_cluster=host)
+    listed = watch.synced_at
     assert listed is not None
     assert listed >= before
+    assert watch.listed_at is not None
+    assert listed < watch.listed_at, "the list's watermark is when it was asked for, not when it arrived"
     kube_emulator.put_object(gpu_pod("train-0", "h200-1", gpus=1))
     live_pass(host, watch_seconds=1, api=api_of(kube_emulator))
     moved = PodWatch.objects.get(host_cluster=host).synced_at
