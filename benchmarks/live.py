@@ -253,7 +253,9 @@ class Recorder:
         self.events: list[tuple[str, dict[str, Any]]] = []
         self.stop = stop
 
-    def listed(self, items: list[dict[str, Any]], resource_version: str) -> None:
+    def listed(
+        self, items: list[dict[str, Any]], resource_version: str, asked_at: datetime | None = None
+    ) -> None:
         return
 
     def changed(self, kind: str, item: dict[str, Any]) -> None:

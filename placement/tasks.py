@@ -1,5 +1,7 @@
 """Celery tasks of placement: the live view's pass per Kubernetes host cluster. Each takes ids, re-reads
-state, and is safe to run twice (a second pass of one host cluster meanwhile finds its lock busy)."""
+state, and is safe to run twice (a second pass of one host cluster meanwhile finds its lock busy). A pass
+leaves a host cluster whose view's lease the scheduler extender holds (`placement.live.lease`): its feed
+writes the view, and the pass opens no second watch."""
 
 from __future__ import annotations
 

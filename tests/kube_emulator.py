@@ -25,7 +25,8 @@ For controllers that watch (gpucloud's Tenant custom resources) it also serves:
 - watches (`?watch=1`): events since the given `resourceVersion` from a bounded history, then live ones,
   until `timeoutSeconds`; a `resourceVersion` older than the history (`compact()` plays etcd compaction)
   answers an `ERROR` event with a 410 `Expired` Status, as the real API server does; `drop_watches()` cuts
-  every open stream, as a restarted API server or load balancer would;
+  every open stream, as a restarted API server or load balancer would; with `bookmarks` on, a watch that
+  asked `allowWatchBookmarks=true` gets a BOOKMARK as its timeout ends, as from the API server's watch cache;
 - a merge patch carrying `metadata.resourceVersion` is conditional (409 when the object has moved on), as a
   PUT already was;
 - custom resources defined by creating a `CustomResourceDefinition` (served from then on), with the status
@@ -188,6 +189,7 @@ CRDS: dict[str, tuple[Resource, ...]] = {
     "dra": (
         _r("resource.k8s.io/v1", "deviceclasses", "DeviceClass", False),
         _r("resource.k8s.io/v1", "resourceclaimtemplates", "ResourceClaimTemplate", True),
+        _r("resource.k8s.io/v1", "resourceclaims", "ResourceClaim", True),
         _r("resource.k8s.io/v1", "resourceslices", "ResourceSlice", False),
     ),
 }
@@ -419,6 +421,10 @@ class KubeEmulator(kmock.KubernetesEmulator):
         # the pod and every stored object, answers the refusals (the first becomes a 403, as the API server's
         # ValidatingAdmissionPolicy plugin answers). See tests/judges/admission.py `admit_stored`.
         self.pod_admission: Callable[[Obj, list[Obj]], list[str]] | None = None
+        # A watch asking `allowWatchBookmarks=true` gets a BOOKMARK (the current resourceVersion) as its
+        # timeout ends, as the API server's watch cache sends one before it closes the watch. Off unless a
+        # test turns it on (most consumers never look at bookmarks).
+        self.bookmarks = False
         self.register_resources(BUILTIN)
         if server_version >= (1, 30):
             self.register_resources(ADMISSION_POLICIES)
@@ -1023,6 +1029,9 @@ class KubeEmulator(kmock.KubernetesEmulator):
                 try:
                     event = await asyncio.wait_for(queue.get(), timeout=left)
                 except TimeoutError:
+                    event = self._bookmark(res, query)
+                    if event is not None:
+                        await response.write(json.dumps(event).encode() + b"\n")
                     break
                 if event is None:
                     break
@@ -1033,6 +1042,14 @@ class KubeEmulator(kmock.KubernetesEmulator):
             self.watchers.remove(watcher)
         await response.write_eof()
         return response
+
+    def _bookmark(self, res: Resource, query: dict[str, str]) -> Obj | None:
+        """The BOOKMARK a watch ending at its timeout gets, when asked for and turned on (`bookmarks`)."""
+        if not self.bookmarks or query.get("allowWatchBookmarks") != "true":
+            return None
+        meta = {"resourceVersion": str(self._rv)}
+        bookmark = {"apiVersion": res.api_version, "kind": res.kind, "metadata": meta}
+        return {"type": "BOOKMARK", "object": bookmark}
 
     def _evict(self, res: Resource, key: ObjKey) -> tuple[int, Obj]:
         """The Eviction API: the pod goes unless a disruption budget protects it (429)."""

@@ -70,6 +70,9 @@ WORKLOAD = Kind("kueue.x-k8s.io/v1beta2", "Workload", "workloads", True)
 
 DEVICE_CLASS = Kind("resource.k8s.io/v1", "DeviceClass", "deviceclasses", False)
 RESOURCE_CLAIM_TEMPLATE = Kind("resource.k8s.io/v1", "ResourceClaimTemplate", "resourceclaimtemplates", True)
+# Not managed: made by the resource claim controller (from a template) or by tenants; the live view reads
+# them.
+RESOURCE_CLAIM = Kind("resource.k8s.io/v1", "ResourceClaim", "resourceclaims", True)
 
 VCLUSTER_KINDS = (HELM_RELEASE, VIRTUAL_CLUSTER_INSTANCE)
 

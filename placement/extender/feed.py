@@ -9,7 +9,10 @@ wait for either: between events the extender's own bookkeeping (its assumed plac
 
 The same lists and events go to the feed's sinks (:class:`PodSink`): the live view of the host cluster
 (`placement.live.view.LiveView`) is one, so what the extender books and what the portal, what-if and
-billing read come from one feed and one reading of a pod.
+billing read come from one feed and one reading of a pod. In the extender process the view is a sink of
+this very feed (`placement.extender.service`): one watch per host cluster, the view's lease saying which
+process runs it (`placement.live.lease`). With sinks, each pass also lists the cluster's DRA ResourceClaims
+(`claims`, `placement.live.claims.ClaimStore`), which the view reads a DRA pod's GPUs from.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from gpucloud.kube import kinds as k
@@ -26,6 +30,7 @@ from gpucloud.kube.meta import SHARED, TENANT, TRUST_TIER
 from placement.engine.errors import EngineError
 from placement.engine.fleet import NodeSpec, Tier
 from placement.extender.pods import MIG, MODEL_LABEL, BadRequest, ObservedPod, pod_request, quantity
+from placement.live.claims import ClaimStore
 
 log = logging.getLogger(__name__)
 POD_PATH = "/api/v1/pods"
@@ -103,7 +108,11 @@ def observed(pod: Mapping[str, Any]) -> ObservedPod | None:
 class PodSink(Protocol):
     """What else the feed hands the host cluster's pods to: every complete list, then every watch event."""
 
-    def listed(self, items: list[dict[str, Any]], resource_version: str) -> None: ...
+    def listed(
+        self, items: list[dict[str, Any]], resource_version: str, asked_at: datetime | None = None
+    ) -> None:
+        """A complete list of the pods at `resource_version`, asked for at `asked_at`: every change before
+        that time is in it."""
 
     def changed(self, kind: str, item: dict[str, Any]) -> None: ...
 
@@ -115,6 +124,7 @@ class ClusterFeed:
         self.api = api
         self.watch_seconds = watch_seconds
         self.sinks = list(sinks)
+        self.claims = ClaimStore(api)
         self.passes = 0
         self.events = 0
 
@@ -140,6 +150,9 @@ class ClusterFeed:
         if extender is not None:
             extender.set_tenancy(self.tenancy())
             extender.set_mig_allocatable(self.mig())
+        if self.sinks:  # before the pods (a pod's claim made after this list is fetched)
+            self.claims.refresh()
+        asked_at = datetime.now(UTC)
         listed = self.api.get(POD_PATH)
         items = listed.get("items") or []
         version = str((listed.get("metadata") or {}).get("resourceVersion") or "0")
@@ -149,7 +162,7 @@ class ClusterFeed:
             if pods:  # the typical pods of the fragmentation measure: what the cluster runs now
                 extender.learn([p.request for p in pods])
         for sink in self.sinks:
-            sink.listed(items, version)
+            sink.listed(items, version, asked_at)
         self.passes += 1
         return version
 

@@ -3,7 +3,9 @@
 What a pod asks of GPUs is read as the extender reads it (`placement.extender.pods.pod_request`: whole GPUs
 from ``nvidia.com/gpu``, one MIG instance from ``nvidia.com/mig-<profile>``, a HAMi fraction from
 ``nvidia.com/gpucores``, a share from the ``gpucloud.io/gpu-milli`` annotation), plus a time-sliced share
-from ``nvidia.com/gpu.shared``, so the extender's feed and the live view read a pod one way.
+from ``nvidia.com/gpu.shared``, so the extender's feed and the live view read a pod one way. A DRA pod asks
+for none of these: it names ResourceClaims (`claim_names`), and what they were allocated is read in
+`placement.live.claims`.
 
 Times, all to the second as the API server gives them:
 
@@ -63,6 +65,7 @@ class PodFacts:
     scheduled: datetime | None
     started: datetime | None
     finished: datetime | None
+    claims: tuple[str, ...] = ()  # the DRA ResourceClaims it uses (placement.live.claims)
 
     @property
     def done(self) -> bool:
@@ -134,7 +137,25 @@ def facts(pod: Mapping[str, Any], *, seen: datetime, deleted: bool = False) -> P
         scheduled=scheduled,
         started=started,
         finished=finished,
+        claims=claim_names(pod),
     )
+
+
+def claim_names(pod: Mapping[str, Any]) -> tuple[str, ...]:
+    """The names of the ResourceClaims a pod uses (a template's claim once the controller made it)."""
+    made = {
+        str(s.get("name")): str(s.get("resourceClaimName") or "")
+        for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []
+        if isinstance(s, Mapping)
+    }
+    names = []
+    for entry in (pod.get("spec") or {}).get("resourceClaims") or []:
+        if not isinstance(entry, Mapping):
+            continue
+        name = entry.get("resourceClaimName") or made.get(str(entry.get("name")), "")
+        if name:
+            names.append(str(name))
+    return tuple(names)
 
 
 def _condition_time(status: Mapping[str, Any], kind: str) -> datetime | None:

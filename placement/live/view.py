@@ -5,6 +5,15 @@ the scheduler extender runs on too) hands every list and every watch event to. I
 changed: a pod bound to a GPU node gets a row (its devices, tenant, class, phase and times); a later version
 updates the phase and the times; a finished or deleted pod's row is closed with its finish and kept.
 
+One writer (`placement.live.lease`): a view made with a lease writes only while it holds it — taken at each
+list, renewed with each saved position; a view whose lease another process took stands down (`active` is
+False) until its next list takes it again. The extender's feed and the Celery pass each run a view this way,
+so one watch feeds the view.
+
+The watermark, `PodWatch.synced_at`: every pod event up to it is applied — when a list was asked for, then
+the time each event or BOOKMARK arrived (in order) — saved with the resourceVersion after a batch of events
+(`SAVE_EVENTS`, `SAVE_SECONDS`), never before the rows it covers.
+
 Level, not edge (docs/placement.md, "The live view"): a list is the whole truth. Rows the list does not
 name, still open, were deleted while no watch was running (a lost watch, a restarted worker), and are
 closed at the list's time, so no time is dropped; a pod the watch already closed is never closed again,
@@ -12,9 +21,10 @@ and a replayed event finds its row as it is and writes nothing, so nothing is co
 by the pod's uid (a name that comes back is a new pod).
 
 Which GPUs of its node a pod holds: the ``gpucloud.io/gpu-index`` annotation where a device plugin writes
-it; otherwise the view takes the lowest free ones (a MIG instance: the first free instance of its profile
-in the node's layout as the partition pass recorded it) — the count per node and class is exact, the index
-a stand-in until DCGM names the pod's GPU.
+it, or for a DRA pod the devices allocated to its ResourceClaims (`placement.live.claims`, looked up in the
+feed's `ClaimStore`); otherwise the view takes the lowest free ones (a MIG instance: the first free instance
+of its profile in the node's layout as the partition pass recorded it) — the count per node and class is
+exact, the index a stand-in until DCGM names the pod's GPU.
 """
 
 from __future__ import annotations
@@ -22,9 +32,9 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any, Protocol
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -35,6 +45,8 @@ from fleet.models import Gpu, GpuClass, HostCluster, Node, NodePartition, Pod, P
 from placement.engine.errors import EngineError
 from placement.engine.mig import profile
 from placement.extender.pods import BadRequest
+from placement.live import claims as dra
+from placement.live.lease import Lease
 from placement.live.pods import PodFacts, facts
 from tenants.models import TenantCluster
 
@@ -42,6 +54,14 @@ log = logging.getLogger(__name__)
 MILLI = 1000
 CLOSED_KEPT = 10_000
 Key = tuple[str, str, str]  # namespace, name, uid
+SAVE_EVENTS = 1000  # the position (and the watermark) is saved after this many events at most...
+SAVE_SECONDS = 5.0  # ... or this many seconds, whichever comes first
+
+
+class ClaimLookup(Protocol):
+    """The host cluster's ResourceClaims as the feed keeps them (`placement.live.claims.ClaimStore`)."""
+
+    def get(self, namespace: str, name: str, *, fetch: bool) -> Mapping[str, Any] | None: ...
 
 
 @dataclass
@@ -69,71 +89,145 @@ class _Node:
 class LiveView:
     """The pods of one Kubernetes host cluster, kept as `fleet.Pod` rows (see the module docstring)."""
 
-    def __init__(self, host_cluster: HostCluster, clock: Callable[[], datetime] = timezone.now) -> None:
+    def __init__(
+        self,
+        host_cluster: HostCluster,
+        clock: Callable[[], datetime] = timezone.now,
+        *,
+        lease: Lease | None = None,
+        claims: ClaimLookup | None = None,
+    ) -> None:
         self.host_cluster = host_cluster
         self.clock = clock
+        self.lease = lease  # None: writes unconditionally (one-off use: tests, benchmarks)
+        self.claims = claims  # None: DRA pods get no row
+        self.active = lease is None or lease.held  # False: another process writes the view; wait for a list
         self.resource_version = ""
-        self.events = 0
+        self.synced: datetime | None = None  # the watermark: every pod event up to this time is applied
+        self.events = 0  # since the position was last saved
+        self.seen = 0  # since this view was made
         self.writes = 0
+        self._saved_at = clock()
         self._open: dict[Key, Pod] = {}
         self._closed: dict[Key, None] = {}  # the rows this view closed last, oldest first
         self._load()
 
     # --- what the feed hands over -----------------------------------------------------------------
 
-    def listed(self, items: Iterable[Mapping[str, Any]], resource_version: str) -> None:
-        """A complete list of the cluster's pods: open and update their rows, close the rows it lacks."""
+    def listed(
+        self, items: Iterable[Mapping[str, Any]], resource_version: str, asked_at: datetime | None = None
+    ) -> None:
+        """A complete list of the cluster's pods: open and update their rows, close the rows it lacks. With
+        a lease, only once it is taken (else another process writes the view: nothing is done). The
+        watermark moves to when the list was asked for (`asked_at`, else now): every change before is in
+        it."""
         at = self.clock()
+        synced = min(asked_at, at) if asked_at is not None else at
+        if self.lease is not None:
+            self.active = self.lease.take()
+            if not self.active:
+                return
         self._load()
         seen: set[Key] = set()
         with transaction.atomic():
             _lazy_commit()
             for item in items:
-                pod = self._read(item, at, deleted=False)
+                pod = self._read(item, at, deleted=False, fetch=True)
                 if pod is not None:
                     seen.add((pod.namespace, pod.name, pod.uid))
                     self._apply(pod)
             for key in [k for k in self._open if k not in seen]:
                 self._close(self._open[key], Pod.Phase.FAILED, at)
-            self.resource_version = resource_version
-            PodWatch.objects.update_or_create(
-                host_cluster=self.host_cluster,
-                defaults={"resource_version": resource_version, "listed_at": at},
-            )
+            self.resource_version, self.synced = resource_version, synced
+            events = F("events") + self.events
+            if not self._write(
+                resource_version=resource_version, listed_at=at, synced_at=synced, events=events
+            ):
+                transaction.set_rollback(True)  # taken over meanwhile: the new holder's list stands
+                return
+        self.events, self._saved_at = 0, at
 
     def changed(self, kind: str, item: Mapping[str, Any]) -> None:
-        """One watch event (ADDED, MODIFIED, DELETED; BOOKMARK only moves the resourceVersion)."""
+        """One watch event (ADDED, MODIFIED, DELETED; BOOKMARK only moves the resourceVersion and the
+        watermark). Ignored while another process holds the lease."""
+        if not self.active or (self.lease is not None and not self.lease.held and not self._write()):
+            return
+        now = self.clock()
         version = str((item.get("metadata") or {}).get("resourceVersion") or "")
         if kind in ("ADDED", "MODIFIED", "DELETED"):
-            pod = self._read(item, self.clock(), deleted=kind == "DELETED")
+            pod = self._read(item, now, deleted=kind == "DELETED", fetch=True, fetch_done=True)
             if pod is not None:
                 with transaction.atomic():
                     _lazy_commit()
                     self._apply(pod)
         self.events += 1
+        self.seen += 1
+        self.synced = now  # events arrive in order: every change before this one is applied
         if version:
             self.resource_version = version
+        due = self.lease is not None and self.lease.due
+        if due or self.events >= SAVE_EVENTS or now - self._saved_at >= timedelta(seconds=SAVE_SECONDS):
+            self.save_position()
 
     def save_position(self) -> None:
-        """Keep the resourceVersion a restarted watch resumes from (after a batch of events, not each: a
-        resumed watch replays the few events since, and replays write nothing)."""
+        """Keep the resourceVersion a restarted watch resumes from, and the watermark (`synced_at`) with it,
+        renewing the lease in the same UPDATE (after a batch of events, not each: a resumed watch replays the
+        few events since, and replays write nothing)."""
+        if not self.active:
+            return
+        fields: dict[str, Any] = {
+            "resource_version": self.resource_version,
+            "events": F("events") + self.events,
+        }
+        if self.synced is not None:
+            fields["synced_at"] = self.synced
+        if self._write(**fields):
+            self.events = 0
+            self._saved_at = self.clock()
+
+    def release(self) -> None:
+        """Save the position and give the lease back (the feed stops)."""
+        self.save_position()
+        if self.lease is not None and self.active:
+            self.lease.release()
+        self.active = False
+
+    def _write(self, **fields: Any) -> bool:
+        """Write these fields of the host cluster's `PodWatch` (renewing the lease, if any); False when the
+        lease was lost: the view stops writing until its next list takes it again."""
+        if self.lease is not None:
+            self.active = self.lease.renew(**fields)
+            return self.active
         PodWatch.objects.get_or_create(host_cluster=self.host_cluster)
-        PodWatch.objects.filter(host_cluster=self.host_cluster).update(
-            resource_version=self.resource_version, events=F("events") + self.events
-        )
-        self.events = 0
+        PodWatch.objects.filter(host_cluster=self.host_cluster).update(**fields)
+        return True
 
     # --- reading a pod --------------------------------------------------------------------------
 
-    def _read(self, item: Mapping[str, Any], at: datetime, *, deleted: bool) -> PodFacts | None:
+    def _read(
+        self, item: Mapping[str, Any], at: datetime, *, deleted: bool, fetch: bool, fetch_done: bool = False
+    ) -> PodFacts | None:
+        """The pod's facts if it holds GPUs on a node of the fleet (else None). A DRA pod's claims are
+        fetched when the feed's list lacks them (`fetch`), for a finished pod only from a watch event: a list
+        keeps finished pods whose claims are gone, and would ask for each of them every pass."""
         try:
             pod = facts(item, seen=at, deleted=deleted)
         except BadRequest as e:
             log.warning("live view skips a pod it cannot read", extra={"error": str(e)})
             return None
-        if not pod.devices.any or not pod.node or pod.node not in self.nodes or not pod.uid:
-            return None  # no GPU, not bound, or on a node that is no GPU node of the fleet
-        return pod
+        if not pod.node or pod.node not in self.nodes or not pod.uid:
+            return None  # not bound, or on a node that is no GPU node of the fleet
+        if pod.devices.any:
+            return pod
+        if not pod.claims or self.claims is None:
+            return None  # no GPU
+        key = (pod.namespace, pod.name, pod.uid)
+        if key in self._open or key in self._closed:
+            return pod  # its row knows its devices already
+        fetch = fetch and not deleted and (fetch_done or not pod.done)
+        found = [self.claims.get(pod.namespace, name, fetch=fetch) for name in pod.claims]
+        held = dra.devices([c for c in found if c is not None], self.nodes[pod.node].model)
+        return replace(pod, devices=held) if held.any else None
 
     # --- writing ------------------------------------------------------------------------------
 

@@ -333,7 +333,7 @@ def test_the_registry_serves_a_registered_cluster_to_a_platform_administrators_t
         assert extender is not None
         assert sorted(extender.fleet.names) == ["gpu-1", "gpu-2"]
     finally:
-        registry.stop()
+        registry.stop(wait=5)
 
 
 def _certificates(tmp_path: Path) -> dict[str, str]:
