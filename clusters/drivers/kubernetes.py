@@ -9,25 +9,29 @@ One pass (`KubernetesDriver.reconcile`) is level-triggered:
    contains what gpucloud set (`clusters.drivers.in_sync`: an edit by hand, restored and counted as drift);
 4. delete objects that carry both ownership labels and are no longer desired (only among the named
    tenants unless the pass is complete; shared objects only on a complete pass);
-5. observe each tenant's phase from what it saw, and (on Kueue) the `Workload` objects in its namespace,
-   listed once per pass across all namespaces: they are Kueue's, not gpucloud's, so no label selects them
-   (read by `clusters.drivers.kueue_workloads`).
+5. observe each tenant's phase from what it saw, and its scheduler's workloads: on Kueue the `Workload`
+   objects in its namespace, listed once per pass across all namespaces (they are Kueue's, not gpucloud's,
+   so no label selects them; read by `clusters.drivers.kueue_workloads`), with the pending ones' places
+   from Kueue's visibility API; on KAI the `PodGroup` objects not scheduled yet
+   (`clusters.drivers.kai_pod_groups`).
 
-An unchanged cluster therefore costs one list per kind and no writes.
+An unchanged cluster therefore costs one list per kind and no writes; the visibility API, pods and
+PriorityClasses are read only in passes where something waits.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
 from kubernetes import client
 
+from clusters.drivers import kai_pod_groups
 from clusters.drivers.in_sync import in_sync
-from clusters.drivers.kueue_workloads import workload_of
+from clusters.drivers.kueue_workloads import positions, workload_of
 from clusters.render import (
     MANAGED_BY,
     MANAGER,
@@ -46,15 +50,15 @@ from gpucloud.kube import kinds as k
 from gpucloud.kube.api import ApiStatusError, KubeApi, NotFound, RetryPolicy, api_client_from_kubeconfig
 from gpucloud.kube.errors import DriverError, PermanentDriverError, TemporaryDriverError
 
-__all__ = ["ForeignObject", "KubernetesDriver", "PartialReconcile", "api_client_from_kubeconfig"]
+__all__ = ["ForeignManifestect", "KubernetesDriver", "PartialReconcile", "api_client_from_kubeconfig"]
 
 log = logging.getLogger(__name__)
-ObjKey = tuple[tuple[str, str], str | None, str]  # (apiVersion, kind), namespace, name
+ManifestKey = tuple[tuple[str, str], str | None, str]  # (apiVersion, kind), namespace, name
 # Tenant lists longer than this are not spelled out in a label selector (URL length); all are listed.
 SELECTOR_TENANT_LIMIT = 50
 
 
-def _key(kind: k.Kind, manifest: Manifest) -> ObjKey:
+def _key(kind: k.Kind, manifest: Manifest) -> ManifestKey:
     meta = manifest["metadata"]
     return (kind.key, meta.get("namespace") if kind.namespaced else None, meta["name"])
 
@@ -70,8 +74,8 @@ class _Pass:
     tenants: Sequence[TenantSpec]
     complete: bool
     result: ReconcileResult = field(default_factory=ReconcileResult)
-    live: dict[ObjKey, Manifest] = field(default_factory=dict)
-    applied: dict[ObjKey, Manifest] = field(default_factory=dict)
+    live: dict[ManifestKey, Manifest] = field(default_factory=dict)
+    applied: dict[ManifestKey, Manifest] = field(default_factory=dict)
     unlisted: dict[str, str] = field(default_factory=dict)  # kind -> why it could not be listed
     deleted_namespaces: set[str] = field(default_factory=set)
     new_namespaces: set[str] = field(default_factory=set)  # read as absent in this pass
@@ -85,7 +89,7 @@ class _Pass:
         self.result.errors.setdefault(slug, message)
 
 
-class ForeignObject(PermanentDriverError):
+class ForeignManifestect(PermanentDriverError):
     """An object gpucloud would create exists without gpucloud's ownership labels."""
 
 
@@ -174,9 +178,9 @@ class KubernetesDriver:
 
     # --- 2. what it should have -----------------------------------------------------------------
 
-    def _desired(self, run: _Pass) -> dict[ObjKey, tuple[str, Manifest]]:
+    def _desired(self, run: _Pass) -> dict[ManifestKey, tuple[str, Manifest]]:
         """Desired objects by key, with the slug whose failure they would be reported on."""
-        desired: dict[ObjKey, tuple[str, Manifest]] = {}
+        desired: dict[ManifestKey, tuple[str, Manifest]] = {}
         for manifest in render_shared(run.tenants, self.profile):
             desired[self._key(manifest)] = (SHARED, manifest)
         for tenant in run.tenants:
@@ -184,12 +188,12 @@ class KubernetesDriver:
                 desired[self._key(manifest)] = (tenant.slug, manifest)
         return desired
 
-    def _key(self, manifest: Manifest) -> ObjKey:
+    def _key(self, manifest: Manifest) -> ManifestKey:
         return _key(self._by_key[(manifest["apiVersion"], manifest["kind"])], manifest)
 
     # --- 3. apply the difference ----------------------------------------------------------------
 
-    def _apply(self, run: _Pass, desired: dict[ObjKey, tuple[str, Manifest]]) -> None:
+    def _apply(self, run: _Pass, desired: dict[ManifestKey, tuple[str, Manifest]]) -> None:
         if run.unlisted:
             return  # without a full picture of the cluster, acting could only make a partial state
         namespaces = {t.slug: t.namespace for t in run.tenants}
@@ -238,7 +242,7 @@ class KubernetesDriver:
                 if kind is k.NAMESPACE:
                     run.new_namespaces.add(manifest["metadata"]["name"])
             if labels is not None and (labels.get(MANAGED_BY) != MANAGER or labels.get(TENANT) != slug):
-                raise ForeignObject(
+                raise ForeignManifestect(
                     f"already exists and is not managed by gpucloud for {slug}: delete it, or label it "
                     f"{MANAGED_BY}={MANAGER} and {TENANT}={slug} to hand it over"
                 )
@@ -272,7 +276,7 @@ class KubernetesDriver:
 
     # --- 4. prune what is no longer desired -----------------------------------------------------
 
-    def _prunable(self, run: _Pass, key: ObjKey, obj: Manifest, desired: dict[ObjKey, Any]) -> bool:
+    def _prunable(self, run: _Pass, key: ManifestKey, obj: Manifest, desired: dict[ManifestKey, Any]) -> bool:
         labels = _labels(obj)
         if key in desired or labels.get(MANAGED_BY) != MANAGER or TENANT not in labels:
             return False
@@ -283,7 +287,7 @@ class KubernetesDriver:
             return run.complete
         return run.complete or owner in run.slugs
 
-    def _prune(self, run: _Pass, desired: dict[ObjKey, tuple[str, Manifest]]) -> None:
+    def _prune(self, run: _Pass, desired: dict[ManifestKey, tuple[str, Manifest]]) -> None:
         if run.unlisted:
             return  # an object missing from a failed list could be one we would wrongly keep or delete
         doomed = [(key, obj) for key, obj in run.live.items() if self._prunable(run, key, obj, desired)]
@@ -318,7 +322,7 @@ class KubernetesDriver:
         slug = tenant.slug
         if slug in run.result.errors:
             return TenantObservation(slug, "failed", message=run.result.errors[slug])
-        ns_key: ObjKey = (k.NAMESPACE.key, None, tenant.namespace)
+        ns_key: ManifestKey = (k.NAMESPACE.key, None, tenant.namespace)
         if tenant.desired == "absent":
             if ns_key in run.live or tenant.namespace in run.deleted_namespaces:
                 return TenantObservation(slug, "deleting", message="waiting for the namespace to be deleted")
@@ -336,40 +340,129 @@ class KubernetesDriver:
         return TenantObservation(slug, "provisioning", endpoint, message)
 
     def _observe_workloads(self, run: _Pass) -> None:
-        """Kueue's `Workload` objects in the pass's tenants' namespaces: one list, however many tenants.
+        """Kueue's `Workload` objects in the pass's tenants' namespaces: one list, however many tenants; on
+        KAI its waiting `PodGroup`s instead (`_observe_pod_groups`).
 
-        Not listed under KAI, and when the list fails the tenants' workloads are left unobserved (kept as
-        stored): a workload view must not fail a tenant's reconcile.
+        When the list fails the tenants' workloads are left unobserved (kept as stored): a workload view
+        must not fail a tenant's reconcile.
         """
         if self.profile.scheduler == "kai":
+            self._observe_pod_groups(run)
             return
-        for tenant in run.tenants:
-            if tenant.desired == "absent":  # going away: whatever it ran goes with its namespace
-                run.result.workloads[tenant.slug] = ()
-        tenants = {t.namespace: t for t in run.tenants if t.desired != "absent"}
-        if not tenants:
-            return
-        try:
-            listed = self.api.get(k.WORKLOAD.path())
-        except (NotFound, ApiStatusError, TemporaryDriverError) as exc:
-            if isinstance(exc, ApiStatusError) and exc.status == 401:
-                raise
-            log.warning("cannot list Kueue workloads", extra={"error": str(exc)})
+        tenants = self._observed_tenants(run, run.result.workloads)
+        listed = self._read(k.WORKLOAD.path(), "Kueue workloads") if tenants else None
+        if listed is None:
             return
         observed: dict[str, list[WorkloadObservation]] = {t.slug: [] for t in tenants.values()}
         for item in listed.get("items") or []:
             owner = tenants.get(item.get("metadata", {}).get("namespace", ""))
             if owner is not None:
                 observed[owner.slug].append(workload_of(item, owner))
+        self._place(tenants, observed)
         for slug, workloads in observed.items():
             run.result.workloads[slug] = tuple(sorted(workloads, key=lambda w: w.name))
+
+    @staticmethod
+    def _observed_tenants(
+        run: _Pass, into: dict[str, tuple[WorkloadObservation, ...]]
+    ) -> dict[str, TenantSpec]:
+        """The tenants whose workloads a pass reads, by namespace; one going away has none (whatever it
+        ran goes with its namespace)."""
+        for tenant in run.tenants:
+            if tenant.desired == "absent":
+                into[tenant.slug] = ()
+        return {t.namespace: t for t in run.tenants if t.desired != "absent"}
+
+    def _read(self, path: str, what: str, query: dict[str, str] | None = None) -> Manifest | None:
+        """A read for a workload view: None when it fails (401 excepted: the credentials are the cluster's
+        problem), logged with `what`."""
+        try:
+            answer: Manifest = self.api.get(path, query)
+        except (NotFound, ApiStatusError, TemporaryDriverError) as exc:
+            if isinstance(exc, ApiStatusError) and exc.status == 401:
+                raise
+            log.warning(f"cannot read {what}", extra={"error": str(exc), "path": path})
+            return None
+        return answer
+
+    def _place(self, tenants: dict[str, TenantSpec], observed: dict[str, list[WorkloadObservation]]) -> None:
+        """Each pending workload's place in its LocalQueue by Kueue's visibility API, asked only for the
+        queues where something waits, in the version the server serves (v1beta2, else v1beta1). Where it
+        serves none or refuses, positions stay unknown and the queue keeps gpucloud's own order (the
+        conformance report's `kueue_visibility` says how to enable it)."""
+        namespaces = {t.slug: ns for ns, t in tenants.items()}
+        queues = sorted(
+            {(namespaces[slug], w.queue) for slug, ws in observed.items() for w in ws if w.state == "pending"}
+        )
+        version = self._visibility_version() if queues else None
+        if version is None:
+            return
+        places: dict[tuple[str, str], dict[str, int]] = {}
+        for namespace, queue in queues:
+            path = (
+                f"/apis/{k.KUEUE_VISIBILITY}/{version}/namespaces/{namespace}/localqueues/{queue}"
+                "/pendingworkloads"
+            )
+            summary = self._read(path, "Kueue's pending workloads")
+            if summary is not None:
+                places[(namespace, queue)] = positions(summary)
+        for slug, workloads in observed.items():
+            where = namespaces[slug]
+            observed[slug] = [
+                replace(w, position=places.get((where, w.queue), {}).get(w.name))
+                if w.state == "pending"
+                else w
+                for w in workloads
+            ]
+
+    def _visibility_version(self) -> str | None:
+        """The version of Kueue's visibility API the server serves (discovery), or None."""
+        group = self._read(f"/apis/{k.KUEUE_VISIBILITY}", "Kueue's visibility API")
+        served = {v.get("version") for v in (group or {}).get("versions") or []}
+        return next((v for v in ("v1beta2", "v1beta1") if v in served), None)
+
+    def _observe_pod_groups(self, run: _Pass) -> None:
+        """KAI's `PodGroup`s not scheduled yet in the tenants' namespaces (`clusters.drivers.kai_pod_groups`):
+        one list of PodGroups per pass; the pods of namespaces holding a group with nothing allocated and
+        the PriorityClasses only when there is such a group."""
+        tenants = self._observed_tenants(run, run.result.pod_groups)
+        listed = self._read(k.POD_GROUP.path(), "KAI pod groups") if tenants else None
+        if listed is None:
+            return
+        candidates: dict[str, list[Manifest]] = {}
+        for item in listed.get("items") or []:
+            namespace = item.get("metadata", {}).get("namespace", "")
+            if namespace in tenants and kai_pod_groups.unallocated(item):
+                candidates.setdefault(namespace, []).append(item)
+        waiting: dict[str, list[WorkloadObservation]] = {t.slug: [] for t in tenants.values()}
+        if candidates:
+            classes = self._read(k.PRIORITY_CLASS.path(), "PriorityClasses")
+            priority_of = kai_pod_groups.priorities((classes or {}).get("items") or [])
+        for namespace, groups in candidates.items():
+            tenant = tenants[namespace]
+            pods = self._read(k.POD.path(namespace), f"the pods of {namespace}")
+            if pods is None:
+                del waiting[tenant.slug]  # not looked at: keep what is stored
+                continue
+            members: dict[str, list[Manifest]] = {}
+            for pod in pods.get("items") or []:
+                group = (pod["metadata"].get("annotations") or {}).get(kai_pod_groups.POD_GROUP_ANNOTATION)
+                if group:
+                    members.setdefault(group, []).append(pod)
+            for group in groups:
+                name = group["metadata"]["name"]
+                seen = kai_pod_groups.pod_group_of(group, members.get(name, []), tenant, priority_of)
+                if seen is not None:
+                    waiting[tenant.slug].append(seen)
+        for slug, groups_seen in waiting.items():
+            run.result.pod_groups[slug] = tuple(sorted(groups_seen, key=lambda w: w.name))
 
     def _vcluster_ready(self, run: _Pass, tenant: TenantSpec) -> tuple[bool, str]:
         if self.profile.vcluster_mode == "platform":
             kind, namespace = k.VIRTUAL_CLUSTER_INSTANCE, self.profile.platform_project_namespace
         else:
             kind, namespace = k.HELM_RELEASE, tenant.namespace
-        key: ObjKey = (kind.key, namespace, vcluster_name(tenant))
+        key: ManifestKey = (kind.key, namespace, vcluster_name(tenant))
         obj = run.applied.get(key) or run.live.get(key)
         status = (obj or {}).get("status") or {}
         if kind is k.VIRTUAL_CLUSTER_INSTANCE:
