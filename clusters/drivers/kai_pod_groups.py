@@ -29,7 +29,7 @@ __all__ = ["POD_GROUP_ANNOTATION", "pod_group_of", "priorities", "unallocated"]
 POD_GROUP_ANNOTATION = "pod-group-name"
 UNSCHEDULABLE = "UnschedulableOnNodePool"
 FINISHED = ("Succeeded", "Failed")
-# Kubernetes' built-in classes, which no PriorityClass list shows (scheduling/v1 SystemCriticalPriority).
+# Kubernetes' built-in classes: the API server creates them; these values hold when a list lacks them.
 SYSTEM_PRIORITIES = {"system-cluster-critical": 2000000000, "system-node-critical": 2000001000}
 
 
