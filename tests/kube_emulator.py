@@ -268,8 +268,8 @@ class Faults:
     `share` of the requests (all methods) answer one of `kinds`: an HTTP status (409, 429, 500…) without
     touching the store, or "timeout": the request is served, then the answer is held for `hang_seconds`
     (longer than the client's timeout), so the client sees a timeout for a request that took effect.
-    `forbidden` path prefixes answer 403 to every request; `invalid` ones answer 422 to writes, as
-    admission or schema validation would.
+    `forbidden` path prefixes answer 403 to every request (and a SelfSubjectAccessReview of their API group
+    is refused); `invalid` ones answer 422 to writes, as admission or schema validation would.
     """
 
     share: float = 0.0
@@ -638,6 +638,8 @@ class KubeEmulator(kmock.KubernetesEmulator):
             attributes.get("resource", ""),
         )
         allowed = user is None or "system:masters" in user.groups
+        if group and any(p.startswith(f"/apis/{group}/") for p in self.faults.forbidden):
+            allowed = False  # paths of the group a test forbids: a review answers as RBAC would refuse them
         if not allowed and user is not None:
             namespace = attributes.get("namespace") or None
             rules = self._rules_of(user, namespace)

@@ -162,20 +162,25 @@ VISIBILITY = "visibility.kueue.x-k8s.io"
 
 
 def _kueue_visibility(discovery: ClusterDiscovery) -> Capability:
-    """Kueue's visibility API (an aggregated API, discovered only while its APIService is available): where a
-    tenant's pending workload stands in its LocalQueue, by Kueue's word (`clusters/queue.py`)."""
+    """Kueue's visibility API (an aggregated API, discovered only while its APIService is available) and
+    gpucloud's right to read it: where a tenant's pending workload stands in its LocalQueue, by Kueue's word
+    (`clusters/queue.py`)."""
     versions = discovery.groups.get(VISIBILITY, ())
     served = [v for v in ("v1beta2", "v1beta1") if v in versions]
+    seen = ", ".join(f"{VISIBILITY}/{v}" for v in versions)
+    if served and discovery.pending_workloads_read is False:
+        seen += " · reading localqueues/pendingworkloads refused to gpucloud"
     return Capability(
         "kueue_visibility",
-        bool(served),
-        ", ".join(f"{VISIBILITY}/{v}" for v in versions),
+        bool(served) and discovery.pending_workloads_read is not False,
+        seen,
         "tenants' queues show no position by Kueue's word: they fall back to gpucloud's own order (priority, "
         "then creation), which misses what Kueue reorders (a workload evicted and requeued goes to the back)",
         "enable Kueue's VisibilityOnDemand feature gate (on by default since Kueue 0.9; "
         "--feature-gates=VisibilityOnDemand=true) so that it registers the APIService "
-        f"v1beta2.{VISIBILITY}; `kubectl get apiservice v1beta2.{VISIBILITY}` must say Available; and let "
-        "gpucloud's identity get localqueues/pendingworkloads in that group",
+        f"v1beta2.{VISIBILITY}; `kubectl get apiservice v1beta2.{VISIBILITY}` must say Available; and bind "
+        "gpucloud's identity to a ClusterRole allowing get on localqueues/pendingworkloads in apiGroup "
+        f"{VISIBILITY}",
     )
 
 

@@ -392,7 +392,12 @@ class KubernetesDriver:
         conformance report's `kueue_visibility` says how to enable it)."""
         namespaces = {t.slug: ns for ns, t in tenants.items()}
         queues = sorted(
-            {(namespaces[slug], w.queue) for slug, ws in observed.items() for w in ws if w.state == "pending"}
+            {
+                (namespaces[slug], w.queue)
+                for slug, ws in observed.items()
+                for w in ws
+                if w.state == "pending" and w.queue  # a Workload naming no queue is in none
+            }
         )
         version = self._visibility_version() if queues else None
         if version is None:

@@ -213,6 +213,10 @@ def test_a_visibility_api_that_refuses_gpucloud_leaves_positions_unknown(host, v
     assert len(rows()) == 3
     assert {position for _, position, *_ in rows()} == {None}
     assert 403 in {status for _, path, status in kube_emulator.log if path.startswith(VISIBILITY)}
+    cap = capability("kueue_visibility")
+    assert not cap["found"]
+    assert "refused to gpucloud" in cap["version"]
+    assert "localqueues/pendingworkloads" in cap["how"]
 
 
 # --- KAI -----------------------------------------------------------------------------------------------
