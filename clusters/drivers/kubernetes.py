@@ -50,15 +50,15 @@ from gpucloud.kube import kinds as k
 from gpucloud.kube.api import ApiStatusError, KubeApi, NotFound, RetryPolicy, api_client_from_kubeconfig
 from gpucloud.kube.errors import DriverError, PermanentDriverError, TemporaryDriverError
 
-__all__ = ["ForeignManifestect", "KubernetesDriver", "PartialReconcile", "api_client_from_kubeconfig"]
+__all__ = ["ForeignObject", "KubernetesDriver", "PartialReconcile", "api_client_from_kubeconfig"]
 
 log = logging.getLogger(__name__)
-ManifestKey = tuple[tuple[str, str], str | None, str]  # (apiVersion, kind), namespace, name
+ObjKey = tuple[tuple[str, str], str | None, str]  # (apiVersion, kind), namespace, name
 # Tenant lists longer than this are not spelled out in a label selector (URL length); all are listed.
 SELECTOR_TENANT_LIMIT = 50
 
 
-def _key(kind: k.Kind, manifest: Manifest) -> ManifestKey:
+def _key(kind: k.Kind, manifest: Manifest) -> ObjKey:
     meta = manifest["metadata"]
     return (kind.key, meta.get("namespace") if kind.namespaced else None, meta["name"])
 
@@ -74,8 +74,8 @@ class _Pass:
     tenants: Sequence[TenantSpec]
     complete: bool
     result: ReconcileResult = field(default_factory=ReconcileResult)
-    live: dict[ManifestKey, Manifest] = field(default_factory=dict)
-    applied: dict[ManifestKey, Manifest] = field(default_factory=dict)
+    live: dict[ObjKey, Manifest] = field(default_factory=dict)
+    applied: dict[ObjKey, Manifest] = field(default_factory=dict)
     unlisted: dict[str, str] = field(default_factory=dict)  # kind -> why it could not be listed
     deleted_namespaces: set[str] = field(default_factory=set)
     new_namespaces: set[str] = field(default_factory=set)  # read as absent in this pass
@@ -89,7 +89,7 @@ class _Pass:
         self.result.errors.setdefault(slug, message)
 
 
-class ForeignManifestect(PermanentDriverError):
+class ForeignObject(PermanentDriverError):
     """An object gpucloud would create exists without gpucloud's ownership labels."""
 
 
@@ -178,9 +178,9 @@ class KubernetesDriver:
 
     # --- 2. what it should have -----------------------------------------------------------------
 
-    def _desired(self, run: _Pass) -> dict[ManifestKey, tuple[str, Manifest]]:
+    def _desired(self, run: _Pass) -> dict[ObjKey, tuple[str, Manifest]]:
         """Desired objects by key, with the slug whose failure they would be reported on."""
-        desired: dict[ManifestKey, tuple[str, Manifest]] = {}
+        desired: dict[ObjKey, tuple[str, Manifest]] = {}
         for manifest in render_shared(run.tenants, self.profile):
             desired[self._key(manifest)] = (SHARED, manifest)
         for tenant in run.tenants:
@@ -188,12 +188,12 @@ class KubernetesDriver:
                 desired[self._key(manifest)] = (tenant.slug, manifest)
         return desired
 
-    def _key(self, manifest: Manifest) -> ManifestKey:
+    def _key(self, manifest: Manifest) -> ObjKey:
         return _key(self._by_key[(manifest["apiVersion"], manifest["kind"])], manifest)
 
     # --- 3. apply the difference ----------------------------------------------------------------
 
-    def _apply(self, run: _Pass, desired: dict[ManifestKey, tuple[str, Manifest]]) -> None:
+    def _apply(self, run: _Pass, desired: dict[ObjKey, tuple[str, Manifest]]) -> None:
         if run.unlisted:
             return  # without a full picture of the cluster, acting could only make a partial state
         namespaces = {t.slug: t.namespace for t in run.tenants}
@@ -242,7 +242,7 @@ class KubernetesDriver:
                 if kind is k.NAMESPACE:
                     run.new_namespaces.add(manifest["metadata"]["name"])
             if labels is not None and (labels.get(MANAGED_BY) != MANAGER or labels.get(TENANT) != slug):
-                raise ForeignManifestect(
+                raise ForeignObject(
                     f"already exists and is not managed by gpucloud for {slug}: delete it, or label it "
                     f"{MANAGED_BY}={MANAGER} and {TENANT}={slug} to hand it over"
                 )
@@ -276,7 +276,7 @@ class KubernetesDriver:
 
     # --- 4. prune what is no longer desired -----------------------------------------------------
 
-    def _prunable(self, run: _Pass, key: ManifestKey, obj: Manifest, desired: dict[ManifestKey, Any]) -> bool:
+    def _prunable(self, run: _Pass, key: ObjKey, obj: Manifest, desired: dict[ObjKey, Any]) -> bool:
         labels = _labels(obj)
         if key in desired or labels.get(MANAGED_BY) != MANAGER or TENANT not in labels:
             return False
@@ -287,7 +287,7 @@ class KubernetesDriver:
             return run.complete
         return run.complete or owner in run.slugs
 
-    def _prune(self, run: _Pass, desired: dict[ManifestKey, tuple[str, Manifest]]) -> None:
+    def _prune(self, run: _Pass, desired: dict[ObjKey, tuple[str, Manifest]]) -> None:
         if run.unlisted:
             return  # an object missing from a failed list could be one we would wrongly keep or delete
         doomed = [(key, obj) for key, obj in run.live.items() if self._prunable(run, key, obj, desired)]
@@ -322,7 +322,7 @@ class KubernetesDriver:
         slug = tenant.slug
         if slug in run.result.errors:
             return TenantObservation(slug, "failed", message=run.result.errors[slug])
-        ns_key: ManifestKey = (k.NAMESPACE.key, None, tenant.namespace)
+        ns_key: ObjKey = (k.NAMESPACE.key, None, tenant.namespace)
         if tenant.desired == "absent":
             if ns_key in run.live or tenant.namespace in run.deleted_namespaces:
                 return TenantObservation(slug, "deleting", message="waiting for the namespace to be deleted")
@@ -381,7 +381,7 @@ class KubernetesDriver:
         except (NotFound, ApiStatusError, TemporaryDriverError) as exc:
             if isinstance(exc, ApiStatusError) and exc.status == 401:
                 raise
-            log.warning(f"cannot read {what}", extra={"error": str(exc), "path": path})
+            log.warning("cannot read %s", what, extra={"error": str(exc), "path": path})
             return None
         return answer
 
@@ -467,7 +467,7 @@ class KubernetesDriver:
             kind, namespace = k.VIRTUAL_CLUSTER_INSTANCE, self.profile.platform_project_namespace
         else:
             kind, namespace = k.HELM_RELEASE, tenant.namespace
-        key: ManifestKey = (kind.key, namespace, vcluster_name(tenant))
+        key: ObjKey = (kind.key, namespace, vcluster_name(tenant))
         obj = run.applied.get(key) or run.live.get(key)
         status = (obj or {}).get("status") or {}
         if kind is k.VIRTUAL_CLUSTER_INSTANCE:
