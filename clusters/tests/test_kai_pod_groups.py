@@ -29,7 +29,9 @@ def group(min_member: int = 2, **status: Any) -> dict[str, Any]:
     }
 
 
-def pod(resource: str = "nvidia.com/gpu", units: str = "2", node: str = "", phase: str = "Pending") -> dict:
+def pod(
+    resource: str = "nvidia.com/gpu", units: str = "2", node: str = "", phase: str = "Pending"
+) -> dict[str, Any]:
     spec: dict[str, Any] = {"containers": [{"name": "c", "resources": {"requests": {resource: units}}}]}
     if node:
         spec["nodeName"] = node
