@@ -4,7 +4,8 @@ words and an estimated start (`placement.queue_estimate`, docs/placement.md "Que
 The waiting workloads are the tenant's `fleet.PendingWorkload` rows: Kueue's pending Workloads, KAI's
 unscheduled PodGroups, or the simulator's pods not placed yet. The order is the scheduler's where it says
 (Kueue's visibility API gives a position), else the order the schedulers keep: higher priority first, then
-creation time, then name. Nothing is written.
+creation time, then name (`PendingWorkloadQuerySet.in_queue_order`). Each entry carries the scheduler's own
+words beside gpucloud's plain ones. Nothing is written.
 """
 
 from __future__ import annotations
@@ -19,6 +20,17 @@ from placement import queue_estimate as qe
 from placement.engine import EngineError
 from placement.service import FleetModel
 from tenants.models import Tenant
+
+# Who holds a waiting workload once it fits, by the scheduler that reported it.
+ADMITTER: dict[str, str] = {
+    PendingWorkload.Source.KUEUE.value: "waiting for Kueue to admit it",
+    PendingWorkload.Source.KAI.value: "waiting for KAI to schedule it",
+    PendingWorkload.Source.SIMULATED.value: "waiting for the simulator's next step",
+}
+SCHEDULER: dict[str, str] = {
+    PendingWorkload.Source.KUEUE.value: "Kueue",
+    PendingWorkload.Source.KAI.value: "KAI",
+}
 
 
 @dataclass(frozen=True)
@@ -38,28 +50,20 @@ class Entry:
     priority: int = 0
     scheduler_message: str = ""  # why it waits, in the scheduler's own words
 
+    @property
+    def scheduler(self) -> str:
+        """Who reported it, by name: Kueue, KAI or the simulator."""
+        return SCHEDULER.get(self.source, "the simulator")
+
 
 def pending(tenant: Tenant) -> list[PendingWorkload]:
     """The tenant's waiting workloads in queue order (see the module docstring)."""
-    rows = PendingWorkload.objects.filter(tenant=tenant)
-    now = timezone.now()
-    return sorted(
-        rows,
-        key=lambda w: (
-            w.position is None,
-            w.position or 0,
-            -w.priority,
-            w.created_at is None,
-            w.created_at or now,
-            w.name,
-        ),
-    )
+    return list(PendingWorkload.objects.filter(tenant=tenant).in_queue_order())
 
 
 def ahead(tenant: Tenant) -> list[tuple[GpuClass, int, str]]:
     """The tenant's pending workloads of known classes, as `queue_estimate.feasibility` takes them."""
-    classes = {c.name: c for c in GpuClass.objects.select_related("gpu_model")}
-    return [(classes[w.gpu_class], w.gpus, w.name) for w in pending(tenant) if w.gpu_class in classes]
+    return PendingWorkload.objects.filter(tenant=tenant).ahead()
 
 
 def tenant_queue(tenant: Tenant, at: datetime | None = None) -> list[Entry]:
@@ -103,9 +107,17 @@ def tenant_queue(tenant: Tenant, at: datetime | None = None) -> list[Entry]:
         start = starts.get(w.name, qe.Start(None))
         text = qe.reason(gpu_class, w.gpus, uses[w.name], start, model, now)
         if start.at is not None and start.at <= now:
-            text = "fits now: waiting for Kueue to admit it"
-        out.append(_entry(w, i, text, start.at))
+            # A row naming no scheduler is taken for Kueue's, the first writer (as `Entry.source` defaults).
+            text = f"fits now: {ADMITTER.get(w.source, ADMITTER[PendingWorkload.Source.KUEUE.value])}"
+        out.append(_entry(w, i, _placed(w) + text, start.at))
     return out
+
+
+def _placed(w: PendingWorkload) -> str:
+    """ "position N in Kueue's queue: " where the scheduler gave one."""
+    if w.position is None:
+        return ""
+    return f"position {w.position} in {SCHEDULER.get(w.source, 'its scheduler')}'s queue: "
 
 
 def _entry(w: PendingWorkload, index: int, reason: str, start: datetime | None) -> Entry:

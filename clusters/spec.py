@@ -60,7 +60,8 @@ class TenantObservation:
 
 @dataclass(frozen=True)
 class WorkloadObservation:
-    """A unit of work in a tenant's queue as the host cluster's scheduler holds it (a Kueue `Workload`)."""
+    """A unit of work in a tenant's queue as the host cluster's scheduler holds it (a Kueue `Workload`, or a
+    KAI `PodGroup` not scheduled yet)."""
 
     name: str
     queue: str
@@ -68,6 +69,10 @@ class WorkloadObservation:
     gpus: int  # GPU units it asks for: pods × GPUs (or MIG slices) per pod, over its pod sets
     gpu_class: str  # the class of its admitted flavor, else of its GPU resource; "" when it asks for none
     created_at: datetime | None
+    pods: int = 1  # over its pod sets (Kueue) or its minMember (KAI)
+    priority: int = 0  # the scheduler's: Kueue's `spec.priority`, KAI's through its PriorityClass
+    message: str = ""  # why it waits, in the scheduler's own words
+    position: int | None = None  # 1 is next in its queue, where the scheduler says (Kueue's visibility API)
 
 
 @dataclass
@@ -77,6 +82,8 @@ class ReconcileResult:
     observations: dict[str, TenantObservation] = field(default_factory=dict)
     # slug -> every workload seen in the tenant's namespace; a tenant missing here was not looked at.
     workloads: dict[str, tuple[WorkloadObservation, ...]] = field(default_factory=dict)
+    # slug -> the tenant's KAI PodGroups not scheduled yet (KAI host clusters); missing: not looked at.
+    pod_groups: dict[str, tuple[WorkloadObservation, ...]] = field(default_factory=dict)
     api_calls: int = 0
     writes: int = 0
     drift_repaired: int = 0

@@ -343,6 +343,27 @@ class PodWatch(models.Model):
         return f"{self.host_cluster} @ {self.resource_version or 'unlisted'}"
 
 
+class PendingWorkloadQuerySet(models.QuerySet["PendingWorkload"]):
+    def in_queue_order(self) -> PendingWorkloadQuerySet:
+        """The order a tenant's queue shows: the scheduler's position where it gives one (Kueue's
+        visibility API), then higher priority, then earlier creation, then name (what KAI and Kueue order
+        by otherwise)."""
+        return self.order_by(
+            models.F("position").asc(nulls_last=True),
+            "-priority",
+            models.F("created_at").asc(nulls_last=True),
+            "name",
+        )
+
+    def ahead(self) -> list[tuple[GpuClass, int, str]]:
+        """These waiting workloads of GPU classes gpucloud offers as (class, units, name), in queue order:
+        what a feasibility ask goes behind (`placement.queue_estimate.feasibility`'s `ahead`)."""
+        classes = {c.name: c for c in GpuClass.objects.select_related("gpu_model")}
+        return [
+            (classes[w.gpu_class], w.gpus, w.name) for w in self.in_queue_order() if w.gpu_class in classes
+        ]
+
+
 class PendingWorkload(models.Model):
     """A workload waiting for GPUs on a host cluster, as its scheduler reports it: the store a tenant's queue
     is read from (`clusters/queue.py`).
@@ -379,6 +400,8 @@ class PendingWorkload(models.Model):
     )
     topology_level = models.CharField(max_length=20, blank=True, help_text="rack, block, …: a gang's ask")
     topology_required = models.BooleanField(default=False)
+
+    objects = PendingWorkloadQuerySet.as_manager()
 
     class Meta:
         constraints = [

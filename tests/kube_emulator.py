@@ -33,7 +33,10 @@ For controllers that watch (gpucloud's Tenant custom resources) it also serves:
   subresource when the CRD asks for it (writes to the object keep its status, `/status` writes keep the
   rest; only spec changes bump `generation`);
 - finalizers: deleting an object that has some sets `deletionTimestamp`; removing the last one deletes it;
-- `SelfSubjectAccessReview`s of resources, answered by the same RBAC rules as the requests.
+- `SelfSubjectAccessReview`s of resources, answered by the same RBAC rules as the requests;
+- Kueue's visibility API once `serve_kueue_visibility()` is called (an aggregated API, served only while its
+  APIService is: Kueue's `VisibilityOnDemand` feature gate): a LocalQueue's `pendingworkloads`, computed from
+  the stored Workloads in Kueue's order (`_pending_in`).
 
 `start_emulator()` runs it on 127.0.0.1 in a thread with its own event loop, for sync tests.
 
@@ -75,6 +78,7 @@ Obj = dict[str, Any]
 ResKey = tuple[str, str, str]  # group ("" for core), version, plural
 ObjKey = tuple[str | None, str]  # namespace (None for cluster-scoped), name
 
+KUEUE_VISIBILITY = "visibility.kueue.x-k8s.io"
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 HISTORY = 1000  # watch events kept per resource; older resourceVersions answer 410 Gone
 Watcher = tuple[ResKey, "str | None", "list[Requirement]", "asyncio.Queue[Obj | None]"]
@@ -117,6 +121,7 @@ BUILTIN = (
     _r("v1", "endpoints", "Endpoints", True),
     _r("discovery.k8s.io/v1", "endpointslices", "EndpointSlice", True),
     _r("apps/v1", "deployments", "Deployment", True),
+    _r("scheduling.k8s.io/v1", "priorityclasses", "PriorityClass", False),
     _r("networking.k8s.io/v1", "networkpolicies", "NetworkPolicy", True),
     _r("apiextensions.k8s.io/v1", "customresourcedefinitions", "CustomResourceDefinition", False),
 )
@@ -265,8 +270,8 @@ class Faults:
     `share` of the requests (all methods) answer one of `kinds`: an HTTP status (409, 429, 500…) without
     touching the store, or "timeout": the request is served, then the answer is held for `hang_seconds`
     (longer than the client's timeout), so the client sees a timeout for a request that took effect.
-    `forbidden` path prefixes answer 403 to every request; `invalid` ones answer 422 to writes, as
-    admission or schema validation would.
+    `forbidden` path prefixes answer 403 to every request (and a SelfSubjectAccessReview of their API group
+    is refused); `invalid` ones answer 422 to writes, as admission or schema validation would.
     """
 
     share: float = 0.0
@@ -530,6 +535,8 @@ class KubeEmulator(kmock.KubernetesEmulator):
         namespace = parsed.namespace if res.namespaced else None
         if user is not None:
             self._authorize(user, method, res, parsed)
+        if parsed.group == KUEUE_VISIBILITY and parsed.subresource == "pendingworkloads" and method == "GET":
+            return 200, self._pending_workloads(parsed, query)
         if parsed.subresource == "token" and res.kind == "ServiceAccount" and method == "POST":
             return 201, self._token_request(res, (namespace, parsed.name or ""), self._decode(body))
         if parsed.name is None:
@@ -637,6 +644,8 @@ class KubeEmulator(kmock.KubernetesEmulator):
             attributes.get("resource", ""),
         )
         allowed = user is None or "system:masters" in user.groups
+        if group and any(p.startswith(f"/apis/{group}/") for p in self.faults.forbidden):
+            allowed = False  # paths of the group a test forbids: a review answers as RBAC would refuse them
         if not allowed and user is not None:
             namespace = attributes.get("namespace") or None
             rules = self._rules_of(user, namespace)
@@ -709,6 +718,81 @@ class KubeEmulator(kmock.KubernetesEmulator):
                     "rules": rules,
                 }
                 self._create(res, None, role)
+
+    # --- Kueue's visibility API -------------------------------------------------------------------
+
+    def serve_kueue_visibility(self, version: str = "v1beta2") -> None:
+        """Serve Kueue's visibility API in `version`, as Kueue does while its APIService is available."""
+        self.register_resources(
+            (
+                Resource(KUEUE_VISIBILITY, version, "localqueues", "LocalQueue", True),
+                Resource(KUEUE_VISIBILITY, version, "clusterqueues", "ClusterQueue", False),
+            )
+        )
+
+    def _pending_workloads(self, parsed: Path, query: dict[str, str]) -> Obj:
+        """A LocalQueue's `PendingWorkloadsSummary` (kubernetes-sigs/kueue apis/visibility/v1beta2/types.go):
+        positions counted from 0, `offset` and `limit` (default 1000) honoured."""
+        local_queues = self.store.get(("kueue.x-k8s.io", "v1beta2", "localqueues"), {})
+        local_queue = local_queues.get((parsed.namespace, parsed.name or ""))
+        if local_queue is None:
+            raise ApiError(404, "NotFound", f'localqueues.kueue.x-k8s.io "{parsed.name}" not found')
+        cluster_queue = (local_queue.get("spec") or {}).get("clusterQueue")
+        in_cluster_queue = self._pending_in(cluster_queue, local_queues)
+        items, in_local_queue = [], 0
+        for place, workload in enumerate(in_cluster_queue):
+            meta = workload["metadata"]
+            if (meta.get("namespace"), workload["spec"].get("queueName")) != (parsed.namespace, parsed.name):
+                continue
+            items.append(
+                {
+                    "metadata": {k: meta[k] for k in ("name", "namespace", "creationTimestamp") if k in meta},
+                    "priority": int(workload["spec"].get("priority") or 0),
+                    "localQueueName": parsed.name,
+                    "positionInClusterQueue": place,
+                    "positionInLocalQueue": in_local_queue,
+                }
+            )
+            in_local_queue += 1
+        offset, limit = int(query.get("offset") or 0), int(query.get("limit") or 1000)
+        return {
+            "apiVersion": f"{KUEUE_VISIBILITY}/{parsed.version}",
+            "kind": "PendingWorkloadsSummary",
+            "metadata": {"creationTimestamp": None},
+            "items": items[offset : offset + limit],
+        }
+
+    def _pending_in(self, cluster_queue: str | None, local_queues: dict[ObjKey, Obj]) -> list[Obj]:
+        """The pending Workloads of a ClusterQueue in Kueue's order (BestEffortFIFO): higher `spec.priority`
+        first, then the queue-order timestamp: when it was evicted for a requeued one (KEP-1282), else its
+        creation. Pending: active, neither quota reserved nor finished. (Kueue also keeps inadmissible ones
+        apart; the stand-in does not.)"""
+
+        def holds(workload: Obj, kind: str) -> bool:
+            conditions = (workload.get("status") or {}).get("conditions") or []
+            return any(c.get("type") == kind and c.get("status") == "True" for c in conditions)
+
+        def queued_at(workload: Obj) -> str:
+            for c in (workload.get("status") or {}).get("conditions") or []:
+                if c.get("type") == "Evicted" and c.get("status") == "True" and c.get("lastTransitionTime"):
+                    return str(c["lastTransitionTime"])
+            return str(workload["metadata"].get("creationTimestamp") or "")
+
+        pending = []
+        for (namespace, _), workload in self.store.get(
+            ("kueue.x-k8s.io", "v1beta2", "workloads"), {}
+        ).items():
+            spec = workload.get("spec") or {}
+            local_queue = local_queues.get((namespace, spec.get("queueName") or ""))
+            if local_queue is None or (local_queue.get("spec") or {}).get("clusterQueue") != cluster_queue:
+                continue
+            if spec.get("active") is False or holds(workload, "QuotaReserved") or holds(workload, "Finished"):
+                continue
+            pending.append(workload)
+        return sorted(
+            pending,
+            key=lambda w: (-int(w["spec"].get("priority") or 0), queued_at(w), w["metadata"]["name"]),
+        )
 
     # --- discovery --------------------------------------------------------------------------------
 

@@ -67,7 +67,7 @@ def check(
     caps = [_scheduler(discovery, "kueue"), _scheduler(discovery, "kai"), *_vcluster(discovery)]
     if _served(discovery, "kueue.x-k8s.io", "v1beta2")[0]:
         settings = kueue_config.check(discovery.kueue_config)
-        caps += [_from_kueue(c) for c in settings] + [_pod_groups(settings)]
+        caps += [_from_kueue(c) for c in settings] + [_pod_groups(settings), _kueue_visibility(discovery)]
     if scheduler:
         caps.append(_per_model(discovery, scheduler, several_models))
     if scheduler == "kai":
@@ -155,6 +155,32 @@ def _pod_groups(settings: Sequence[kueue_config.Setting]) -> Capability:
         "the pod integration (kueue_pod_integration); in the tenant's pod template: labels: "
         "{kueue.x-k8s.io/pod-group-name: <job name>}, annotations: {kueue.x-k8s.io/pod-group-total-count: "
         '"<pods>"}',
+    )
+
+
+VISIBILITY = "visibility.kueue.x-k8s.io"
+
+
+def _kueue_visibility(discovery: ClusterDiscovery) -> Capability:
+    """Kueue's visibility API (an aggregated API, discovered only while its APIService is available) and
+    gpucloud's right to read it: where a tenant's pending workload stands in its LocalQueue, by Kueue's word
+    (`clusters/queue.py`)."""
+    versions = discovery.groups.get(VISIBILITY, ())
+    served = [v for v in ("v1beta2", "v1beta1") if v in versions]
+    seen = ", ".join(f"{VISIBILITY}/{v}" for v in versions)
+    if served and discovery.pending_workloads_read is False:
+        seen += " · reading localqueues/pendingworkloads refused to gpucloud"
+    return Capability(
+        "kueue_visibility",
+        bool(served) and discovery.pending_workloads_read is not False,
+        seen,
+        "tenants' queues show no position by Kueue's word: they fall back to gpucloud's own order (priority, "
+        "then creation), which misses what Kueue reorders (a workload evicted and requeued goes to the back)",
+        "enable Kueue's VisibilityOnDemand feature gate (on by default since Kueue 0.9; "
+        "--feature-gates=VisibilityOnDemand=true) so that it registers the APIService "
+        f"v1beta2.{VISIBILITY}; `kubectl get apiservice v1beta2.{VISIBILITY}` must say Available; and bind "
+        "gpucloud's identity to a ClusterRole allowing get on localqueues/pendingworkloads in apiGroup "
+        f"{VISIBILITY}",
     )
 
 

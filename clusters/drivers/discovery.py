@@ -3,11 +3,11 @@
 `discover` reads the server version, the served API groups, the GPU nodes, the DRA DeviceClasses, which
 versions of admissionregistration.k8s.io serve MutatingAdmissionPolicies and the API server's own addresses;
 for the conformance report (`clusters.drivers.conformance`, re-checked on every pass) it also reads the GPU
-Operator's ClusterPolicy, Kueue's controller Deployment and configuration, and whether it may patch nodes
-(twelve requests at most). The add-on flags the renderers and admission read (`HostCluster.addons`), every
-GPU resource name the cluster offers (`HostCluster.gpu_resources`: what each tenant's ResourceQuota names)
-and the GPU nodes the fleet imports are derived from that one `ClusterDiscovery`. `check_profile` refuses a
-profile the cluster cannot serve.
+Operator's ClusterPolicy, Kueue's controller Deployment and configuration, whether it may patch nodes and
+read Kueue's visibility API (thirteen requests at most). The add-on flags the renderers and admission read
+(`HostCluster.addons`), every GPU resource name the cluster offers (`HostCluster.gpu_resources`: what each
+tenant's ResourceQuota names) and the GPU nodes the fleet imports are derived from that one
+`ClusterDiscovery`. `check_profile` refuses a profile the cluster cannot serve.
 
 Not a driver: the drivers import it, it imports none of them.
 """
@@ -118,6 +118,9 @@ class ClusterDiscovery:
     # Whether gpucloud's identity may patch nodes (a SelfSubjectAccessReview), None when the cluster did not
     # answer one; the conformance report only (dedicated nodes and the quarantine write node taints).
     node_patch: bool | None = None
+    # Whether it may read Kueue's pending workloads (`localqueues/pendingworkloads` of the visibility API), by
+    # a SelfSubjectAccessReview asked only where that API is served; None otherwise (conformance only).
+    pending_workloads_read: bool | None = None
 
     def serves(self, group: str, version: str) -> bool:
         return version in self.groups.get(group, ())
@@ -311,17 +314,29 @@ def discover(api: KubeApi, *, conformance: bool = False) -> ClusterDiscovery:
         _api_server_cidrs(api),
         nodes_listed=listed is not None,
         node_patch=may_patch_nodes(api) if conformance else None,
+        pending_workloads_read=(
+            may(api, "get", "localqueues", group=k.KUEUE_VISIBILITY, subresource="pendingworkloads")
+            if conformance and k.KUEUE_VISIBILITY in groups
+            else None
+        ),
     )
 
 
 def may_patch_nodes(api: KubeApi) -> bool | None:
-    """Whether gpucloud's identity may patch nodes, by a SelfSubjectAccessReview (authorization.k8s.io/v1;
-    it creates nothing); None when the cluster does not answer one. Asked through a KubeApi of its own, so
-    that the driver's count of writes stays a count of changes."""
+    """Whether gpucloud's identity may patch nodes (`may`)."""
+    return may(api, "patch", "nodes")
+
+
+def may(api: KubeApi, verb: str, resource: str, *, group: str = "", subresource: str = "") -> bool | None:
+    """Whether gpucloud's identity may `verb` a resource (in any namespace), by a SelfSubjectAccessReview
+    (authorization.k8s.io/v1; it creates nothing); None when the cluster does not answer one. Asked through a
+    KubeApi of its own, so that the driver's count of writes stays a count of changes."""
+    attributes = {"verb": verb, "resource": resource}
+    attributes.update({k: v for k, v in (("group", group), ("subresource", subresource)) if v})
     review = {
         "apiVersion": "authorization.k8s.io/v1",
         "kind": "SelfSubjectAccessReview",
-        "spec": {"resourceAttributes": {"verb": "patch", "resource": "nodes"}},
+        "spec": {"resourceAttributes": attributes},
     }
     try:
         answer = KubeApi(api.api_client, api.retry).request(

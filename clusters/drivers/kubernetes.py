@@ -9,25 +9,29 @@ One pass (`KubernetesDriver.reconcile`) is level-triggered:
    contains what gpucloud set (`clusters.drivers.in_sync`: an edit by hand, restored and counted as drift);
 4. delete objects that carry both ownership labels and are no longer desired (only among the named
    tenants unless the pass is complete; shared objects only on a complete pass);
-5. observe each tenant's phase from what it saw, and (on Kueue) the `Workload` objects in its namespace,
-   listed once per pass across all namespaces: they are Kueue's, not gpucloud's, so no label selects them
-   (read by `clusters.drivers.kueue_workloads`).
+5. observe each tenant's phase from what it saw, and its scheduler's workloads: on Kueue the `Workload`
+   objects in its namespace, listed once per pass across all namespaces (they are Kueue's, not gpucloud's,
+   so no label selects them; read by `clusters.drivers.kueue_workloads`), with the pending ones' places
+   from Kueue's visibility API; on KAI the `PodGroup` objects not scheduled yet
+   (`clusters.drivers.kai_pod_groups`).
 
-An unchanged cluster therefore costs one list per kind and no writes.
+An unchanged cluster therefore costs one list per kind and no writes; the visibility API, pods and
+PriorityClasses are read only in passes where something waits.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
 from kubernetes import client
 
+from clusters.drivers import kai_pod_groups
 from clusters.drivers.in_sync import in_sync
-from clusters.drivers.kueue_workloads import workload_of
+from clusters.drivers.kueue_workloads import positions, workload_of
 from clusters.render import (
     MANAGED_BY,
     MANAGER,
@@ -336,33 +340,127 @@ class KubernetesDriver:
         return TenantObservation(slug, "provisioning", endpoint, message)
 
     def _observe_workloads(self, run: _Pass) -> None:
-        """Kueue's `Workload` objects in the pass's tenants' namespaces: one list, however many tenants.
+        """Kueue's `Workload` objects in the pass's tenants' namespaces: one list, however many tenants; on
+        KAI its waiting `PodGroup`s instead (`_observe_pod_groups`).
 
-        Not listed under KAI, and when the list fails the tenants' workloads are left unobserved (kept as
-        stored): a workload view must not fail a tenant's reconcile.
+        When the list fails the tenants' workloads are left unobserved (kept as stored): a workload view
+        must not fail a tenant's reconcile.
         """
         if self.profile.scheduler == "kai":
+            self._observe_pod_groups(run)
             return
-        for tenant in run.tenants:
-            if tenant.desired == "absent":  # going away: whatever it ran goes with its namespace
-                run.result.workloads[tenant.slug] = ()
-        tenants = {t.namespace: t for t in run.tenants if t.desired != "absent"}
-        if not tenants:
-            return
-        try:
-            listed = self.api.get(k.WORKLOAD.path())
-        except (NotFound, ApiStatusError, TemporaryDriverError) as exc:
-            if isinstance(exc, ApiStatusError) and exc.status == 401:
-                raise
-            log.warning("cannot list Kueue workloads", extra={"error": str(exc)})
+        tenants = self._observed_tenants(run, run.result.workloads)
+        listed = self._read(k.WORKLOAD.path(), "Kueue workloads") if tenants else None
+        if listed is None:
             return
         observed: dict[str, list[WorkloadObservation]] = {t.slug: [] for t in tenants.values()}
         for item in listed.get("items") or []:
             owner = tenants.get(item.get("metadata", {}).get("namespace", ""))
             if owner is not None:
                 observed[owner.slug].append(workload_of(item, owner))
+        self._place(tenants, observed)
         for slug, workloads in observed.items():
             run.result.workloads[slug] = tuple(sorted(workloads, key=lambda w: w.name))
+
+    @staticmethod
+    def _observed_tenants(
+        run: _Pass, into: dict[str, tuple[WorkloadObservation, ...]]
+    ) -> dict[str, TenantSpec]:
+        """The tenants whose workloads a pass reads, by namespace; one going away has none (whatever it
+        ran goes with its namespace)."""
+        for tenant in run.tenants:
+            if tenant.desired == "absent":
+                into[tenant.slug] = ()
+        return {t.namespace: t for t in run.tenants if t.desired != "absent"}
+
+    def _read(self, path: str, what: str, query: dict[str, str] | None = None) -> Manifest | None:
+        """A read for a workload view: None when it fails (401 excepted: the credentials are the cluster's
+        problem), logged with `what`."""
+        try:
+            answer: Manifest = self.api.get(path, query)
+        except (NotFound, ApiStatusError, TemporaryDriverError) as exc:
+            if isinstance(exc, ApiStatusError) and exc.status == 401:
+                raise
+            log.warning("cannot read %s", what, extra={"error": str(exc), "path": path})
+            return None
+        return answer
+
+    def _place(self, tenants: dict[str, TenantSpec], observed: dict[str, list[WorkloadObservation]]) -> None:
+        """Each pending workload's place in its LocalQueue by Kueue's visibility API, asked only for the
+        queues where something waits, in the version the server serves (v1beta2, else v1beta1). Where it
+        serves none or refuses, positions stay unknown and the queue keeps gpucloud's own order (the
+        conformance report's `kueue_visibility` says how to enable it)."""
+        namespaces = {t.slug: ns for ns, t in tenants.items()}
+        queues = sorted(
+            {
+                (namespaces[slug], w.queue)
+                for slug, ws in observed.items()
+                for w in ws
+                if w.state == "pending" and w.queue  # a Workload naming no queue is in none
+            }
+        )
+        version = self._visibility_version() if queues else None
+        if version is None:
+            return
+        places: dict[tuple[str, str], dict[str, int]] = {}
+        for namespace, queue in queues:
+            path = (
+                f"/apis/{k.KUEUE_VISIBILITY}/{version}/namespaces/{namespace}/localqueues/{queue}"
+                "/pendingworkloads"
+            )
+            summary = self._read(path, "Kueue's pending workloads")
+            if summary is not None:
+                places[(namespace, queue)] = positions(summary)
+        for slug, workloads in observed.items():
+            where = namespaces[slug]
+            observed[slug] = [
+                replace(w, position=places.get((where, w.queue), {}).get(w.name))
+                if w.state == "pending"
+                else w
+                for w in workloads
+            ]
+
+    def _visibility_version(self) -> str | None:
+        """The version of Kueue's visibility API the server serves (discovery), or None."""
+        group = self._read(f"/apis/{k.KUEUE_VISIBILITY}", "Kueue's visibility API")
+        served = {v.get("version") for v in (group or {}).get("versions") or []}
+        return next((v for v in ("v1beta2", "v1beta1") if v in served), None)
+
+    def _observe_pod_groups(self, run: _Pass) -> None:
+        """KAI's `PodGroup`s not scheduled yet in the tenants' namespaces (`clusters.drivers.kai_pod_groups`):
+        one list of PodGroups per pass; the pods of namespaces holding a group with nothing allocated and
+        the PriorityClasses only when there is such a group."""
+        tenants = self._observed_tenants(run, run.result.pod_groups)
+        listed = self._read(k.POD_GROUP.path(), "KAI pod groups") if tenants else None
+        if listed is None:
+            return
+        candidates: dict[str, list[Manifest]] = {}
+        for item in listed.get("items") or []:
+            namespace = item.get("metadata", {}).get("namespace", "")
+            if namespace in tenants and kai_pod_groups.unallocated(item):
+                candidates.setdefault(namespace, []).append(item)
+        waiting: dict[str, list[WorkloadObservation]] = {t.slug: [] for t in tenants.values()}
+        if candidates:
+            classes = self._read(k.PRIORITY_CLASS.path(), "PriorityClasses")
+            priority_of = kai_pod_groups.priorities((classes or {}).get("items") or [])
+        for namespace, groups in candidates.items():
+            tenant = tenants[namespace]
+            pods = self._read(k.POD.path(namespace), f"the pods of {namespace}")
+            if pods is None:
+                del waiting[tenant.slug]  # not looked at: keep what is stored
+                continue
+            members: dict[str, list[Manifest]] = {}
+            for pod in pods.get("items") or []:
+                group = (pod["metadata"].get("annotations") or {}).get(kai_pod_groups.POD_GROUP_ANNOTATION)
+                if group:
+                    members.setdefault(group, []).append(pod)
+            for group in groups:
+                name = group["metadata"]["name"]
+                seen = kai_pod_groups.pod_group_of(group, members.get(name, []), tenant, priority_of)
+                if seen is not None:
+                    waiting[tenant.slug].append(seen)
+        for slug, groups_seen in waiting.items():
+            run.result.pod_groups[slug] = tuple(sorted(groups_seen, key=lambda w: w.name))
 
     def _vcluster_ready(self, run: _Pass, tenant: TenantSpec) -> tuple[bool, str]:
         if self.profile.vcluster_mode == "platform":

@@ -278,10 +278,22 @@ def _write_back(tenant: Tenant, result: ReconcileResult) -> int:
 
 
 def _write_workloads(tenant: Tenant, result: ReconcileResult) -> int:
-    """Replace the tenant's observed Kueue workloads when they differ from what is stored; rows written."""
+    """Replace the tenant's observed Kueue workloads, and its waiting ones of each scheduler (the queue's
+    store), each only when they differ from what is stored; rows written."""
     seen = result.workloads.get(tenant.slug)
-    if seen is None:  # not looked at in this pass (simulated driver, KAI, a failed list): keep what is stored
-        return 0
+    writes = 0
+    if seen is not None:  # None: not looked at (simulated driver, KAI, a failed list): keep what is stored
+        writes += _write_observed(tenant, seen)
+        writes += _write_pending(
+            tenant, PendingWorkload.Source.KUEUE, [w for w in seen if w.state == "pending"]
+        )
+    groups = result.pod_groups.get(tenant.slug)
+    if groups is not None:
+        writes += _write_pending(tenant, PendingWorkload.Source.KAI, list(groups))
+    return writes
+
+
+def _write_observed(tenant: Tenant, seen: tuple[WorkloadObservation, ...]) -> int:
     fields = ("name", "queue", "state", "gpus", "gpu_class", "created_at")
     stored = set(ObservedWorkload.objects.filter(tenant=tenant).values_list(*fields))
     wanted = {tuple(getattr(w, f) for f in fields) for w in seen}
@@ -292,31 +304,46 @@ def _write_workloads(tenant: Tenant, result: ReconcileResult) -> int:
         ObservedWorkload.objects.bulk_create(
             ObservedWorkload(tenant=tenant, **dict(zip(fields, row, strict=True))) for row in wanted
         )
-        deleted += _write_pending(tenant, [w for w in seen if w.state == "pending"])
     return deleted + len(wanted)
 
 
-def _write_pending(tenant: Tenant, pending: list[WorkloadObservation]) -> int:
-    """Replace the tenant's waiting Kueue workloads (the queue's store, `fleet.PendingWorkload`)."""
+# What a waiting workload's row holds of its observation: a change to any of them rewrites the tenant's rows.
+PENDING_FIELDS = (
+    "name",
+    "queue",
+    "gpu_class",
+    "pods",
+    "gpus",
+    "priority",
+    "position",
+    "message",
+    "created_at",
+)
+
+
+def _write_pending(tenant: Tenant, source: str, pending: list[WorkloadObservation]) -> int:
+    """Replace the tenant's waiting workloads of one scheduler (`fleet.PendingWorkload`, the queue's store)
+    when they differ from what is stored; rows written."""
     cluster = tenant.cluster
     if cluster.host_cluster_id is None:
         return 0
-    rows = PendingWorkload.objects.filter(tenant=tenant, source=PendingWorkload.Source.KUEUE)
-    deleted, _ = rows.delete()
-    PendingWorkload.objects.bulk_create(
-        PendingWorkload(
-            host_cluster_id=cluster.host_cluster_id,
-            tenant=tenant,
-            source=PendingWorkload.Source.KUEUE,
-            namespace=cluster.namespace,
-            name=w.name,
-            queue=w.queue,
-            gpu_class=w.gpu_class,
-            gpus=w.gpus,
-            created_at=w.created_at,
+    rows = PendingWorkload.objects.filter(tenant=tenant, source=source)
+    stored = set(rows.values_list("namespace", *PENDING_FIELDS))
+    wanted = {(cluster.namespace, *(getattr(w, f) for f in PENDING_FIELDS)) for w in pending}
+    if stored == wanted:
+        return 0
+    with transaction.atomic():
+        deleted, _ = rows.delete()
+        PendingWorkload.objects.bulk_create(
+            PendingWorkload(
+                host_cluster_id=cluster.host_cluster_id,
+                tenant=tenant,
+                source=source,
+                namespace=cluster.namespace,
+                **dict(zip(PENDING_FIELDS, (getattr(w, f) for f in PENDING_FIELDS), strict=True)),
+            )
+            for w in pending
         )
-        for w in pending
-    )
     return deleted + len(pending)
 
 

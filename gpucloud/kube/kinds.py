@@ -67,6 +67,12 @@ SECRET = Kind("v1", "Secret", "secrets", True)
 NODE = Kind("v1", "Node", "nodes", False)
 # Not managed: Kueue makes one per job a tenant submits; the driver only reads them (one list per pass).
 WORKLOAD = Kind("kueue.x-k8s.io/v1beta2", "Workload", "workloads", True)
+# Read on KAI host clusters for the tenants' queues: KAI's gangs, their pods, and the priorities they name.
+POD_GROUP = Kind("scheduling.run.ai/v2alpha2", "PodGroup", "podgroups", True)
+POD = Kind("v1", "Pod", "pods", True)
+PRIORITY_CLASS = Kind("scheduling.k8s.io/v1", "PriorityClass", "priorityclasses", False)
+# Kueue's visibility API (an aggregated API, served while the VisibilityOnDemand feature gate is on).
+KUEUE_VISIBILITY = "visibility.kueue.x-k8s.io"
 
 DEVICE_CLASS = Kind("resource.k8s.io/v1", "DeviceClass", "deviceclasses", False)
 RESOURCE_CLAIM_TEMPLATE = Kind("resource.k8s.io/v1", "ResourceClaimTemplate", "resourceclaimtemplates", True)

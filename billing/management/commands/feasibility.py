@@ -1,5 +1,7 @@
 """`manage.py feasibility SLUG --class X --count N --hours T`: could it start now, if not when, where, which
-quota, at what price (placement/queue_estimate.py, billing/services/quote.py). Creates nothing."""
+quota, at what price (placement/queue_estimate.py, billing/services/quote.py). The ask goes behind the
+tenant's waiting workloads in queue order, as the API's and the portal's do (`fleet.PendingWorkload`).
+Creates nothing."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from billing.services import quote
+from fleet.models import PendingWorkload
 from gpucloud.errors import ServiceError
 from placement import queue_estimate
 from tenants.models import Tenant
@@ -29,7 +32,11 @@ class Command(BaseCommand):
             raise CommandError(f"no tenant {options['slug']!r}")
         try:
             answer = queue_estimate.feasibility(
-                tenant, options["gpu_class"], options["count"], options["hours"]
+                tenant,
+                options["gpu_class"],
+                options["count"],
+                options["hours"],
+                ahead=PendingWorkload.objects.filter(tenant=tenant).ahead(),
             )
         except ServiceError as exc:
             raise CommandError(exc.detail) from exc

@@ -28,6 +28,7 @@ class Command(BaseCommand):
             rows = [
                 {
                     **vars(e),
+                    "scheduler": e.scheduler,
                     "created_at": e.created_at.isoformat() if e.created_at else None,
                     "estimated_start": e.estimated_start.isoformat() if e.estimated_start else None,
                 }
@@ -42,6 +43,10 @@ class Command(BaseCommand):
             when = (
                 e.estimated_start.isoformat(timespec="minutes") if e.estimated_start else "not within a week"
             )
+            pods = f" in {e.pods} pods" if e.pods > 1 else ""
+            priority = f"  priority {e.priority}" if e.priority else ""
+            said = f"  [{e.scheduler} says: {e.scheduler_message}]" if e.scheduler_message else ""
             self.stdout.write(
-                f"{e.position}. {e.name}  {e.gpus} × {e.gpu_class}  starts: {when}  — {e.reason}"
+                f"{e.position}. {e.name}  {e.gpus} × {e.gpu_class}{pods}{priority}  "
+                f"starts: {when}  — {e.reason}{said}"
             )
