@@ -11,7 +11,7 @@ from django.core.management import CommandError, call_command
 
 from clusters.reconcile import tenants as reconcile
 from core.audit import Actor
-from fleet.models import Gpu, GpuClass, Node, Pod
+from fleet.models import Gpu, GpuClass, Node, PendingWorkload, Pod
 from simulator import tasks
 from simulator import workloads as simulator
 from simulator.models import SimulatedClock
@@ -72,6 +72,13 @@ def rows():
     )
 
 
+def forget():
+    """Back to the database state before any run: no pods, no queue, no clock."""
+    Pod.objects.all().delete()
+    PendingWorkload.objects.all().delete()
+    SimulatedClock.objects.all().delete()
+
+
 def live_at(at):
     return [
         p
@@ -83,14 +90,12 @@ def live_at(at):
 def test_the_same_seed_gives_the_same_pods_and_another_seed_other_pods(demo_fleet, tenants):
     summary = replay(demo_fleet, seed=7)
     first = rows()
-    Pod.objects.all().delete()
-    SimulatedClock.objects.all().delete()
+    forget()
     replay(demo_fleet, seed=7)
     assert rows() == first
     assert summary.placed == len(first) > 20
 
-    Pod.objects.all().delete()
-    SimulatedClock.objects.all().delete()
+    forget()
     replay(demo_fleet, seed=8)
     assert rows() != first
 
