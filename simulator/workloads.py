@@ -436,7 +436,7 @@ def _record(run: _Run, ask: Ask, name: str, pod: PodRequest, placement: Placemen
         gpu_instance_id=holding.gpu_instance_id,
         gpu_milli=holding.gpu_milli,
         mig_layout=holding.mig_layout,
-        created_at=at,
+        created_at=ask.arrived,  # it may have waited since
         scheduled_at=at,
         started_at=at,
         ends_at=at + ask.lifetime,

@@ -199,6 +199,18 @@ def test_pods_that_do_not_fit_stay_pending_and_are_counted(demo_fleet, tenants):
 
     assert summary.pending > 0
     assert summary.arrived > summary.placed
+    rows = PendingWorkload.objects.filter(host_cluster=demo_fleet, source="simulated")
+    assert sum(rows.values_list("pods", flat=True)) == summary.pending
+    waiting = set(rows.values_list("namespace", "name"))
+
+    again = replay(demo_fleet, hours=1, start=START + timedelta(hours=1))
+
+    # The next run starts with them: each is placed (a pod of its name, a gang's with -0, -1, …) or waits on.
+    assert again.placed + again.pending == again.arrived + summary.pending
+    later = Pod.objects.filter(started_at__gte=START + timedelta(hours=1))
+    placed = {(p.namespace, "-".join(p.name.split("-")[:3])) for p in later}
+    assert waiting <= placed | set(rows.values_list("namespace", "name"))
+    assert waiting & placed
 
 
 def test_the_command_replays_hours_from_a_start_and_then_continues(demo_fleet, tenants):
