@@ -25,7 +25,6 @@ minute: running twice is safe, and the Celery task and the `simulate_workloads` 
 from __future__ import annotations
 
 import heapq
-import logging
 import random
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -42,7 +41,6 @@ from placement.service import FleetModel, engine_name, pod_request, pod_units
 from simulator.models import SimulatedClock
 from tenants.models import Quota, Tenant
 
-log = logging.getLogger(__name__)
 
 STEP = timedelta(minutes=1)
 STEPS_PER_WRITE = 15  # steps written in one transaction, with the clock: a crash repeats none of them
@@ -181,9 +179,7 @@ def advance(
             at += STEP
             if run.summary.steps % STEPS_PER_WRITE == 0 or at >= end:
                 _write(run, at)
-        run.summary.pending = sum(len(ask.sizes) for ask in run.waiting)
-        if run.summary.pending:
-            log.info("simulated pods waiting", extra={"host_cluster": host_cluster.name, **vars(run.summary)})
+        run.summary.pending = sum(len(ask.sizes) for ask in run.waiting)  # kept: the callers log the summary
         return run.summary
 
 

@@ -135,3 +135,20 @@ def test_a_scripted_ask_beyond_the_quota_is_refused_and_one_within_it_waits_for_
     [entry] = tenant_queue(tenant, at=minute(5))
     assert entry.estimated_start == minute(20)
     assert "own pods" in entry.reason
+
+
+def test_a_workload_queued_ahead_holds_its_gpus_for_its_own_expected_runtime_in_the_estimate(
+    demo_fleet, tenant
+):
+    script = {
+        minute(0): [arrival(0, "first", (8,), 30)],
+        minute(1): [arrival(1, "second", (8,), 10)],
+        minute(2): [arrival(2, "third", (8,), 10)],
+    }
+    simulator.advance(demo_fleet, start=START, until=minute(5), seed=1, script=script)
+
+    entries = tenant_queue(tenant, at=minute(5))
+
+    # `second` starts when `first` ends (30) and holds the node for its 10 minutes (its row's
+    # expected_seconds; no pod has finished yet, so no median runtime to fall back on): `third` then, at 40.
+    assert [(e.name, e.estimated_start) for e in entries] == [("second", minute(30)), ("third", minute(40))]
