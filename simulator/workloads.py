@@ -41,7 +41,6 @@ from placement.service import FleetModel, engine_name, pod_request, pod_units
 from simulator.models import SimulatedClock
 from tenants.models import Quota, Tenant
 
-
 STEP = timedelta(minutes=1)
 STEPS_PER_WRITE = 15  # steps written in one transaction, with the clock: a crash repeats none of them
 MEAN_LIFETIME_STEPS = 40  # mean pod lifetime, in steps
