@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from datetime import UTC, datetime, timedelta
 
-from benchmarks.estimate import in_memory, score
+from benchmarks.estimate import in_memory, overtaken, score
 
 NODES = "sn,cpu_milli,memory_mib,gpu,model\nn0,96000,393216,2,V100M16\n"
 HEADER = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time"
@@ -60,7 +60,13 @@ def test_the_score_is_the_first_estimates_error_beside_the_anchor_now():
 
     result = score(first, started)
 
-    assert (result["waited"], result["scored"], result["exact"]) == (6, 3, 1)
+    assert (result["waited"], result["scored"], result["exact"], result["late"], result["early"]) == (
+        6,
+        3,
+        1,
+        1,
+        1,
+    )
     assert result["median_error_min"] == 10.0  # of 0, 30, 10
     assert result["p90_error_min"] == 30.0  # nearest rank: the highest of three
     assert result["anchor_now_median_error_min"] == 35.0  # of 10, 35, 38
@@ -70,3 +76,17 @@ def test_the_score_is_the_first_estimates_error_beside_the_anchor_now():
         "null estimate, never started": 1,
         "null estimate, started later": 1,
     }
+
+
+def test_a_late_start_is_put_down_to_a_later_arrival_of_its_tenant_and_class_that_started_first():
+    first = {(1, "w"): (minutes(0), minutes(10)), (1, "v"): (minutes(0), minutes(10))}
+    started = {(1, "w"): minutes(20), (1, "v"): minutes(20)}
+    pods = [
+        ((1, "w"), 5, minutes(-1), minutes(20)),
+        ((1, "v"), 6, minutes(-1), minutes(20)),
+        ((1, "later"), 5, minutes(2), minutes(10)),  # w's class, arrived after w's estimate, started first
+        ((2, "other"), 6, minutes(2), minutes(10)),  # v's class but another tenant's
+        ((1, "after"), 6, minutes(3), minutes(25)),  # v's tenant and class, started after v
+    ]
+
+    assert overtaken(first, started, pods) == 1
