@@ -213,25 +213,36 @@ def actual_starts(host_cluster: HostCluster, keys: set[Key]) -> dict[Key, dateti
     return out
 
 
-def overtaken(
+def late_causes(
     first: Mapping[Key, tuple[datetime, datetime | None]],
     started: Mapping[Key, datetime],
     pods: list[tuple[Key, int, datetime, datetime]],
-) -> int:
-    """How many workloads started after their estimate with a workload of the same tenant and class that
-    arrived after the estimate was made starting before them: the later, smaller one that fit the quota's room
-    first (BestEffortFIFO), which no estimate can foresee. `pods`: (key, class id, created, started)."""
-    classes = {key: class_id for key, class_id, _, _ in pods}
-    count = 0
+) -> dict[str, int]:
+    """Why workloads started after their estimate: the pods on GPUs of the same model that started between
+    the estimate and the workload. Unforeseen by the tenant's queue: a later arrival of its own tenant (a
+    smaller one that fit the quota's room first, BestEffortFIFO); another tenant's workload that was already
+    waiting (the queue replays the tenant's own waiting workloads only); another tenant's later arrival.
+    Foreseen: its tenant's own waiting workloads. Counts of late workloads per cause (one may have several);
+    `pods`: (key, GPU model id, created, started)."""
+    models = {key: model for key, model, _, _ in pods}
+    out: Counter[str] = Counter()
     for key, (made, estimate) in first.items():
         actual = started.get(key)
         if estimate is None or actual is None or actual <= estimate:
             continue
-        count += any(
-            other[0] == key[0] and class_id == classes[key] and created >= made and begun < actual
-            for other, class_id, created, begun in pods
-        )
-    return count
+        causes = {
+            _cause(other[0] == key[0], created >= made)
+            for other, model, created, begun in pods
+            if model == models[key] and other != key and made <= begun < actual
+        }
+        out.update(causes or {"none of these"})
+    return dict(sorted(out.items()))
+
+
+def _cause(same_tenant: bool, later: bool) -> str:
+    if same_tenant:
+        return "a later arrival of its tenant" if later else "its tenant's waiting workload (replayed)"
+    return "another tenant's later arrival" if later else "another tenant's waiting workload"
 
 
 def score(
@@ -306,7 +317,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "refused": totals.refused,
         "placed": totals.placed,
         **score(watch.first, started),
-        "late_behind_a_later_arrival": overtaken(watch.first, started, _pods(host_cluster)),
+        "late_because": late_causes(watch.first, started, _pods(host_cluster)),
         "still_waiting_at_end": _waiting(host_cluster),
         "simulated_until": drained.isoformat(),
         "wall_seconds": round(time.perf_counter() - clock, 1),
@@ -324,7 +335,7 @@ def _add(totals: simulator.Summary, summary: simulator.Summary) -> None:
 
 def _pods(host_cluster: HostCluster) -> list[tuple[Key, int, datetime, datetime]]:
     rows = Pod.objects.filter(host_cluster=host_cluster, tenant__isnull=False, started_at__isnull=False)
-    values = rows.values_list("tenant_id", "name", "gpu_class_id", "created_at", "started_at")
+    values = rows.values_list("tenant_id", "name", "gpu_class__gpu_model_id", "created_at", "started_at")
     return [
         ((t, name.removesuffix("-0")), c, created or begun, begun) for t, name, c, created, begun in values
     ]

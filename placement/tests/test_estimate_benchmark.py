@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from datetime import UTC, datetime, timedelta
 
-from benchmarks.estimate import in_memory, overtaken, score
+from benchmarks.estimate import in_memory, late_causes, score
 
 NODES = "sn,cpu_milli,memory_mib,gpu,model\nn0,96000,393216,2,V100M16\n"
 HEADER = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time"
@@ -78,15 +78,27 @@ def test_the_score_is_the_first_estimates_error_beside_the_anchor_now():
     }
 
 
-def test_a_late_start_is_put_down_to_a_later_arrival_of_its_tenant_and_class_that_started_first():
-    first = {(1, "w"): (minutes(0), minutes(10)), (1, "v"): (minutes(0), minutes(10))}
-    started = {(1, "w"): minutes(20), (1, "v"): minutes(20)}
+def test_a_late_start_is_put_down_to_the_pods_on_its_gpu_model_that_started_between_estimate_and_start():
+    first = {
+        (1, "w"): (minutes(0), minutes(10)),
+        (1, "v"): (minutes(0), minutes(10)),
+        (1, "x"): (minutes(0), minutes(10)),
+    }
+    started = {(1, "w"): minutes(20), (1, "v"): minutes(20), (1, "x"): minutes(10)}
     pods = [
         ((1, "w"), 5, minutes(-1), minutes(20)),
         ((1, "v"), 6, minutes(-1), minutes(20)),
-        ((1, "later"), 5, minutes(2), minutes(10)),  # w's class, arrived after w's estimate, started first
-        ((2, "other"), 6, minutes(2), minutes(10)),  # v's class but another tenant's
-        ((1, "after"), 6, minutes(3), minutes(25)),  # v's tenant and class, started after v
+        ((1, "x"), 5, minutes(-1), minutes(10)),  # on time: no cause counted
+        ((1, "later"), 5, minutes(2), minutes(10)),  # w's tenant and model, arrived after w's estimate
+        ((2, "queued"), 5, minutes(-2), minutes(12)),  # another tenant's, waiting at the estimate
+        ((2, "other"), 6, minutes(2), minutes(10)),  # v's model, another tenant's later arrival
+        ((1, "after"), 6, minutes(3), minutes(25)),  # v's tenant and model, started after v
+        ((3, "before"), 6, minutes(-9), minutes(-1)),  # started before the estimate: foreseen
     ]
 
-    assert overtaken(first, started, pods) == 1
+    assert late_causes(first, started, pods) == {
+        "a later arrival of its tenant": 1,
+        "another tenant's later arrival": 1,
+        "another tenant's waiting workload": 1,
+        "its tenant's waiting workload (replayed)": 1,  # x, before w
+    }
