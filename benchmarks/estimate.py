@@ -12,19 +12,20 @@ arrivals (``--start`` for another day, ``--hours`` for less of it), each at its 
 GPUs for its traced lifetime (``deletion_time - creation_time``, × ``--stretch``, rounded up to a minute).
 A pod goes to one of the four tenants by a hash of its name; a pod of whole GPUs asks for that many of the
 tenant's whole class, a pod of a fraction of a GPU for one share of its shared class. The simulator takes
-them instead of its random stream (`simulator.workloads.Arrival`) and runs one minute at a time, as the Celery
-task does: a pod that does not fit, or not within its tenant's guaranteed + burst, waits, and its
+them instead of its random stream (`simulator.workloads.Arrival`) and runs in short runs, as the Celery task
+does: a pod that does not fit, or not within its tenant's guaranteed + burst, waits, and its
 `PendingWorkload` row stays until the simulator places it.
 
 Every simulated minute, for each waiting workload not estimated yet, its tenant's queue is read at that
 minute and the workload's estimated start kept (its first estimate); as a workload starts waiting only in a
 minute something arrives, the simulator runs from one such minute to the next and the queue is read after
 each. The actual start is its pod's `started_at`. Reported: workloads that waited; the median and p90
-(nearest rank) absolute error of the first estimate, in minutes; workloads with no estimate (null: not within
-the horizon) and how they ended; and the anchor, "start = now" (the estimate a queue without estimates leaves
-a user with: it starts now, as Kueue's own status says nothing more), with its error. After the window the
-simulation runs on, without arrivals, until every waiting workload has started or ``--drain`` hours have
-passed.
+(nearest rank) absolute error of the first estimate, in minutes (with ``--latest``, of the last one too, read
+at the last minute with an arrival before the workload started); workloads with no estimate (null: not
+within the horizon) and how they ended; how many started late or early, and behind what (`late_causes`); and
+the anchor, "start = now" (the estimate a queue without estimates leaves a user with: it starts now, as
+Kueue's own status says nothing more), with its error. After the window the simulation runs on, without
+arrivals, until every waiting workload has started or ``--drain`` hours have passed.
 
 ``--in-memory`` runs the earlier benchmark instead: the trace's pods on the first ``--fleet-nodes`` nodes of
 the openb node list, fed to the engine in memory (`in_memory`), one queue for all and no tenants.
@@ -184,22 +185,32 @@ Key = tuple[int, str]  # (tenant id, workload name)
 
 @dataclass
 class Watch:
-    """What the benchmark saw of the waiting workloads: when each was first estimated, and to when."""
+    """What the benchmark saw of the waiting workloads: when each was first estimated, and to when; with
+    ``--latest``, its last estimate too."""
 
     first: dict[Key, tuple[datetime, datetime | None]] = field(default_factory=dict)  # (made at, estimate)
-    seen: set[Key] = field(default_factory=set)
+    latest: dict[Key, tuple[datetime, datetime | None]] = field(default_factory=dict)
 
 
-def observe(watch: Watch, host_cluster: HostCluster, tenants: Mapping[int, Tenant], now: datetime) -> None:
-    """Read the queue of each tenant with a waiting workload not estimated yet, at `now`; keep the first
-    estimate of each such workload."""
+def observe(
+    watch: Watch,
+    host_cluster: HostCluster,
+    tenants: Mapping[int, Tenant],
+    now: datetime,
+    latest: bool = False,
+) -> None:
+    """Read the queue of each tenant with a waiting workload not estimated yet (with `latest`, of every
+    tenant with a waiting workload), at `now`; keep the first estimate of each workload, and the latest."""
     rows = PendingWorkload.objects.filter(host_cluster=host_cluster, source=PendingWorkload.Source.SIMULATED)
-    new = {key for key in rows.values_list("tenant_id", "name") if key not in watch.first}
-    for tenant_id in sorted({tenant_id for tenant_id, _ in new}):
+    waiting = set(rows.values_list("tenant_id", "name"))
+    new = {key for key in waiting if key not in watch.first}
+    for tenant_id in sorted({tenant_id for tenant_id, _ in (waiting if latest else new)}):
         for entry in tenant_queue(tenants[tenant_id], at=now):
             key = (tenant_id, entry.name)
             if key in new:
                 watch.first[key] = (now, entry.estimated_start)
+            if latest and key in waiting:
+                watch.latest[key] = (now, entry.estimated_start)
 
 
 def actual_starts(host_cluster: HostCluster, keys: set[Key]) -> dict[Key, datetime]:
@@ -299,7 +310,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for step in sorted(arrivals):
         now = step + simulator.STEP
         _add(totals, simulator.advance(host_cluster, start=EPOCH, until=now, seed=0, script=arrivals))
-        observe(watch, host_cluster, tenants, now)
+        observe(watch, host_cluster, tenants, now, args.latest)
     until = EPOCH + math.ceil(args.hours * 60) * simulator.STEP
     _add(totals, simulator.advance(host_cluster, start=EPOCH, until=until, seed=0, script=arrivals))
     drained = until
@@ -318,6 +329,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "placed": totals.placed,
         **score(watch.first, started),
         "late_because": late_causes(watch.first, started, _pods(host_cluster)),
+        **_latest(watch, started),
         "still_waiting_at_end": _waiting(host_cluster),
         "simulated_until": drained.isoformat(),
         "wall_seconds": round(time.perf_counter() - clock, 1),
@@ -339,6 +351,16 @@ def _pods(host_cluster: HostCluster) -> list[tuple[Key, int, datetime, datetime]
     return [
         ((t, name.removesuffix("-0")), c, created or begun, begun) for t, name, c, created, begun in values
     ]
+
+
+def _latest(watch: Watch, started: Mapping[Key, datetime]) -> dict[str, Any]:
+    if not watch.latest:
+        return {}
+    result = score(watch.latest, started)
+    return {
+        "latest_median_error_min": result["median_error_min"],
+        "latest_p90_error_min": result["p90_error_min"],
+    }
 
 
 def _waiting(host_cluster: HostCluster) -> int:
@@ -463,6 +485,9 @@ def main() -> None:
     )
     parser.add_argument(
         "--fleet", choices=("demo", "small"), default="demo", help="the demo fleet, or one node of each model"
+    )
+    parser.add_argument(
+        "--latest", action="store_true", help="also score each workload's last estimate (reads every queue)"
     )
     parser.add_argument("--in-memory", action="store_true", help="the earlier in-memory replay instead")
     parser.add_argument("--nodes", type=Path, default=DEFAULT_NODES, help="--in-memory: the node list")
