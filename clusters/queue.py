@@ -11,7 +11,7 @@ words beside gpucloud's plain ones. Nothing is written.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.utils import timezone
 
@@ -93,7 +93,8 @@ def tenant_queue(tenant: Tenant, at: datetime | None = None) -> list[Entry]:
             continue
         uses[w.name] = qe.quota_use(tenant, gpu_class, w.gpus, model, before.get(gpu_class.pk, 0))
         before[gpu_class.pk] = before.get(gpu_class.pk, 0) + w.gpus
-        queue.append(qe.queued(w.name, gpu_class, w.gpus, tenant, model, medians.get(gpu_class.pk)))
+        runtime = timedelta(seconds=w.expected_seconds) if w.expected_seconds else medians.get(gpu_class.pk)
+        queue.append(qe.queued(w.name, gpu_class, w.gpus, tenant, model, runtime))
     ends, held, limits = qe.expected_ends(model, now, medians), qe.held_units(model), qe.limits_of(tenant)
     starts = qe.replay(model, ends, queue, now, held=held, limits=limits)
     out = []

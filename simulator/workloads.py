@@ -5,9 +5,18 @@ stream seeded by (seed, host cluster, minute, tenant): pods asking for whole GPU
 of a GPU class the tenant has a quota for, never beyond guaranteed + burst, and now and then a gang of pods
 with a topology preference. Each pod is placed through `placement.service` (so every tenancy rule is the
 engine's) and recorded as a `Pod`; its lifetime is drawn too, and `finished_at` is written when it
-ends. A pod that does not fit waits, and is retried each minute of the run; pods still waiting when the run
-ends are counted as pending and dropped. The same seed over the same span from the same database state gives
-the same rows.
+ends. The same seed over the same span from the same database state gives the same rows.
+
+A pod or gang that does not fit waits: it is retried each minute, in arrival order, and a later one that fits
+starts before it (BestEffortFIFO). Waiting asks are the simulator's queue, and like any scheduler's they are
+`fleet.PendingWorkload` rows (source `simulated`), written with the pods when the queue changed and read back
+when the next run starts, so an ask waits across runs (the Celery task runs one minute at a time) and the
+tenant's queue (`clusters/queue.py`) lists it. A row goes when its ask is placed, or when its tenant is no
+longer ready or no longer has a quota that can hold it.
+
+Instead of the random stream, a run can take its arrivals from a script (`Arrival`: a trace replayed, as
+`benchmarks/estimate.py` does with the openb trace); a scripted ask beyond its tenant's guaranteed + burst
+waits until the tenant's own pods end, and one that no quota of the tenant can ever hold is refused.
 
 How far the workload has been generated is kept per host cluster (`SimulatedClock`), so a run never repeats a
 minute: running twice is safe, and the Celery task and the `simulate_workloads` command share the clock.
@@ -16,23 +25,21 @@ minute: running twice is safe, and the Celery task and the `simulate_workloads` 
 from __future__ import annotations
 
 import heapq
-import logging
 import random
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from django.db import transaction
 from django.db.models import F
 
-from fleet.models import GpuClass, HostCluster, Pod
+from fleet.models import GpuClass, HostCluster, PendingWorkload, Pod
 from gpucloud.locks import exclusive
 from placement.engine import GangRequest, Placement, PodRequest
 from placement.service import FleetModel, engine_name, pod_request, pod_units
 from simulator.models import SimulatedClock
 from tenants.models import Quota, Tenant
-
-log = logging.getLogger(__name__)
 
 STEP = timedelta(minutes=1)
 STEPS_PER_WRITE = 15  # steps written in one transaction, with the clock: a crash repeats none of them
@@ -52,7 +59,8 @@ class Summary:
     arrived: int = 0  # pods that asked to run (a gang counts its pods)
     placed: int = 0
     finished: int = 0
-    pending: int = 0  # still waiting when the run ended
+    pending: int = 0  # still waiting when the run ended (kept, as `PendingWorkload` rows)
+    refused: int = 0  # scripted pods no quota of their tenant can ever hold
 
 
 @dataclass(frozen=True)
@@ -64,12 +72,33 @@ class Ask:
     name: str
     sizes: tuple[int, ...]  # units per pod; several pods make a gang
     lifetime: timedelta
+    arrived: datetime
     level: str = "rack"
     required: bool = False
 
     @property
     def units(self) -> int:
         return sum(self.sizes)
+
+    def order(self) -> tuple[datetime, str, int, str]:
+        """Arrival order: the minute, then the tenant (arrivals are drawn tenant by tenant), then the name
+        (names of one minute differ in a counter at the end: a shorter one is an earlier one)."""
+        return (self.arrived, self.tenant.slug, len(self.name), self.name)
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """A scripted arrival (a trace's pod): taken instead of the random stream's at its minute."""
+
+    at: datetime
+    tenant: str  # slug
+    gpu_class: str  # class name
+    name: str  # the pod's name (a gang's pods add -0, -1, …); unique over the script
+    sizes: tuple[int, ...]
+    lifetime: timedelta
+
+
+Script = Mapping[datetime, Sequence[Arrival]]  # by the step they arrive in (`floor_step`)
 
 
 @dataclass
@@ -86,8 +115,14 @@ class _Run:
     rows: dict[str, Pod] = field(default_factory=dict)  # running pods by engine name
     new: list[Pod] = field(default_factory=list)  # not written yet
     finished: list[int] = field(default_factory=list)  # primary keys of written rows that ended
-    waiting: list[Ask] = field(default_factory=list)
+    waiting: list[Ask] = field(default_factory=list)  # in arrival order (`Ask.order`)
+    written: set[tuple[int, str]] = field(default_factory=set)  # (tenant id, name) of the queue's rows
+    script: Script | None = None
     summary: Summary = field(default_factory=Summary)
+
+    def limit(self, tenant: Tenant, gpu_class: GpuClass) -> int:
+        """Guaranteed + burst of the tenant's quota of the class (0 without one)."""
+        return sum(q.guaranteed + q.burst for q in self.quotas[tenant.pk] if q.gpu_class_id == gpu_class.pk)
 
 
 def simulated_host_clusters() -> list[HostCluster]:
@@ -116,13 +151,14 @@ def advance(
     seed: int,
     start: datetime | None = None,
     catch_up: timedelta | None = None,
+    script: Script | None = None,
 ) -> Summary:
     """Generate and place the workload of a host cluster up to `until` (exclusive), minute by minute.
 
     Starts where the cluster's clock stands, or at `start` if that is later (the first time: `start`, or one
     step before `until`); with `catch_up`, a clock further behind than that jumps forward (nothing is
     simulated for the gap). Minutes already simulated are never simulated again. Holds a lock per host
-    cluster for the run.
+    cluster for the run. With `script`, arrivals are the script's, not the random stream's.
     """
     with exclusive(f"simulate-workloads:{host_cluster.pk}"):
         begin = floor_step(start or until - STEP)
@@ -135,17 +171,14 @@ def advance(
         if begin >= end:
             return Summary()
         run = _start(host_cluster, seed, begin)
+        run.script = script
         at = begin
         while at < end:
             _step(run, at)
             at += STEP
             if run.summary.steps % STEPS_PER_WRITE == 0 or at >= end:
                 _write(run, at)
-        run.summary.pending = sum(len(ask.sizes) for ask in run.waiting)
-        if run.summary.pending:
-            log.info(
-                "simulated pods left pending", extra={"host_cluster": host_cluster.name, **vars(run.summary)}
-            )
+        run.summary.pending = sum(len(ask.sizes) for ask in run.waiting)  # kept: the callers log the summary
         return run.summary
 
 
@@ -171,7 +204,43 @@ def _start(host_cluster: HostCluster, seed: int, at: datetime) -> _Run:
             heapq.heappush(
                 run.ends, (pod.ends_at, name, pod.tenant_id or 0, pod.gpu_class_id, pod_units(pod))
             )
+    _reload_waiting(run)
     return run
+
+
+def _reload_waiting(run: _Run) -> None:
+    """The asks the last run left waiting, from its `PendingWorkload` rows, in arrival order. A row whose
+    tenant is no longer ready, or whose quota can no longer hold it, is not reloaded (the next write drops
+    it)."""
+    tenants = {t.pk: t for t in run.tenants}
+    rows = PendingWorkload.objects.filter(
+        host_cluster=run.host_cluster, source=PendingWorkload.Source.SIMULATED
+    )
+    for row in rows:
+        run.written.add((row.tenant_id, row.name))
+        tenant = tenants.get(row.tenant_id)
+        quota = _quota_of(run, tenant, row.gpu_class)
+        if tenant is None or quota is None or row.created_at is None or not row.pods:
+            continue
+        ask = Ask(
+            tenant,
+            quota.gpu_class,
+            row.name,
+            (row.gpus // row.pods,) * row.pods,  # the simulator's gangs are of equal pods
+            timedelta(seconds=row.expected_seconds or 0),
+            row.created_at,
+            row.topology_level or "rack",
+            row.topology_required,
+        )
+        if ask.units <= run.limit(tenant, ask.gpu_class):
+            run.waiting.append(ask)
+    run.waiting.sort(key=Ask.order)
+
+
+def _quota_of(run: _Run, tenant: Tenant | None, class_name: str) -> Quota | None:
+    return (
+        next((q for q in run.quotas[tenant.pk] if q.gpu_class.name == class_name), None) if tenant else None
+    )
 
 
 def _allowed(quota: Quota) -> bool:
@@ -182,9 +251,13 @@ def _allowed(quota: Quota) -> bool:
 def _step(run: _Run, at: datetime) -> None:
     """One minute: pods whose time is up end, waiting pods retry, new pods arrive (in memory)."""
     _finish(run, at)
+    if run.script is None:
+        # Drawn before the waiting retry: the room left for a new arrival counts the asks waiting too.
+        arrivals = [ask for tenant in run.tenants for ask in _arrivals(run, tenant, at)]
+        run.summary.arrived += sum(len(ask.sizes) for ask in arrivals)
+    else:
+        arrivals = sorted(_scripted(run, at), key=Ask.order)
     waiting, run.waiting = run.waiting, []
-    arrivals = [ask for tenant in run.tenants for ask in _arrivals(run, tenant, at)]
-    run.summary.arrived += sum(len(ask.sizes) for ask in arrivals)
     for ask in [*waiting, *arrivals]:
         if not _place(run, ask, at):
             run.waiting.append(ask)
@@ -192,15 +265,56 @@ def _step(run: _Run, at: datetime) -> None:
 
 
 def _write(run: _Run, until: datetime) -> None:
-    """Write the pods started and ended since the last write, and move the clock, in one transaction."""
+    """Write the pods started and ended since the last write, the queue if it changed, and move the clock, in
+    one transaction."""
     with transaction.atomic():
         Pod.objects.bulk_create(run.new)
+        _write_waiting(run)
         # finished_at is the planned end, not the step that noticed it: the ground truth is to the second.
         Pod.objects.filter(pk__in=run.finished, finished_at__isnull=True).update(
             finished_at=F("ends_at"), phase=Pod.Phase.SUCCEEDED
         )
         SimulatedClock.objects.update_or_create(host_cluster=run.host_cluster, defaults={"until": until})
     run.new, run.finished = [], []
+
+
+def _write_waiting(run: _Run) -> None:
+    """Make the host cluster's simulated `PendingWorkload` rows the asks waiting now; no write if none changed
+    (an ask's row never changes while it waits, so the names say it all)."""
+    names = {(ask.tenant.pk, ask.name) for ask in run.waiting}
+    if names == run.written:
+        return
+    rows = PendingWorkload.objects.filter(
+        host_cluster=run.host_cluster, source=PendingWorkload.Source.SIMULATED
+    )
+    for tenant_id, name in run.written - names:
+        rows.filter(tenant_id=tenant_id, name=name).delete()
+    PendingWorkload.objects.bulk_create(
+        _pending_row(run, a) for a in run.waiting if (a.tenant.pk, a.name) not in run.written
+    )
+    run.written = names
+
+
+def _pending_row(run: _Run, ask: Ask) -> PendingWorkload:
+    """An ask as its queue row: named as its pods would be (a gang's pods add -0, -1, …)."""
+    pods = len(ask.sizes)
+    return PendingWorkload(
+        host_cluster=run.host_cluster,
+        tenant=ask.tenant,
+        source=PendingWorkload.Source.SIMULATED,
+        namespace=ask.tenant.cluster.namespace,
+        name=ask.name,
+        gpu_class=ask.gpu_class.name,
+        pods=pods,
+        gpus=ask.units,
+        message=f"{pods} pod(s) of {ask.sizes[0]} × {ask.gpu_class.name} do not fit on free GPUs yet"
+        if pods > 1
+        else f"{ask.sizes[0]} × {ask.gpu_class.name} does not fit on free GPUs yet",
+        created_at=ask.arrived,
+        expected_seconds=int(ask.lifetime.total_seconds()),
+        topology_level=ask.level if pods > 1 else "",
+        topology_required=ask.required and pods > 1,
+    )
 
 
 def _finish(run: _Run, at: datetime) -> None:
@@ -236,7 +350,27 @@ def _arrivals(run: _Run, tenant: Tenant, at: datetime) -> list[Ask]:
         level, required = rng.choice(GANG_LEVELS)
         steps = min(MAX_LIFETIME_STEPS, max(5, round(rng.expovariate(1 / MEAN_LIFETIME_STEPS))))
         name = f"sim-{minute}-{len(asks)}"
-        asks.append(Ask(tenant, quota.gpu_class, name, sizes, steps * STEP, level, required))
+        asks.append(Ask(tenant, quota.gpu_class, name, sizes, steps * STEP, at, level, required))
+    return asks
+
+
+def _scripted(run: _Run, at: datetime) -> list[Ask]:
+    """This minute's arrivals from the script, for ready tenants; any no quota of theirs holds is refused."""
+    assert run.script is not None
+    tenants = {t.slug: t for t in run.tenants}
+    asks = []
+    for arrival in run.script.get(at, ()):
+        tenant = tenants.get(arrival.tenant)
+        quota = _quota_of(run, tenant, arrival.gpu_class)
+        ask = None
+        if tenant is not None and quota is not None:
+            lifetime = max(arrival.lifetime, STEP)
+            ask = Ask(tenant, quota.gpu_class, arrival.name, arrival.sizes, lifetime, at)
+        if ask is None or ask.units > run.limit(ask.tenant, ask.gpu_class):
+            run.summary.refused += len(arrival.sizes)
+            continue
+        run.summary.arrived += len(ask.sizes)
+        asks.append(ask)
     return asks
 
 
@@ -259,8 +393,11 @@ def _sizes(rng: random.Random, gpu_class: GpuClass, room: int) -> tuple[int, ...
 
 
 def _place(run: _Run, ask: Ask, at: datetime) -> bool:
-    """Place a pod or a whole gang through the engine and record it; False if it does not fit now."""
+    """Place a pod or a whole gang through the engine and record it; False if it does not fit now, or not
+    within the tenant's guaranteed + burst (a random arrival always is: it was drawn within the room left)."""
     tenant = ask.tenant
+    if run.held[(tenant.pk, ask.gpu_class.pk)] + ask.units > run.limit(tenant, ask.gpu_class):
+        return False
     names = [ask.name] if len(ask.sizes) == 1 else [f"{ask.name}-{rank}" for rank in range(len(ask.sizes))]
     namespace = tenant.cluster.namespace
     pods = [
@@ -294,7 +431,7 @@ def _record(run: _Run, ask: Ask, name: str, pod: PodRequest, placement: Placemen
         gpu_instance_id=holding.gpu_instance_id,
         gpu_milli=holding.gpu_milli,
         mig_layout=holding.mig_layout,
-        created_at=at,
+        created_at=ask.arrived,  # it may have waited since
         scheduled_at=at,
         started_at=at,
         ends_at=at + ask.lifetime,

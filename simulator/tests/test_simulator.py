@@ -11,7 +11,7 @@ from django.core.management import CommandError, call_command
 
 from clusters.reconcile import tenants as reconcile
 from core.audit import Actor
-from fleet.models import Gpu, GpuClass, Node, Pod
+from fleet.models import Gpu, GpuClass, Node, PendingWorkload, Pod
 from simulator import tasks
 from simulator import workloads as simulator
 from simulator.models import SimulatedClock
@@ -72,6 +72,13 @@ def rows():
     )
 
 
+def forget():
+    """Back to the database state before any run: no pods, no queue, no clock."""
+    Pod.objects.all().delete()
+    PendingWorkload.objects.all().delete()
+    SimulatedClock.objects.all().delete()
+
+
 def live_at(at):
     return [
         p
@@ -83,14 +90,12 @@ def live_at(at):
 def test_the_same_seed_gives_the_same_pods_and_another_seed_other_pods(demo_fleet, tenants):
     summary = replay(demo_fleet, seed=7)
     first = rows()
-    Pod.objects.all().delete()
-    SimulatedClock.objects.all().delete()
+    forget()
     replay(demo_fleet, seed=7)
     assert rows() == first
     assert summary.placed == len(first) > 20
 
-    Pod.objects.all().delete()
-    SimulatedClock.objects.all().delete()
+    forget()
     replay(demo_fleet, seed=8)
     assert rows() != first
 
@@ -194,6 +199,18 @@ def test_pods_that_do_not_fit_stay_pending_and_are_counted(demo_fleet, tenants):
 
     assert summary.pending > 0
     assert summary.arrived > summary.placed
+    rows = PendingWorkload.objects.filter(host_cluster=demo_fleet, source="simulated")
+    assert sum(rows.values_list("pods", flat=True)) == summary.pending
+    waiting = set(rows.values_list("namespace", "name"))
+
+    again = replay(demo_fleet, hours=1, start=START + timedelta(hours=1))
+
+    # The next run starts with them: each is placed (a pod of its name, a gang's with -0, -1, …) or waits on.
+    assert again.placed + again.pending == again.arrived + summary.pending
+    later = Pod.objects.filter(started_at__gte=START + timedelta(hours=1))
+    placed = {(p.namespace, "-".join(p.name.split("-")[:3])) for p in later}
+    assert waiting <= placed | set(rows.values_list("namespace", "name"))
+    assert waiting & placed
 
 
 def test_the_command_replays_hours_from_a_start_and_then_continues(demo_fleet, tenants):
