@@ -67,7 +67,12 @@ def ahead(tenant: Tenant) -> list[tuple[GpuClass, int, str]]:
 
 
 def tenant_queue(tenant: Tenant, at: datetime | None = None) -> list[Entry]:
-    """The tenant's pending workloads with position, reason and estimated start, in queue order."""
+    """The tenant's pending workloads with position, reason and estimated start, in queue order.
+
+    The replay holds every tenant's waiting workloads of the tenant's host cluster (`cluster_order`), not the
+    tenant's own only: another tenant's workload ahead takes GPUs this one would wait for (the largest error
+    the estimate benchmark measured before, docs/placement.md "How wrong it has been").
+    """
     rows = pending(tenant)
     if not rows:
         return []
@@ -80,22 +85,29 @@ def tenant_queue(tenant: Tenant, at: datetime | None = None) -> list[Entry]:
             model = FleetModel.build(cluster.host_cluster, now)
         except EngineError:
             model = None
-    if model is None:
+    if model is None or cluster is None:
         return [
             _entry(w, i, "the tenant has no host cluster that can be modelled", None)
             for i, w in enumerate(rows)
         ]
     medians = qe.median_runtimes(model, now)
-    queue, uses, before = [], {}, dict[int, int]()
-    for w in rows:
+    everyone = cluster_order(cluster.host_cluster_id, tenant, rows)
+    queue, uses, limits = [], {}, dict[str, int]()
+    before: dict[tuple[int, int], int] = {}
+    for owner in {w.tenant_id: w.tenant for w in everyone}.values():
+        limits.update(qe.limits_of(owner))
+    for w in everyone:
         gpu_class = classes.get(w.gpu_class)
         if gpu_class is None:
             continue
-        uses[w.name] = qe.quota_use(tenant, gpu_class, w.gpus, model, before.get(gpu_class.pk, 0))
-        before[gpu_class.pk] = before.get(gpu_class.pk, 0) + w.gpus
+        owner = w.tenant
+        if owner.pk == tenant.pk:
+            ahead = before.get((owner.pk, gpu_class.pk), 0)
+            uses[_key(w)] = qe.quota_use(tenant, gpu_class, w.gpus, model, ahead)
+        before[(owner.pk, gpu_class.pk)] = before.get((owner.pk, gpu_class.pk), 0) + w.gpus
         runtime = timedelta(seconds=w.expected_seconds) if w.expected_seconds else medians.get(gpu_class.pk)
-        queue.append(qe.queued(w.name, gpu_class, w.gpus, tenant, model, runtime))
-    ends, held, limits = qe.expected_ends(model, now, medians), qe.held_units(model), qe.limits_of(tenant)
+        queue.append(qe.queued(_key(w), gpu_class, w.gpus, owner, model, runtime))
+    ends, held = qe.expected_ends(model, now, medians), qe.held_units(model)
     starts = qe.replay(model, ends, queue, now, held=held, limits=limits)
     out = []
     for i, w in enumerate(rows):
@@ -105,13 +117,54 @@ def tenant_queue(tenant: Tenant, at: datetime | None = None) -> list[Entry]:
                 _entry(w, i, f"{w.gpu_class or 'no GPU class'} is not a GPU class gpucloud offers", None)
             )
             continue
-        start = starts.get(w.name, qe.Start(None))
-        text = qe.reason(gpu_class, w.gpus, uses[w.name], start, model, now)
+        start = starts.get(_key(w), qe.Start(None))
+        text = qe.reason(gpu_class, w.gpus, uses[_key(w)], start, model, now)
         if start.at is not None and start.at <= now:
             # A row naming no scheduler is taken for Kueue's, the first writer (as `Entry.source` defaults).
             text = f"fits now: {ADMITTER.get(w.source, ADMITTER[PendingWorkload.Source.KUEUE.value])}"
         out.append(_entry(w, i, _placed(w) + text, start.at))
     return out
+
+
+def cluster_order(host_cluster_id: int, tenant: Tenant, own: list[PendingWorkload]) -> list[PendingWorkload]:
+    """Every tenant's waiting workloads on the host cluster in the order the replay tries them: each tenant's
+    own queue order kept (`in_queue_order`), and between tenants, at each step the head with the higher
+    priority, then the earlier creation, goes first (how Kueue's scheduler orders the heads of its
+    ClusterQueues, fair sharing aside, and how KAI orders within a priority)."""
+    per_tenant: dict[int, list[PendingWorkload]] = {tenant.pk: list(own)}
+    others = (
+        PendingWorkload.objects.filter(host_cluster_id=host_cluster_id)
+        .exclude(tenant=tenant)
+        .select_related("tenant")
+        .in_queue_order()
+    )
+    for w in others:
+        per_tenant.setdefault(w.tenant_id, []).append(w)
+    for w in own:
+        w.tenant = tenant  # already known: no query per row
+    far = timezone.now() + qe.HORIZON * 1000
+    heads = [(0, t) for t in per_tenant]
+    out: list[PendingWorkload] = []
+    while heads:
+        index, chosen = min(
+            heads,
+            key=lambda h: (
+                -per_tenant[h[1]][h[0]].priority,
+                per_tenant[h[1]][h[0]].created_at or far,
+                h[1] != tenant.pk,
+                h[1],
+            ),
+        )
+        out.append(per_tenant[chosen][index])
+        heads.remove((index, chosen))
+        if index + 1 < len(per_tenant[chosen]):
+            heads.append((index + 1, chosen))
+    return out
+
+
+def _key(w: PendingWorkload) -> str:
+    """A waiting workload's name in the replay: names repeat across tenants' namespaces."""
+    return f"{w.namespace}/{w.name}"
 
 
 def _placed(w: PendingWorkload) -> str:

@@ -14,7 +14,7 @@ from django.utils import timezone
 from billing.services import rates
 from clusters.models import ObservedWorkload
 from core.audit import Actor
-from fleet.models import GpuClass, PendingWorkload
+from fleet.models import Gpu, GpuClass, PendingWorkload
 from tenants.services import quotas
 
 
@@ -182,3 +182,45 @@ def test_the_ask_goes_behind_the_tenants_waiting_workloads(api, people, a):
         "the tenant's quota of h200-141gb is full (0 in use, 5 queued before it, guarantee + burst 6) and"
         " those are not expected to end within 7 days"
     )
+
+
+def test_another_tenants_workload_ahead_delays_the_estimate(api, people, a):
+    """The replay holds every tenant's waiting workloads of the host cluster, not the tenant's own only."""
+    total = Gpu.objects.filter(
+        gpu_model__slug="h200-141gb", node__host_cluster=a.cluster.host_cluster
+    ).count()
+    quotas.set_quota(
+        actor=Actor.of(people["admin"]),
+        tenant=people["b"],
+        gpu_class=GpuClass.objects.get(name="h200-141gb"),
+        guaranteed=total - 4,
+        burst=0,
+    )
+    now = timezone.now()
+    b = people["b"]
+    PendingWorkload.objects.create(  # b's, of higher priority, takes every GPU but a's guarantee for 2 h
+        tenant=b,
+        host_cluster_id=b.cluster.host_cluster_id,
+        namespace=b.cluster.namespace,
+        name="big",
+        gpus=total - 4,
+        gpu_class="h200-141gb",
+        priority=10,
+        expected_seconds=7200,
+        created_at=now,
+    )
+    PendingWorkload.objects.create(  # a's asks 5: more than the 4 b leaves free
+        tenant=a,
+        host_cluster_id=a.cluster.host_cluster_id,
+        namespace=a.cluster.namespace,
+        name="five",
+        gpus=5,
+        gpu_class="h200-141gb",
+        created_at=now - timedelta(minutes=5),
+    )
+
+    body = api(people["bob"]).get("/api/v1/tenants/tenant-a/queue/").json()["results"]
+
+    assert [w["name"] for w in body] == ["five"]  # b's workload is not shown to a
+    start = datetime.fromisoformat(body[0]["estimated_start"])
+    assert timedelta(hours=2) <= start - now < timedelta(hours=2, minutes=2)
