@@ -91,6 +91,16 @@ class CordonSerializer(serializers.Serializer[None]):
     )
 
 
+class RetireSerializer(serializers.Serializer[None]):
+    reason = serializers.CharField(
+        required=False,
+        default="",
+        allow_blank=True,
+        max_length=300,
+        help_text="why it is retired (its cordon reason); empty: the cordon reason it has is kept",
+    )
+
+
 class DrainSerializer(serializers.Serializer[None]):
     target = serializers.CharField(
         required=False,
