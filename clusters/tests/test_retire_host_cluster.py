@@ -16,6 +16,9 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from billing import collect
+from billing.models import UsageEntry
+from billing.services.ingest import ingest_scrape
+from billing.tests.conftest import T0, Row, exposition
 from clusters import lifecycle
 from clusters import tasks as cluster_tasks
 from clusters.reconcile import tenants as reconcile
@@ -161,6 +164,26 @@ def test_a_pass_that_read_the_cluster_before_the_retire_does_not_bring_it_back(s
 
     assert stale.mark(HostCluster.State.UNREACHABLE, "connection refused") is False
     assert HostCluster.objects.get(pk=small_fleet.pk).state == HostCluster.State.RETIRED
+
+
+def test_a_past_tenants_usage_reads_the_same_after_the_retire(small_fleet, api, admin):
+    gone = tenant_on(admin, "vision", small_fleet)
+    node = small_fleet.nodes.get()
+    uuid = node.gpus.get(index=0).uuid
+    model = "NVIDIA H200 141GB HBM3e"
+    for t in (0, 30, 60):
+        rows = [Row(uuid, model=model, pod="tenant-vision/train-1")]
+        ingest_scrape(small_fleet, node.name, T0 + timedelta(seconds=t), exposition(node.name, rows))
+    client = api(admin)
+    before = client.get("/api/v1/usage/?tenant=vision").json()["results"]
+    assert [(r["tenant"], r["gpu_seconds"]) for r in before] == [("vision", "60.000000")]
+    Tenant.objects.filter(pk=gone.pk).update(state=Tenant.State.DELETED)
+
+    retire(small_fleet)
+
+    assert client.get("/api/v1/usage/?tenant=vision").json()["results"] == before
+    assert UsageEntry.objects.filter(host_cluster=small_fleet).exists()
+    assert client.delete(URL).status_code == 409  # the ledger keeps it
 
 
 # --------------------------------------------------------------------------------------------- out of service
