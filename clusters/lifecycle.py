@@ -363,6 +363,10 @@ def _admit_on(tenant: Tenant, cluster: TenantCluster, target: HostCluster) -> st
     The caller's savepoint undoes the move on a refusal."""
     cluster.host_cluster = target
     cluster.save(update_fields=["host_cluster"])
+    # The save waited for a retire holding the target's row (the foreign key's lock): one that committed
+    # since the targets were read is seen now.
+    if HostCluster.objects.filter(pk=target.pk, state=HostCluster.State.RETIRED).exists():
+        return f"{target.name}: it was retired meanwhile"
     try:
         for quota in tenant.quotas.filter(guaranteed__gt=0).select_related("gpu_class__gpu_model"):
             admit(tenant, quota.gpu_class, quota.guaranteed)
@@ -521,8 +525,10 @@ def retire_host_cluster(*, actor: Actor, host_cluster: HostCluster, reason: str 
     limit = HostCluster._meta.get_field("cordon_reason").max_length or 0
     if len(reason) > limit:
         raise ValidationFailed.on("reason", f"the reason has {len(reason)} characters; at most {limit}")
-    # Locked in the order a drain takes them (the host cluster, then its tenants): a tenant created on it
-    # meanwhile is seen here, and one created after sees it retired.
+    # The row lock orders a retire with every write that points a tenant cluster here (a new tenant, a
+    # drain's move): such a write takes the foreign key's share lock on this row. One that came first has
+    # committed before this lock is granted, so its tenant is seen below; one that comes after waits for this
+    # transaction and then reads the state again (`_admit_on`, `tenants.services.lifecycle`).
     host_cluster = HostCluster.objects.select_for_update().get(pk=host_cluster.pk)
     if host_cluster.retired:
         return host_cluster

@@ -219,6 +219,20 @@ def test_a_retire_that_commits_while_a_tenant_is_created_refuses_the_tenant(smal
     assert not Tenant.objects.filter(slug="late").exists()
 
 
+def test_a_drain_to_a_target_retired_since_it_was_read_keeps_the_tenant(small_fleet, demo_fleet, admin):
+    tenant = tenant_on(admin, "vision", demo_fleet)
+    stale = HostCluster.objects.get(pk=small_fleet.pk)
+    retire(small_fleet)
+
+    report = lifecycle.drain_host_cluster(actor=Actor.of(admin), host_cluster=demo_fleet, target=stale)
+
+    assert report.moved == {}
+    assert report.refused["vision"] == (
+        "no host cluster admits its guarantees: small: it was retired meanwhile"
+    )
+    assert TenantCluster.objects.get(tenant=tenant).host_cluster == demo_fleet
+
+
 def test_a_retired_host_cluster_is_no_capacity_and_what_if_refuses_it(small_fleet, api, admin):
     client = api(admin)
     before = {row["host_cluster"] for row in capacity_rows()}
