@@ -16,6 +16,11 @@ class HostClusterSerializer(ModelSerializer[HostCluster]):
     gpus = serializers.IntegerField(source="gpu_count", read_only=True, help_text="GPUs of the nodes present")
     tenants = serializers.IntegerField(source="tenant_count", read_only=True, help_text="tenants not deleted")
     cordoned = serializers.BooleanField(read_only=True, help_text="no new tenant is placed here")
+    state = serializers.ChoiceField(
+        choices=HostCluster.State.choices,
+        read_only=True,
+        help_text="ready, unreachable or error (its last pass), or retired: out of service, kept for history",
+    )
 
     class Meta:
         model = HostCluster
