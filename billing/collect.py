@@ -33,7 +33,7 @@ from billing.models import CollectionSource, ScrapeRecord
 from billing.services.ingest import ClusterFacts, Failure, ingest_round
 from fleet import health_rules
 from fleet.models import HostCluster, Node
-from fleet.selectors import PRESENT  # a node gone from its cluster is not scraped
+from fleet.selectors import PRESENT, serving_host_clusters  # a node gone from its cluster is not scraped
 
 # The billing families and the health fields (docs/health.md), in one instant query.
 FAMILY_QUERY = "{__name__=~" + '"' + "|".join([*dcgm.FAMILIES, *health_rules.FIELDS]) + '"}'
@@ -195,4 +195,4 @@ def _source_of(source: CollectionSource) -> str:
 
 def collect_all(at: datetime | None = None) -> dict[str, Any]:
     """The periodic pass: every host cluster, one round each."""
-    return {hc.name: collect_host_cluster(hc, at) for hc in HostCluster.objects.all()}
+    return {hc.name: collect_host_cluster(hc, at) for hc in serving_host_clusters()}  # retired: none

@@ -1,4 +1,5 @@
-"""A host cluster's life after registration: update, cordon and uncordon, drain, delete.
+"""A host cluster's life after registration: update, cordon and uncordon, drain, retire and un-retire,
+delete.
 
 Every door (the API, the portal, `manage.py host_cluster …`, Terraform through the API) calls these; each is
 for platform administrators, audited, and refuses with a reason naming what was wrong.
@@ -18,8 +19,18 @@ for platform administrators, audited, and refuses with a reason naming what was 
   and a tenant whose tenant cluster is live (ready or suspended: it holds the tenant's objects) is moved only
   with `recreate`, which accepts that it starts empty on the target. Pending, provisioning and failed
   tenants hold nothing yet and move without it.
+- **Retire** (`retire_host_cluster`): the end of a cluster that has history. Only an empty one: tenants that
+  are not deleted are named (drain first), and so are pods still open on it (the live view or the simulator
+  has not seen them end); both 409. It is cordoned and its state becomes `retired`; every row of its history
+  stays (nodes, GPUs, pods, health events, the usage ledger, deleted tenants' clusters), so past tenants'
+  usage and invoices read as before. From then on it is out of everything live: no periodic pass
+  (reconcile, health, live view, simulator, metering: each fan-out starts from
+  `fleet.selectors.serving_host_clusters`), no capacity (`fleet.selectors.IN_SERVICE`), no tenant.
+  **Un-retire** (`unretire_host_cluster`) puts it back in service, still cordoned: the next passes find out
+  whether it answers, and an uncordon lets tenants on. A retired cluster is not uncordoned.
 - **Delete** (`delete_host_cluster`): only an empty cluster: tenants that are not deleted are named (drain
-  first), and history that refers to it (the usage ledger, deleted tenants' clusters) keeps it: both 409.
+  first), and history that refers to it (the usage ledger, deleted tenants' clusters) keeps it: both 409 (the
+  second says to retire it instead). Nodes, GPUs, their health history and pods go with it.
 """
 
 from __future__ import annotations
@@ -75,6 +86,7 @@ def snapshot(host_cluster: HostCluster) -> dict[str, Any]:
         "kubeconfig": fingerprint(host_cluster.kubeconfig_ciphertext),
         "cordoned": host_cluster.cordoned,
         "cordon_reason": host_cluster.cordon_reason,
+        "state": host_cluster.state,
     }
 
 
@@ -260,6 +272,11 @@ def uncordon_host_cluster(*, actor: Actor, host_cluster: HostCluster) -> HostClu
     """New tenants may be placed on the host cluster again."""
     _require_admin(actor, "uncordoning a host cluster")
     host_cluster = HostCluster.objects.select_for_update().get(pk=host_cluster.pk)
+    if host_cluster.retired:
+        raise Conflict(
+            f"host cluster {host_cluster.name} is retired: un-retire it first, then uncordon it",
+            errors={"state": ["retired"]},
+        )
     if not host_cluster.cordoned:
         return host_cluster
     before = snapshot(host_cluster)
@@ -304,6 +321,8 @@ def _targets(source: HostCluster, target: HostCluster | None) -> list[HostCluste
         return [c for c in pick_order() if c.pk != source.pk]
     if target.pk == source.pk:
         raise ValidationFailed.on("target", f"the target is {source.name} itself; name another host cluster")
+    if target.retired:
+        raise ValidationFailed.on("target", f"host cluster {target.name} is retired: it takes no tenants")
     if target.cordoned:
         raise ValidationFailed.on(
             "target", f"host cluster {target.name} is cordoned: {target.cordon_reason or 'no reason given'}"
@@ -344,6 +363,10 @@ def _admit_on(tenant: Tenant, cluster: TenantCluster, target: HostCluster) -> st
     The caller's savepoint undoes the move on a refusal."""
     cluster.host_cluster = target
     cluster.save(update_fields=["host_cluster"])
+    # The save waited for a retire holding the target's row (the foreign key's lock): one that committed
+    # since the targets were read is seen now.
+    if HostCluster.objects.filter(pk=target.pk, state=HostCluster.State.RETIRED).exists():
+        return f"{target.name}: it was retired meanwhile"
     try:
         for quota in tenant.quotas.filter(guaranteed__gt=0).select_related("gpu_class__gpu_model"):
             admit(tenant, quota.gpu_class, quota.guaranteed)
@@ -462,6 +485,80 @@ def _drain(
         transaction.on_commit(lambda: enqueue(names.FULL_PASS, host_cluster_id))
 
 
+# --------------------------------------------------------------------------------------------- retire
+
+
+def _open_pods(host_cluster: HostCluster) -> list[str]:
+    """Names (namespace/name) of the pods on the host cluster not seen to end, oldest first."""
+    pods = Pod.objects.filter(host_cluster=host_cluster, finished_at__isnull=True)
+    pods = pods.order_by("started_at", "pk")
+    return [f"{namespace}/{name}" for namespace, name in pods.values_list("namespace", "name")]
+
+
+def _refuse_retire_while_in_use(host_cluster: HostCluster) -> None:
+    tenants = [t.slug for t in live_tenants(host_cluster)]
+    if tenants:
+        raise Conflict(
+            f"host cluster {host_cluster.name} still runs tenants {', '.join(tenants)}: drain it (or delete "
+            "them) first",
+            errors={"tenants": tenants},
+            tenants=tenants,
+        )
+    pods = _open_pods(host_cluster)
+    if pods:
+        shown = ", ".join(pods[:5]) + ("…" if len(pods) > 5 else "")
+        raise Conflict(
+            f"host cluster {host_cluster.name} has {len(pods)} pods not seen to end ({shown}): wait until "
+            "they finish and the live view records it, then retire it",
+            errors={"pods": pods},
+            pods=pods,
+        )
+
+
+@transaction.atomic
+def retire_host_cluster(*, actor: Actor, host_cluster: HostCluster, reason: str = "") -> HostCluster:
+    """Take an empty host cluster out of service for good, keeping its history (see the module docstring).
+
+    It is cordoned with `reason` (none: the cordon reason it has is kept); its status message stays.
+    Retiring a retired cluster changes nothing."""
+    _require_admin(actor, "retiring a host cluster")
+    limit = HostCluster._meta.get_field("cordon_reason").max_length or 0
+    if len(reason) > limit:
+        raise ValidationFailed.on("reason", f"the reason has {len(reason)} characters; at most {limit}")
+    # The row lock orders a retire with every write that points a tenant cluster here (a new tenant, a
+    # drain's move): such a write takes the foreign key's share lock on this row. One that came first has
+    # committed before this lock is granted, so its tenant is seen below; one that comes after waits for this
+    # transaction and then reads the state again (`_admit_on`, `tenants.services.lifecycle`).
+    host_cluster = HostCluster.objects.select_for_update().get(pk=host_cluster.pk)
+    if host_cluster.retired:
+        return host_cluster
+    _refuse_retire_while_in_use(host_cluster)
+    before = snapshot(host_cluster)
+    host_cluster.state = HostCluster.State.RETIRED
+    host_cluster.cordoned_at = host_cluster.cordoned_at or timezone.now()
+    host_cluster.cordon_reason = reason or host_cluster.cordon_reason
+    host_cluster.save(update_fields=["state", "cordoned_at", "cordon_reason"])
+    _audit(actor, "host_cluster.retire", host_cluster, before)
+    return host_cluster
+
+
+@transaction.atomic
+def unretire_host_cluster(*, actor: Actor, host_cluster: HostCluster) -> HostCluster:
+    """Put a retired host cluster back in service, still cordoned: its next passes say whether it answers
+    (a Kubernetes one may need a new kubeconfig: `update_host_cluster`), and an uncordon lets tenants on."""
+    _require_admin(actor, "un-retiring a host cluster")
+    host_cluster = HostCluster.objects.select_for_update().get(pk=host_cluster.pk)
+    if not host_cluster.retired:
+        return host_cluster
+    before = snapshot(host_cluster)
+    host_cluster.state = HostCluster.State.READY
+    host_cluster.save(update_fields=["state"])
+    _audit(actor, "host_cluster.unretire", host_cluster, before)
+    host_cluster_id = host_cluster.pk
+    transaction.on_commit(lambda: enqueue(names.FULL_PASS, host_cluster_id))
+    return host_cluster
+
+
 # --------------------------------------------------------------------------------------------- delete
 
 
@@ -499,7 +596,7 @@ def delete_host_cluster(*, actor: Actor, host_cluster: HostCluster) -> None:
     except ProtectedError as exc:
         raise Conflict(
             f"host cluster {host_cluster.name} is referred to by history that must stay: {_protected(exc)}; "
-            "keep it cordoned instead",
+            + ("it stays retired" if host_cluster.retired else "retire it instead"),
             errors={"history": [_protected(exc)]},
         ) from None
     audit.record(actor, "host_cluster.delete", object_type="host_cluster", object_id=public_id, before=before)

@@ -11,7 +11,7 @@ from django.conf import settings
 from clusters.access import rbac as access
 from clusters.reconcile import coalesce
 from clusters.reconcile import tenants as reconcile
-from fleet.models import HostCluster
+from fleet.selectors import serving_host_clusters
 from gpucloud import celery as names
 from gpucloud.celery import enqueue
 from gpucloud.tasks import task
@@ -40,8 +40,8 @@ def reconcile_tenant(tenant_id: int) -> None:
 @task(names.RECONCILE_HOST_CLUSTER)
 def reconcile_host_cluster(host_cluster_id: int) -> None:
     """One pass over the changed tenants of a host cluster; again shortly for those still in transit."""
-    host_cluster = HostCluster.objects.filter(pk=host_cluster_id).first()
-    if host_cluster is None:
+    host_cluster = serving_host_clusters().filter(pk=host_cluster_id).first()
+    if host_cluster is None:  # deleted or retired meanwhile: nothing to reconcile
         return
     tenant_ids = coalesce.begin_pass(host_cluster_id)
     if not tenant_ids:
@@ -65,9 +65,10 @@ def _ask_for_pass(host_cluster_id: int, tenant_ids: list[int], countdown: float 
 
 @task(names.RECONCILE_ALL, max_retries=0)
 def reconcile_all() -> None:
-    """The periodic, level-triggered pass: one full pass per host cluster, each its own task, so a host
-    cluster whose lock is busy or that does not answer holds up no other (as `health_pass_all`)."""
-    for host_cluster_id in HostCluster.objects.values_list("pk", flat=True):
+    """The periodic, level-triggered pass: one full pass per host cluster in service (a retired one is left
+    alone), each its own task, so a host cluster whose lock is busy or that does not answer holds up no other
+    (as `health_pass_all`)."""
+    for host_cluster_id in serving_host_clusters().values_list("pk", flat=True):
         enqueue(names.FULL_PASS, host_cluster_id)
 
 
@@ -76,8 +77,8 @@ def full_pass(host_cluster_id: int) -> None:
     """Every tenant of one host cluster compared with the cluster, objects of tenants gone pruned; again
     shortly for those still in transit. A busy lock or an unreachable cluster is retried, then left to the
     next periodic pass."""
-    host_cluster = HostCluster.objects.filter(pk=host_cluster_id).first()
-    if host_cluster is None:
+    host_cluster = serving_host_clusters().filter(pk=host_cluster_id).first()
+    if host_cluster is None:  # deleted or retired meanwhile: nothing to reconcile
         return
     outcome = reconcile.reconcile_host_cluster(host_cluster)
     if outcome.transitional:

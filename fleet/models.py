@@ -163,12 +163,22 @@ class HostCluster(models.Model):
     def cordoned(self) -> bool:
         return self.cordoned_at is not None
 
+    @property
+    def retired(self) -> bool:
+        return self.state == self.State.RETIRED
+
     def mark(self, state: str, message: str = "") -> bool:
-        """Record the cluster's reachability, writing only on change. Returns whether it changed."""
-        if (self.state, self.status_message) == (state, message):
+        """Record the cluster's reachability, writing only on change. Returns whether it changed.
+
+        A retired cluster keeps its state: only un-retiring changes it (clusters/lifecycle.py). The write is
+        conditional on the row, not on this copy, so a pass that read the cluster before it was retired and
+        ends after cannot bring it back."""
+        if (self.state, self.status_message) == (state, message) or self.retired:
+            return False
+        rows = HostCluster.objects.filter(pk=self.pk).exclude(state=self.State.RETIRED)
+        if not rows.update(state=state, status_message=message):
             return False
         self.state, self.status_message = state, message
-        self.save(update_fields=["state", "status_message"])
         return True
 
 

@@ -8,11 +8,15 @@ one writer of the flags (`health.services.quarantines`), in the transaction that
 `Quarantine`, so the flags and the open quarantines agree; what only the rows know (why, since when, which
 event) is read in `health.selectors`, which builds on the predicates below.
 
-- `IN_SERVICE`: a GPU that takes work: healthy, on a node that is ready (not cordoned, not quarantined).
+- `IN_SERVICE`: a GPU that takes work: healthy, on a node that is ready (not cordoned, not quarantined), of a
+  host cluster in service (not retired).
 - `QUARANTINED`: a GPU out for its health: quarantined itself or with its node (a cordoned node's GPUs are
   out of service but not quarantined).
 - `PRESENT`: a node still in its cluster; a `gone` node (the node sync no longer lists it) is kept as
   history, out of service, and left out of counts, the fleet map and the placement model.
+- `SERVING`: a host cluster in service, i.e. not retired (on HostCluster). A retired one is kept for its
+  history (nodes, GPUs, pods, the usage ledger) and is out of everything live: the periodic passes, capacity,
+  placement and the fleet map; `serving_host_clusters` is where those start.
 """
 
 from __future__ import annotations
@@ -26,7 +30,10 @@ from django.db.models import Count, Q, QuerySet
 
 from fleet.models import Gpu, GpuClass, GpuModel, HostCluster, Node, Pod
 
-IN_SERVICE = Q(health=Gpu.Health.HEALTHY, node__state=Node.State.READY)  # on Gpu
+SERVING = ~Q(state=HostCluster.State.RETIRED)  # on HostCluster
+IN_SERVICE = Q(health=Gpu.Health.HEALTHY, node__state=Node.State.READY) & ~Q(
+    node__host_cluster__state=HostCluster.State.RETIRED
+)  # on Gpu
 QUARANTINED = Q(health=Gpu.Health.QUARANTINED) | Q(node__state=Node.State.QUARANTINED)  # on Gpu
 PRESENT = ~Q(state=Node.State.GONE)  # on Node
 
@@ -128,6 +135,11 @@ def units_of(pod: Pod) -> int:
 def host_clusters() -> QuerySet[HostCluster]:
     """Every host cluster, by name."""
     return HostCluster.objects.order_by("name")
+
+
+def serving_host_clusters() -> QuerySet[HostCluster]:
+    """Host clusters in service (not retired), by name: what the periodic passes and capacity go over."""
+    return HostCluster.objects.filter(SERVING).order_by("name")
 
 
 def host_clusters_counted() -> QuerySet[HostCluster]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from fleet.models import HostCluster
+from fleet.selectors import serving_host_clusters
 from gpucloud import celery as names
 from gpucloud.celery import enqueue
 from gpucloud.tasks import task
@@ -18,7 +18,7 @@ log = logging.getLogger(__name__)
 @task(names.HEALTH_PASS, max_retries=3)
 def health_pass(host_cluster_id: int) -> None:
     """Node conditions in, quarantine (cordon, taint, maybe drain) out, for one host cluster."""
-    host_cluster = HostCluster.objects.filter(pk=host_cluster_id).first()
+    host_cluster = serving_host_clusters().filter(pk=host_cluster_id).first()  # a retired one: none
     if host_cluster is not None:
         outcome = node_pass.health_pass(host_cluster)
         if outcome.writes or outcome.released or outcome.evictions:
@@ -27,9 +27,9 @@ def health_pass(host_cluster_id: int) -> None:
 
 @task(names.HEALTH_PASS_ALL, max_retries=0)
 def health_pass_all() -> None:
-    """The periodic pass: one health pass per host cluster, each its own task (one unreachable cluster
-    holds up no other)."""
-    for host_cluster_id in HostCluster.objects.values_list("pk", flat=True):
+    """The periodic pass: one health pass per host cluster in service (not retired), each its own task (one
+    unreachable cluster holds up no other)."""
+    for host_cluster_id in serving_host_clusters().values_list("pk", flat=True):
         enqueue(names.HEALTH_PASS, host_cluster_id)
 
 

@@ -28,6 +28,7 @@ from django.utils import timezone
 
 from fleet import catalog
 from fleet.models import Gpu, GpuClass, GpuModel, HostCluster, Node, Pod
+from fleet.selectors import serving_host_clusters
 from health import selectors as health
 from placement.engine import (
     Engine,
@@ -473,9 +474,9 @@ def _free_units(model: FleetModel, gpu_class: GpuClass) -> Iterator[tuple[str, t
 
 
 def fleet_models(host_cluster: HostCluster | None = None) -> list[FleetModel]:
-    """The fleet model of every host cluster that has nodes (or of the one given, if it has nodes); a
-    constant number of queries whatever the number of host clusters."""
-    clusters = HostCluster.objects.filter(nodes__isnull=False).distinct().order_by("name")
+    """The fleet model of every host cluster in service that has nodes (or of the one given, if so: a retired
+    one is no capacity); a constant number of queries whatever the number of host clusters."""
+    clusters = serving_host_clusters().filter(nodes__isnull=False).distinct().order_by("name")
     if host_cluster is not None:
         clusters = clusters.filter(pk=host_cluster.pk)
     return FleetModel.build_many(list(clusters))

@@ -10,6 +10,7 @@ import logging
 from django.conf import settings
 
 from fleet.models import HostCluster
+from fleet.selectors import SERVING
 from gpucloud import celery as names
 from gpucloud.celery import enqueue
 from gpucloud.locks import LockBusy
@@ -37,6 +38,6 @@ def live_pass(host_cluster_id: int) -> None:
 @task(names.LIVE_PASS_ALL, max_retries=0)
 def live_pass_all() -> None:
     """The periodic pass: one live-view pass per Kubernetes host cluster, each its own task."""
-    kubernetes = HostCluster.objects.filter(driver=HostCluster.Driver.KUBERNETES)
+    kubernetes = HostCluster.objects.filter(SERVING, driver=HostCluster.Driver.KUBERNETES)  # not retired
     for host_cluster_id in kubernetes.values_list("pk", flat=True):
         enqueue(names.LIVE_PASS, host_cluster_id)

@@ -99,6 +99,10 @@ def _host_cluster(name: str, whos: Sequence[Who]) -> HostCluster:
         named = HostCluster.objects.filter(name=name).first()
         if named is None or (clusters and named not in clusters):
             raise ValidationFailed.on("host_cluster", f"no host cluster {name!r} for these tenants")
+        if named.retired:
+            raise ValidationFailed.on(
+                "host_cluster", f"host cluster {name} is retired: it takes no work; ask about one in service"
+            )
         return named
     if clusters:
         return clusters.pop()

@@ -12,7 +12,7 @@ from django import forms
 
 from billing import money
 from fleet.models import GpuClass
-from fleet.selectors import host_clusters
+from fleet.selectors import serving_host_clusters
 from tenants import tiers
 from tenants.capacity import classes_offered
 from tenants.models import ApiToken, Membership, Quota, Tenant
@@ -35,7 +35,8 @@ def whole(value: str, default: int | None = 0) -> Any:
 
 
 def _choices_of_host_clusters() -> list[tuple[str, str]]:
-    names = host_clusters().values_list("name", flat=True)
+    """Where a tenant or a gang can go: the host clusters in service (a retired one takes nothing)."""
+    names = serving_host_clusters().values_list("name", flat=True)
     return [("", "Automatic: the ready host cluster with the most free GPUs"), *((n, n) for n in names)]
 
 
@@ -319,6 +320,12 @@ class CordonForm(forms.Form):
     reason = forms.CharField(required=False, max_length=300, label="Reason")
 
 
+class RetireForm(forms.Form):
+    retire_reason = forms.CharField(
+        required=False, max_length=300, label="Reason (empty: the cordon reason it has)"
+    )
+
+
 class DrainForm(forms.Form):
     target = forms.ChoiceField(required=False, label="Move tenants to")
     recreate = forms.BooleanField(
@@ -329,7 +336,7 @@ class DrainForm(forms.Form):
 
     def __init__(self, *args: Any, exclude: str = "", **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        names = [c.name for c in host_clusters() if c.name != exclude]
+        names = [c.name for c in serving_host_clusters() if c.name != exclude]
         target = self.fields["target"]
         assert isinstance(target, forms.ChoiceField)
         target.choices = [("", "any that admits them"), *((n, n) for n in names)]

@@ -35,6 +35,7 @@ from django.db import transaction
 from django.db.models import F
 
 from fleet.models import GpuClass, HostCluster, PendingWorkload, Pod
+from fleet.selectors import SERVING
 from gpucloud.locks import exclusive
 from placement.engine import GangRequest, Placement, PodRequest
 from placement.service import FleetModel, engine_name, pod_request, pod_units
@@ -127,7 +128,7 @@ class _Run:
 
 def simulated_host_clusters() -> list[HostCluster]:
     return list(
-        HostCluster.objects.filter(driver=HostCluster.Driver.SIMULATED, nodes__isnull=False)
+        HostCluster.objects.filter(SERVING, driver=HostCluster.Driver.SIMULATED, nodes__isnull=False)
         .distinct()
         .order_by("name")
     )

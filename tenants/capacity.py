@@ -27,7 +27,7 @@ from django.db import transaction
 from django.db.models import Count, Sum
 
 from fleet.models import Gpu, GpuClass, GpuModel, HostCluster, NodePartition
-from fleet.selectors import IN_SERVICE
+from fleet.selectors import IN_SERVICE, SERVING
 from gpucloud.errors import CapacityExceeded, Conflict, ValidationFailed
 from tenants import tiers
 from tenants.models import AdmissionLock, DedicatedNode, Quota, Tenant
@@ -191,8 +191,11 @@ def guarantees(
 
 
 def gpus_by_host_and_model(host_cluster: HostCluster | None = None) -> dict[Key, tuple[int, int]]:
-    """(all GPUs, healthy GPUs on ready nodes) per (host cluster, GPU model)."""
-    gpus = Gpu.objects.all() if host_cluster is None else Gpu.objects.filter(node__host_cluster=host_cluster)
+    """(all GPUs, healthy GPUs on ready nodes) per (host cluster, GPU model); a retired host cluster has no
+    row: it is no capacity (`fleet.selectors.SERVING`)."""
+    gpus = Gpu.objects.filter(node__host_cluster__in=HostCluster.objects.filter(SERVING))
+    if host_cluster is not None:
+        gpus = gpus.filter(node__host_cluster=host_cluster)
     rows = gpus.values("node__host_cluster__name", "gpu_model__slug").annotate(
         total=Count("id"), healthy=Count("id", filter=IN_SERVICE)
     )
@@ -548,7 +551,7 @@ def pick_host_cluster() -> HostCluster:
     order = pick_order()
     if not order:
         cordoned = ", ".join(
-            HostCluster.objects.filter(cordoned_at__isnull=False).values_list("name", flat=True)
+            HostCluster.objects.filter(SERVING, cordoned_at__isnull=False).values_list("name", flat=True)
         )
         raise Conflict(
             "no host cluster is ready to take a tenant; register one or load a fleet first"

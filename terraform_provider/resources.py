@@ -641,8 +641,10 @@ class RateCardResource(GpucloudResource):
 class HostClusterResource(GpucloudResource):
     """A Kubernetes host cluster, registered with its kubeconfig (checked against the cluster, stored
     encrypted, never read back). A new kubeconfig, scheduler, namespace, region or endpoint base changes it in
-    place (each checked by gpucloud first); `cordoned` keeps new tenants off it. Destroying it deletes it only
-    when no tenant is on it: gpucloud's answer names the tenants otherwise (drain it first)."""
+    place (each checked by gpucloud first); `cordoned` keeps new tenants off it; `retired` takes it out of
+    service for good and keeps its history (only when no tenant and no running pod is left on it). Destroying
+    it deletes it only when no tenant is on it and no history refers to it: gpucloud's answer names the
+    tenants (drain it first) or the history (retire it instead) otherwise."""
 
     name = "host_cluster"
     attributes = [
@@ -686,7 +688,16 @@ class HostClusterResource(GpucloudResource):
             default=False,
         ),
         attr("cordon_reason", doc="why it is cordoned", optional=True, computed=True, default=""),
-        attr("state", doc="ready, unreachable or error: gpucloud's last pass", computed=True),
+        attr(
+            "retired",
+            Bool(),
+            doc="true: out of service for good, its history kept (needs cordoned = true; refused while a "
+            "tenant or a running pod is on it); false again puts it back in service",
+            optional=True,
+            computed=True,
+            default=False,
+        ),
+        attr("state", doc="ready, unreachable or error (gpucloud's last pass), or retired", computed=True),
         attr("server_version", doc="the Kubernetes version it runs", computed=True),
         attr("nodes", Number(), doc="GPU nodes present (not gone)", computed=True),
         attr("gpus", Number(), doc="GPUs of the nodes present", computed=True),
@@ -694,11 +705,50 @@ class HostClusterResource(GpucloudResource):
     checked = ("name",)
     changeable = ("scheduler", "region", "endpoint_base", "watch_tenants")
 
+    def validate(self, diags: Diagnostics, type_name: str, config: dict[str, Any]) -> None:
+        super().validate(diags, type_name, config)
+        if config.get("retired") is True and config.get("cordoned") is not True:
+            diags.add_error(
+                "retired = true needs cordoned = true",
+                "a retired host cluster takes no tenants: gpucloud cordons it; say so in the configuration "
+                "(with cordon_reason, which the retire keeps)",
+                path=["cordoned"],
+            )
+
     def check(self, planned: dict[str, Any], current: dict[str, Any] | None) -> None:
         if current is None:
             self.refuse_existing(
                 path("host-clusters", planned["name"]), f"host cluster {planned['name']}", planned["name"]
             )
+        elif self._retiring(current, planned):
+            # gpucloud answers the retire exactly (tenants left, pods running), and keeps nothing.
+            self.client.dry_run("POST", path("host-clusters", current["name"], "retire"), {})
+
+    def plan(
+        self, ctx: PlanContext, current: dict[str, Any] | None, planned: dict[str, Any]
+    ) -> dict[str, Any]:
+        planned = super().plan(ctx, current, planned)
+        if current is not None and self._retiring(current, planned):
+            planned["state"] = "retired"
+        elif current is not None and current.get("retired") and planned.get("retired") is False:
+            planned["state"] = Unknown  # back in service: its next pass says whether it answers
+        return planned
+
+    @staticmethod
+    def _retiring(current: dict[str, Any], planned: dict[str, Any]) -> bool:
+        return planned.get("retired") is True and not current.get("retired")
+
+    def _retire(self, name: str, planned: dict[str, Any], current: dict[str, Any] | None) -> None:
+        """Retire after the cordon (whose reason it keeps); un-retire before an uncordon (refused while
+        retired)."""
+        was = current is not None and bool(current.get("retired"))
+        if planned.get("retired") is True and not was:
+            self._cordon(name, planned, current)
+            self.client.post(path("host-clusters", name, "retire"), {})
+            return
+        if was and planned.get("retired") is False:
+            self.client.post(path("host-clusters", name, "unretire"), {})
+        self._cordon(name, planned, current)
 
     def state_of(self, row: dict[str, Any], prior: dict[str, Any]) -> dict[str, Any]:
         return self.full(
@@ -711,6 +761,7 @@ class HostClusterResource(GpucloudResource):
                 "watch_tenants": row.get("tenants_namespace", ""),
                 "cordoned": row.get("cordoned", False),
                 "cordon_reason": row.get("cordon_reason", ""),
+                "retired": row.get("state") == "retired",
                 "server_version": row.get("server_version"),
                 "nodes": row.get("nodes"),
                 "gpus": row.get("gpus"),
@@ -741,8 +792,8 @@ class HostClusterResource(GpucloudResource):
         with reported(ctx.diagnostics, f"registering host cluster {name}"):
             self.refuse_existing(path("host-clusters", name), f"host cluster {name}", name)
             row = self.client.post(path("host-clusters"), body)
-            if planned.get("cordoned"):
-                self._cordon(name, planned, None)
+            if planned.get("cordoned") or planned.get("retired"):
+                self._retire(name, planned, None)
                 row = self.client.get(path("host-clusters", name))
             return self.state_of(row, planned)
         return None
@@ -765,7 +816,7 @@ class HostClusterResource(GpucloudResource):
         with reported(ctx.diagnostics, f"updating host cluster {name}"):
             if changes:
                 self.client.patch(path("host-clusters", name), changes)
-            self._cordon(name, planned, current)
+            self._retire(name, planned, current)
             return self.state_of(self.client.get(path("host-clusters", name)), planned)
         return current
 

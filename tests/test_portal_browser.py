@@ -20,7 +20,7 @@ from billing.tests.conftest import Row, exposition, gpu_uuid
 from billing.tests.conftest import mini as mini  # the fixture: a small simulated host cluster
 from core.audit import Actor
 from core.models import AuditEvent
-from fleet.models import Gpu, GpuClass, Node
+from fleet.models import Gpu, GpuClass, HostCluster, Node
 from simulator import workloads as simulator
 from tenants.models import Membership, Tenant, TenantCluster
 from tenants.services import quotas
@@ -543,3 +543,28 @@ def test_an_administrator_cordons_and_drains_a_host_cluster_from_its_page(browse
     assert TenantCluster.objects.get(tenant=people["b"]).host_cluster == small_fleet
     browser.page.click("#manage-small summary")
     browser.shot("host-cluster-manage", narrow=True)
+
+
+def test_an_administrator_retires_and_unretires_a_host_cluster_from_its_page(browser, people, small_fleet):
+    browser.sign_in("admin")
+    browser.go("/host-clusters/")
+    browser.page.click("#manage-small summary")
+    browser.page.fill("#id_small-retire_reason", "end of lease")
+    browser.page.once("dialog", lambda dialog: dialog.accept())
+    browser.page.click("#manage-small >> button:text-is('Retire')")
+    browser.page.wait_for_selector("text=Host cluster small is retired: out of service, its history kept.")
+    card = browser.page.inner_text("section[aria-labelledby='hc-small']")
+    assert "retired" in card
+    assert "cordoned end of lease" in card
+    browser.page.click("#manage-small summary")
+    browser.shot("host-cluster-retired", narrow=True)
+
+    browser.go("/fleet/")
+    assert "Retired, not shown or counted: small" in browser.page.inner_text("#retired-host-clusters")
+
+    browser.go("/host-clusters/")
+    browser.page.click("#manage-small summary")
+    browser.page.once("dialog", lambda dialog: dialog.accept())
+    browser.page.click("#manage-small >> button:text-is('Un-retire')")
+    browser.page.wait_for_selector("text=Host cluster small is back in service, still cordoned")
+    assert HostCluster.objects.get(pk=small_fleet.pk).state == HostCluster.State.READY

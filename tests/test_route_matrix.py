@@ -53,6 +53,8 @@ MATRIX: dict[tuple[str, str], tuple[int, int, int, int]] = {
     ("host-cluster-cordon", "POST"): (403, 403, 403, 401),
     ("host-cluster-uncordon", "POST"): (403, 403, 403, 401),
     ("host-cluster-drain", "POST"): (403, 403, 403, 401),
+    ("host-cluster-retire", "POST"): (403, 403, 403, 401),
+    ("host-cluster-unretire", "POST"): (403, 403, 403, 401),
     ("capacity-list", "GET"): (200, 200, 200, 401),
     ("what-if-list", "POST"): (200, 200, 404, 401),  # asking about tenant A's gang: charlie may not
     # A member whose role may not read something is told so (403 naming the roles), as the portal tells them;
@@ -213,6 +215,8 @@ def world(people, api, demo_fleet):
         "host-cluster-cordon": {"name": demo_fleet.name},
         "host-cluster-uncordon": {"name": demo_fleet.name},
         "host-cluster-drain": {"name": demo_fleet.name},
+        "host-cluster-retire": {"name": demo_fleet.name},
+        "host-cluster-unretire": {"name": demo_fleet.name},
         "rate-card-detail": {"id": card.public_id},
         "rate-card-retire": {"id": card.public_id},
         "invoice-detail": {"id": invoice.public_id},

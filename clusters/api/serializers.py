@@ -16,6 +16,11 @@ class HostClusterSerializer(ModelSerializer[HostCluster]):
     gpus = serializers.IntegerField(source="gpu_count", read_only=True, help_text="GPUs of the nodes present")
     tenants = serializers.IntegerField(source="tenant_count", read_only=True, help_text="tenants not deleted")
     cordoned = serializers.BooleanField(read_only=True, help_text="no new tenant is placed here")
+    state = serializers.ChoiceField(
+        choices=HostCluster.State.choices,
+        read_only=True,
+        help_text="ready, unreachable or error (its last pass), or retired: out of service, kept for history",
+    )
 
     class Meta:
         model = HostCluster
@@ -88,6 +93,16 @@ class HostClusterUpdateSerializer(serializers.Serializer[None]):
 class CordonSerializer(serializers.Serializer[None]):
     reason = serializers.CharField(
         required=False, default="", allow_blank=True, max_length=300, help_text="why it takes no new tenants"
+    )
+
+
+class RetireSerializer(serializers.Serializer[None]):
+    reason = serializers.CharField(
+        required=False,
+        default="",
+        allow_blank=True,
+        max_length=300,
+        help_text="why it is retired (its cordon reason); empty: the cordon reason it has is kept",
     )
 
 

@@ -25,6 +25,7 @@ from clusters.api.serializers import (
     HostClusterUpdateSerializer,
     QueueEntrySerializer,
     ReleaseSerializer,
+    RetireSerializer,
 )
 from clusters.registration import register_host_cluster
 from core.permissions import is_platform_admin
@@ -41,6 +42,12 @@ class HostClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseV
 
     serializer_class = HostClusterSerializer
     lookup_field = "name"
+
+    @property
+    def dry_run_allowed(self) -> bool:  # type: ignore[override]
+        """Retiring writes database rows only, so it is offered with `?dry_run=true` (Terraform's plan asks
+        so); registering and changing ask the cluster, and are not."""
+        return getattr(self, "action", None) == "retire"
 
     def get_queryset(self) -> QuerySet[HostCluster]:
         return host_clusters_counted()
@@ -122,6 +129,28 @@ class HostClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseV
             dry_run=data["dry_run"],
         )
         return Response(DrainReportSerializer(report.as_dict()).data)
+
+    @extend_schema(request=RetireSerializer, responses={200: HostClusterSerializer})
+    @action(detail=True, methods=["post"], filter_backends=[])
+    def retire(self, request: Request, name: str) -> Response:
+        """Take an empty host cluster out of service for good and keep its history: state `retired`,
+        cordoned, no passes, no capacity, no tenants. 409 naming the tenants still on it (drain it first) or
+        the pods not seen to end. `?dry_run=true` answers the same and keeps nothing. Audited."""
+        _admin_only(request, "host clusters are retired by platform administrators only")
+        serializer = RetireSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        host_cluster = lifecycle.retire_host_cluster(
+            actor=self.actor(), host_cluster=self._target(), reason=serializer.validated_data["reason"]
+        )
+        return self._answer(host_cluster)
+
+    @extend_schema(request=None, responses={200: HostClusterSerializer})
+    @action(detail=True, methods=["post"], filter_backends=[])
+    def unretire(self, request: Request, name: str) -> Response:
+        """Put a retired host cluster back in service, still cordoned (uncordon it to take tenants).
+        Audited."""
+        _admin_only(request, "host clusters are un-retired by platform administrators only")
+        return self._answer(lifecycle.unretire_host_cluster(actor=self.actor(), host_cluster=self._target()))
 
     @extend_schema(responses={200: ConformanceSerializer})
     @action(detail=True, methods=["get"])

@@ -1,12 +1,14 @@
-"""Platform › host clusters in the portal: cordon, drain (preview, then for real), update and delete, each
-with its message, through the same services as the API (clusters/lifecycle.py)."""
+"""Platform › host clusters in the portal: cordon, drain (preview, then for real), update, retire and
+un-retire, and delete, each with its message, through the same services as the API (clusters/lifecycle.py);
+and the fleet page without a retired host cluster."""
 
 from __future__ import annotations
 
 from clusters.tests.conftest import kubeconfig_for
 from core.models import AuditEvent
 from fleet.models import HostCluster
-from tenants.models import TenantCluster
+from portal.forms import DrainForm
+from tenants.models import Tenant, TenantCluster
 
 BASE = "/host-clusters/gpu-east/"
 
@@ -63,3 +65,55 @@ def test_only_platform_administrators_change_host_clusters_from_the_portal(clien
     client.force_login(make_user("alice"))
     assert client.post(BASE + "cordon/").status_code == 403
     assert not HostCluster.objects.get(pk=host.pk).cordoned
+
+
+def test_an_administrator_retires_and_unretires_a_host_cluster_from_the_page(
+    client, small_fleet, admin, make_tenant
+):
+    client.force_login(admin)
+    tenant = make_tenant("vision", host_cluster=small_fleet)
+    page = client.get("/host-clusters/").content.decode()
+    assert 'data-confirm="Retire small?' in page
+
+    refused = client.post(
+        "/host-clusters/small/retire/", {"small-retire_reason": "end of lease"}, follow=True
+    )
+    assert said(refused) == [
+        "small: host cluster small still runs tenants vision: drain it (or delete them) first"
+    ]
+    Tenant.objects.filter(pk=tenant.pk).update(state=Tenant.State.DELETED)
+    retired = client.post(
+        "/host-clusters/small/retire/", {"small-retire_reason": "end of lease"}, follow=True
+    )
+    assert said(retired) == ["Host cluster small is retired: out of service, its history kept."]
+    host_cluster = HostCluster.objects.get(pk=small_fleet.pk)
+    assert (host_cluster.state, host_cluster.cordon_reason) == ("retired", "end of lease")
+    page = retired.content.decode()
+    assert '<span class="state state-deleted">retired</span>' in page
+    assert 'data-confirm="Un-retire small?' in page
+    assert 'data-confirm="Retire small?' not in page
+
+    back = client.post("/host-clusters/small/unretire/", follow=True)
+    assert said(back) == [
+        "Host cluster small is back in service, still cordoned: uncordon it to take tenants."
+    ]
+    assert HostCluster.objects.get(pk=small_fleet.pk).state == "ready"
+    actions = AuditEvent.objects.filter(object_id=small_fleet.public_id).values_list("action", flat=True)
+    assert {"host_cluster.retire", "host_cluster.unretire"} <= set(actions)
+
+
+def test_the_fleet_page_neither_draws_nor_counts_a_retired_host_clusters_gpus(client, small_fleet, admin):
+    client.force_login(admin)
+    before = client.get("/fleet/")
+    assert dict(before.context["counts"])["free"] == 112  # demo's 104 and small's 8
+    HostCluster.objects.filter(pk=small_fleet.pk).update(state=HostCluster.State.RETIRED)
+
+    after = client.get("/fleet/")
+
+    assert dict(after.context["counts"])["free"] == 104
+    assert [hc.name for hc, _, _ in after.context["clusters"]] == ["demo"]
+    assert 'Retired, not shown or counted: <a href="/host-clusters/#hc-small">small</a>' in (
+        after.content.decode()
+    )
+    form = DrainForm(exclude="demo")
+    assert [value for value, _ in form["target"].field.widget.choices] == [""]  # small is retired

@@ -20,7 +20,14 @@ from billing.services import rates
 from fleet.models import HostCluster
 from fleet.selectors import host_clusters_counted
 from gpucloud.errors import ServiceError, ValidationFailed
-from portal.forms import CordonForm, DrainForm, HostClusterUpdateForm, RateCardForm, RetireRateCardForm
+from portal.forms import (
+    CordonForm,
+    DrainForm,
+    HostClusterUpdateForm,
+    RateCardForm,
+    RetireForm,
+    RetireRateCardForm,
+)
 from portal.scoping import actor_of, form_errors
 from portal.views.audit import filtered
 from portal.views.fleet import require_platform_admin
@@ -139,6 +146,7 @@ def host_clusters(request: HttpRequest) -> HttpResponse:
             HostClusterUpdateForm(prefix=hc.name, initial={"watch_tenants": hc.tenants_namespace}),
             CordonForm(prefix=hc.name),
             DrainForm(prefix=hc.name, exclude=hc.name),
+            RetireForm(prefix=hc.name),
         )
         for hc in host_clusters_counted()
     ]
@@ -153,3 +161,4 @@ class ClusterForms:
     update_form: HostClusterUpdateForm
     cordon_form: CordonForm
     drain_form: DrainForm
+    retire_form: RetireForm

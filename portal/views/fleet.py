@@ -11,7 +11,14 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from fleet.models import HostCluster, Node
-from fleet.selectors import GpuUse, gpu_uses, host_clusters, models_in_fleet, nodes_by_topology
+from fleet.selectors import (
+    SERVING,
+    GpuUse,
+    gpu_uses,
+    models_in_fleet,
+    nodes_by_topology,
+    serving_host_clusters,
+)
 from gpucloud.errors import PermissionDenied
 from health import selectors as health
 from health.models import Quarantine
@@ -65,7 +72,7 @@ def fleet(request: HttpRequest) -> HttpResponse:
     model, state = request.GET.get("model", ""), request.GET.get("state", "")
     counts: Counter[str] = Counter()
     clusters = []
-    for hc in host_clusters():
+    for hc in serving_host_clusters():  # a retired one is history, not fleet: named below the map only
         out = health.open_quarantines(hc)
         clusters.append((hc, _racks(hc, model, state, counts, out), out))
     context = {
@@ -76,5 +83,6 @@ def fleet(request: HttpRequest) -> HttpResponse:
         "model": model,
         "state": state,
         "counts": [(s, counts[s]) for s in STATES],
+        "retired": HostCluster.objects.exclude(SERVING).order_by("name").values_list("name", flat=True),
     }
     return render(request, "portal/admin/fleet.html", context)

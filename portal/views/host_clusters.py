@@ -1,6 +1,6 @@
 """Platform › host clusters: update (kubeconfig rotation, scheduler, watched namespace), cordon and
-uncordon, drain and delete, each as its API route does it (clusters/lifecycle.py), with a message saying
-what happened."""
+uncordon, drain, retire and un-retire, and delete, each as its API route does it (clusters/lifecycle.py),
+with a message saying what happened."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from django.views.decorators.http import require_POST
 from clusters import lifecycle
 from fleet.models import HostCluster, host_cluster_named
 from gpucloud.errors import ServiceError
-from portal.forms import CordonForm, DrainForm, HostClusterUpdateForm
+from portal.forms import CordonForm, DrainForm, HostClusterUpdateForm, RetireForm
 from portal.scoping import actor_of
 from portal.views.fleet import require_platform_admin
 
@@ -67,6 +67,20 @@ def _drain(request: HttpRequest, host_cluster: HostCluster) -> str:
     return f"{head}: " + ("; ".join(parts) if parts else "no tenants to move") + "."
 
 
+def _retire(request: HttpRequest, host_cluster: HostCluster) -> str:
+    form = RetireForm(request.POST, prefix=host_cluster.name)
+    reason = form.cleaned_data["retire_reason"] if form.is_valid() else ""
+    lifecycle.retire_host_cluster(actor=actor_of(request), host_cluster=host_cluster, reason=reason)
+    return f"Host cluster {host_cluster.name} is retired: out of service, its history kept."
+
+
+def _unretire(request: HttpRequest, host_cluster: HostCluster) -> str:
+    lifecycle.unretire_host_cluster(actor=actor_of(request), host_cluster=host_cluster)
+    return (
+        f"Host cluster {host_cluster.name} is back in service, still cordoned: uncordon it to take tenants."
+    )
+
+
 def _delete(request: HttpRequest, host_cluster: HostCluster) -> str:
     lifecycle.delete_host_cluster(actor=actor_of(request), host_cluster=host_cluster)
     return f"Host cluster {host_cluster.name} deleted."
@@ -77,6 +91,8 @@ ACTIONS: dict[str, Callable[[HttpRequest, HostCluster], str]] = {
     "cordon": _cordon,
     "uncordon": _uncordon,
     "drain": _drain,
+    "retire": _retire,
+    "unretire": _unretire,
     "delete": _delete,
 }
 

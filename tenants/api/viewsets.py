@@ -109,7 +109,7 @@ class DryRunMixin:
         if not self.dry_run_allowed:
             raise ServiceError(
                 "this endpoint has no dry run; it is offered by the writes of /tenants/, "
-                "/tenants/{slug}/members/ and /tenants/{slug}/quotas/ "
+                "/tenants/{slug}/members/, /tenants/{slug}/quotas/ and /host-clusters/{name}/retire/ "
                 "(POST /apply/ takes dryRun in its body)",
                 errors={self.PARAMETER: ["not offered here"]},
             )

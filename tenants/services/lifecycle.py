@@ -83,6 +83,19 @@ def _validate_tier(trust_tier: str) -> None:
         raise ValidationFailed.on("trust_tier", f"{trust_tier!r} is not a trust tier; use one of: {allowed}")
 
 
+def _refuse_retired_meanwhile(host_cluster_id: int) -> None:
+    """Read after the tenant cluster row is written: that insert waits for a retire holding the host
+    cluster's row (clusters/lifecycle.py), so a retire that committed since the host cluster was read is seen
+    here, and the tenant is refused with it (the transaction rolls back)."""
+    retired = HostCluster.objects.filter(pk=host_cluster_id, state=HostCluster.State.RETIRED)
+    name = retired.values_list("name", flat=True).first()
+    if name is not None:
+        raise Conflict(
+            f"host cluster {name} was retired meanwhile: it takes no tenants; try again",
+            errors={"host_cluster": ["retired: takes no tenants"]},
+        )
+
+
 @atomic
 def create_tenant(
     *,
@@ -97,6 +110,12 @@ def create_tenant(
     _validate_slug(slug)
     _validate_display_name(display_name)
     _validate_tier(trust_tier)
+    if host_cluster is not None and host_cluster.retired:
+        raise Conflict(
+            f"host cluster {host_cluster.name} is retired: it is kept for its history and takes no tenants; "
+            "name another, or none to let gpucloud pick",
+            errors={"host_cluster": ["retired: takes no tenants"]},
+        )
     if host_cluster is not None and host_cluster.cordoned:
         raise Conflict(
             f"host cluster {host_cluster.name} is cordoned for new tenants "
@@ -105,9 +124,10 @@ def create_tenant(
             errors={"host_cluster": ["cordoned: takes no new tenants"]},
         )
     tenant = Tenant.objects.create(slug=slug, display_name=display_name or slug, trust_tier=trust_tier)
-    TenantCluster.objects.create(
+    cluster = TenantCluster.objects.create(
         tenant=tenant, host_cluster=host_cluster or pick_host_cluster(), namespace=f"tenant-{slug}"
     )
+    _refuse_retired_meanwhile(cluster.host_cluster_id)
     if actor.user is not None:
         Membership.objects.create(tenant=tenant, user=actor.user, role=Membership.Role.OWNER)
     _audit_tenant(actor, "tenant.create", tenant, None)

@@ -1,5 +1,5 @@
-"""`manage.py host_cluster update|cordon|uncordon|drain|delete NAME`: a registered host cluster's life
-(clusters/lifecycle.py), from the server's console, audited as `console:host_cluster`."""
+"""`manage.py host_cluster update|cordon|uncordon|drain|retire|unretire|delete NAME`: a registered host
+cluster's life (clusters/lifecycle.py), from the server's console, audited as `console:host_cluster`."""
 
 from __future__ import annotations
 
@@ -17,7 +17,10 @@ ACTOR = Actor.console("host_cluster")
 
 
 class Command(BaseCommand):
-    help = "Update, cordon, uncordon, drain or delete a registered host cluster (docs/kubernetes.md)."
+    help = (
+        "Update, cordon, uncordon, drain, retire, un-retire or delete a registered host cluster "
+        "(docs/kubernetes.md)."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         actions = parser.add_subparsers(dest="action", required=True)
@@ -39,6 +42,12 @@ class Command(BaseCommand):
             "--recreate", action="store_true", help="also move ready or suspended tenants (re-made empty)"
         )
         drain.add_argument("--dry-run", action="store_true", help="report only")
+        retire = actions.add_parser("retire", help="take it out of service for good, keeping its history")
+        retire.add_argument("name")
+        retire.add_argument("--reason", default="")
+        actions.add_parser("unretire", help="put a retired one back in service (cordoned)").add_argument(
+            "name"
+        )
         actions.add_parser("delete", help="delete it when it is empty").add_argument("name")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -91,6 +100,17 @@ class Command(BaseCommand):
         left = "empty" if report.empty else f"{len(report.refused)} tenants left"
         self.stdout.write(
             f"host cluster {host_cluster.name}: {left}" + (" (dry run)" if report.dry_run else "")
+        )
+
+    def _retire(self, host_cluster: HostCluster, options: dict[str, Any]) -> None:
+        lifecycle.retire_host_cluster(actor=ACTOR, host_cluster=host_cluster, reason=options["reason"])
+        self.stdout.write(f"host cluster {host_cluster.name} is retired: out of service, its history kept")
+
+    def _unretire(self, host_cluster: HostCluster, options: dict[str, Any]) -> None:
+        lifecycle.unretire_host_cluster(actor=ACTOR, host_cluster=host_cluster)
+        self.stdout.write(
+            f"host cluster {host_cluster.name} is back in service, still cordoned: uncordon it to take "
+            "tenants"
         )
 
     def _delete(self, host_cluster: HostCluster, options: dict[str, Any]) -> None:

@@ -9,6 +9,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from fleet.models import HostCluster
+from fleet.selectors import SERVING
 from gitops.controller import KINDS, Controller
 from gpucloud import liveness
 from gpucloud.kube.errors import DriverError
@@ -32,7 +33,7 @@ class Command(BaseCommand):
         )
 
     def _clusters(self, names: list[str]) -> list[HostCluster]:
-        clusters = HostCluster.objects.exclude(tenants_namespace="")
+        clusters = HostCluster.objects.filter(SERVING).exclude(tenants_namespace="")  # retired: none
         if names:
             clusters = clusters.filter(name__in=names)
             missing = set(names) - {c.name for c in clusters}
