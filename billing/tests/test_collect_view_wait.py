@@ -1,0 +1,156 @@
+"""A Kubernetes host cluster's round waits for its live view (docs/billing.md, "Waiting for the live view").
+
+The pods' exact edges come from the `fleet.Pod` rows the live view writes from the pod watch; the watch can
+bring a pod's end after the scrape that covers it. Here the view's watermark (`PodWatch.synced_at`) and rows
+are set by hand, the exporters are served on loopback, and `mini` is made a Kubernetes host cluster.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+import pytest
+from django.db.models import Sum
+
+from billing.collect import collect_host_cluster
+from billing.metrics import METER_ROUNDS_BEFORE_VIEW, METER_ROUNDS_HELD
+from billing.models import MICRO, CollectionSource, HeldRound, ScrapeRecord, UsageEntry
+from billing.services.ingest import ingest_round
+from billing.simexporter import stop_all
+from billing.tests.conftest import A100, Endpoints, Row, at, exposition, gpu_uuid
+from fleet.models import HostCluster, Pod, PodWatch
+
+EDGE = "tenant-acme/edge"  # on h100-0 GPU 0 from 22 s to 51 s: DCGM sees it at the 30 s scrape only
+# `blink` holds h100-0 GPU 1 from 35 s to 45 s: between two scrapes, DCGM never sees it.
+
+
+def bodies(t: int) -> dict[str, str]:
+    h100 = [
+        Row(gpu_uuid("h100-0", 0), pod=EDGE if t == 30 else "", index=0),
+        Row(gpu_uuid("h100-0", 1), index=1),
+    ]
+    a100 = [Row(gpu_uuid("a100-0", 0), model=A100)]
+    return {"/dcgm/h100-0": exposition("h100-0", h100), "/dcgm/a100-0": exposition("a100-0", a100)}
+
+
+@pytest.fixture
+def kube(mini: HostCluster) -> Iterator[tuple[HostCluster, Endpoints]]:
+    """`mini` as a Kubernetes host cluster read from exporters on loopback, with a live view that has synced
+    nothing yet."""
+    HostCluster.objects.filter(pk=mini.pk).update(driver=HostCluster.Driver.KUBERNETES)
+    mini.refresh_from_db()
+    PodWatch.objects.create(host_cluster=mini, synced_at=None)
+    served = Endpoints()
+    CollectionSource.objects.create(
+        host_cluster=mini, kind=CollectionSource.Kind.EXPORTER, url=served.base + "/dcgm/{node}"
+    )
+    yield mini, served
+    served.stop()
+
+
+def collect(host: HostCluster, served: Endpoints, t: int) -> dict[str, ScrapeRecord]:
+    served.bodies.clear()
+    served.bodies.update(bodies(t))
+    return collect_host_cluster(host, at(t))
+
+
+def view_synced(host: HostCluster, t: float) -> None:
+    PodWatch.objects.filter(host_cluster=host).update(synced_at=at(t))
+
+
+def billed(**filters: Any) -> dict[str, float]:
+    rows = UsageEntry.objects.filter(**filters).values_list("pod").annotate(s=Sum("gpu_us"))
+    return {pod: s / MICRO for pod, s in rows}
+
+
+def rounds_ingested(host: HostCluster) -> list[datetime]:
+    return sorted(set(ScrapeRecord.objects.filter(host_cluster=host).values_list("at", flat=True)))
+
+
+def test_a_round_waits_for_the_view_and_is_billed_once_with_the_exact_edges(kube, tenant_on, make_pod):
+    host, served = kube
+    tenant_on("acme")
+    view_synced(host, 6)
+    collect(host, served, 0)  # the view holds events up to 6 s: round 0 is billed at once
+    assert rounds_ingested(host) == [at(0)]
+
+    edge = make_pod("edge", "tenant-acme", "h100-80gb", "h100-0", [0], at(22))  # its start is seen
+    view_synced(host, 25)
+    assert collect(host, served, 30) == {}  # 25 s < 30 s + slack: the round waits
+    assert HeldRound.objects.filter(host_cluster=host).count() == 1
+
+    view_synced(host, 50)  # edge's end (51 s) and blink have not reached the view yet
+    records = collect(host, served, 60)
+    assert set(records) == {"h100-0", "a100-0"}
+    assert records["h100-0"].at == at(30)
+    assert rounds_ingested(host) == [at(0), at(30)]  # round 60 waits for the view
+
+    # The late events arrive: edge's end, and a pod that lived wholly between the scrapes at 30 s and 60 s.
+    Pod.objects.filter(pk=edge.pk).update(finished_at=at(51))
+    make_pod("blink", "tenant-acme", "h100-80gb", "h100-0", [1], at(35), at(45))
+    view_synced(host, 70)
+    collect(host, served, 90)
+    assert rounds_ingested(host) == [at(0), at(30), at(60)]
+    assert billed(namespace="tenant-acme") == {"edge": 29.0, "blink": 10.0}  # 22-51 s and 35-45 s, exactly
+    assert METER_ROUNDS_HELD.labels(host.name)._value.get() == 1  # round 90
+
+    # Collected again, replayed, or a worker that restarts: nothing is billed twice.
+    collect(host, served, 90)
+    assert HeldRound.objects.filter(host_cluster=host).count() == 1
+    ingest_round(host, at(60), {"h100-0": exposition("h100-0", [Row(gpu_uuid("h100-0", 0))])})
+    view_synced(host, 200)
+    collect(host, served, 120)
+    assert rounds_ingested(host) == [at(t) for t in (0, 30, 60, 90, 120)]
+    assert billed(namespace="tenant-acme") == {"edge": 29.0, "blink": 10.0}
+    assert sum(billed().values()) == 3 * 120  # three GPUs for 120 s: never more than their time
+    assert not HeldRound.objects.filter(host_cluster=host).exists()
+
+
+def test_a_round_past_the_longest_wait_is_billed_with_scrape_edges_and_reported(
+    kube, tenant_on, settings, caplog
+):
+    host, served = kube
+    tenant_on("acme")
+    settings.METER_VIEW_WAIT = 60
+    before = METER_ROUNDS_BEFORE_VIEW.labels(host.name)._value.get()
+    view_synced(host, -10)  # the watch is lost: the view never gets edge nor blink
+    assert collect(host, served, 0) == {}
+    assert collect(host, served, 30) == {}
+    with caplog.at_level(logging.WARNING, logger="billing.collect"):
+        records = collect(host, served, 60)  # round 0 has waited 60 s: billed all the same
+    assert records["h100-0"].at == at(0)
+    assert rounds_ingested(host) == [at(0)]
+    collect(host, served, 90)
+    collect(host, served, 120)
+    assert rounds_ingested(host) == [at(0), at(30), at(60)]
+    # Nothing from the view: edge gets the half-interval edges (15-45 s), blink is not billed.
+    assert billed(namespace="tenant-acme") == {"edge": 30.0}
+    assert METER_ROUNDS_BEFORE_VIEW.labels(host.name)._value.get() == before + 3
+    assert "ingested before the live view caught up" in caplog.text
+    source = CollectionSource.objects.get(host_cluster=host)
+    assert source.last_status == "partial"
+    assert f"round at {at(60).isoformat()} billed after waiting 60 s for the live view" in source.last_message
+
+
+def test_a_view_that_never_synced_holds_rounds_only_the_longest_wait(kube, settings):
+    host, served = kube
+    settings.METER_VIEW_WAIT = 30
+    PodWatch.objects.filter(host_cluster=host).delete()
+    assert collect(host, served, 0) == {}
+    assert collect(host, served, 30)["h100-0"].at == at(0)
+    assert "the live view never synced" in CollectionSource.objects.get(host_cluster=host).last_message
+
+
+def test_a_simulated_host_cluster_is_never_held(mini):
+    """The simulator writes its pods before its exporters show them: nothing to wait for, whatever a
+    PodWatch row says."""
+    PodWatch.objects.create(host_cluster=mini, synced_at=at(-600))
+    try:
+        records = collect_host_cluster(mini, at(0))
+    finally:
+        stop_all()
+    assert set(records) == {"h100-0", "a100-0"}
+    assert not HeldRound.objects.exists()
