@@ -189,12 +189,11 @@ def collect_host_cluster(host_cluster: HostCluster, at: datetime | None = None) 
     at = (at or timezone.now()).replace(microsecond=0)
     source = CollectionSource.objects.filter(host_cluster=host_cluster).first()
     taken = _take(host_cluster, source, at)
-    if taken is None:
-        return {}
     if host_cluster.driver != HostCluster.Driver.KUBERNETES:
-        return _ingest(host_cluster, source, taken)
-    HeldRound.objects.bulk_create([taken], ignore_conflicts=True)  # the same round taken twice is held once
-    return ingest_held(host_cluster, at)
+        return _ingest(host_cluster, source, taken) if taken is not None else {}
+    if taken is not None:  # the same round taken twice is held once
+        HeldRound.objects.bulk_create([taken], ignore_conflicts=True)
+    return ingest_held(host_cluster, at)  # rounds held before a source was removed are still billed
 
 
 def _take(host_cluster: HostCluster, source: CollectionSource | None, at: datetime) -> HeldRound | None:
@@ -234,18 +233,24 @@ def _ingest(
     at = taken.at
     # The pods' exact edges, classes and shares, from the simulator's or the live view's rows.
     facts = pod_facts(host_cluster, at, settings.METER_MAX_GAP)
-    if source is not None and taken.hami is not None:
-        read = _hami_facts(source.hami_url, _kept(taken.hami))
+    if taken.hami is not None:
+        read = _hami_facts(source.hami_url if source is not None else "", _kept(taken.hami))
         if isinstance(read, Failure):
             # Without HAMi's word its pods' GPUs would read as idle: the round is not taken. The next round
             # bills the interval from the last good samples (up to METER_MAX_GAP), as after any failed scrape.
             nodes = Node.objects.filter(PRESENT, host_cluster=host_cluster).values_list("name", flat=True)
-            records = ingest_round(host_cluster, at, dict.fromkeys(nodes, read), source=_source_of(source))
-            _note(host_cluster, source.kind, source.url, at, records)
+            records = ingest_round(host_cluster, at, dict.fromkeys(nodes, read), source=taken.source)
+            if source is not None:
+                _note(host_cluster, source.kind, source.url, at, records)
             return records
         facts = replace(facts, hami_allocations=read.hami_allocations)
-    if taken.bodies is None:
-        assert source is not None  # only a Prometheus source takes a round without bodies
+    if taken.bodies is None:  # taken from Prometheus: read now, at the round's instant
+        if source is None or source.kind != CollectionSource.Kind.PROMETHEUS:
+            gone = Failure(
+                "the round was to be read from Prometheus, which is no longer the cluster's source"
+            )
+            nodes = Node.objects.filter(PRESENT, host_cluster=host_cluster).values_list("name", flat=True)
+            return ingest_round(host_cluster, at, dict.fromkeys(nodes, gone), source=taken.source)
         return collect_prometheus(host_cluster, source.url, at, facts)
     bodies = {node: _kept(body) for node, body in taken.bodies.items()}
     records = ingest_round(host_cluster, at, bodies, source=ScrapeRecord.Source.EXPORTER, facts=facts)
@@ -304,15 +309,6 @@ def _report_before_view(host_cluster: HostCluster, at: datetime, synced: datetim
         joined = f"{source.last_message}; {message}" if source.last_message else message
         source.last_status, source.last_message = status, joined[:2000]
         source.save(update_fields=["last_status", "last_message"])
-
-
-def _source_of(source: CollectionSource) -> str:
-    kind = source.kind
-    return (
-        ScrapeRecord.Source.PROMETHEUS
-        if kind == CollectionSource.Kind.PROMETHEUS
-        else ScrapeRecord.Source.EXPORTER
-    )
 
 
 def collect_all(at: datetime | None = None) -> dict[str, Any]:

@@ -7,10 +7,14 @@ are set by hand, the exporters are served on loopback, and `mini` is made a Kube
 
 from __future__ import annotations
 
+import json
 import logging
+import threading
 from collections.abc import Iterator
 from datetime import datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from django.db.models import Sum
@@ -20,7 +24,9 @@ from billing.metrics import METER_ROUNDS_BEFORE_VIEW, METER_ROUNDS_HELD
 from billing.models import MICRO, CollectionSource, HeldRound, ScrapeRecord, UsageEntry
 from billing.services.ingest import ingest_round
 from billing.simexporter import stop_all
-from billing.tests.conftest import A100, Endpoints, Row, at, exposition, gpu_uuid
+from billing.tests.conftest import A100, H100, Endpoints, Row, at, exposition, gpu_uuid
+from billing.tests.test_hami_metering import FIXTURE as HAMI_FIXTURE
+from billing.tests.test_hami_metering import dcgm_bodies as hami_dcgm_bodies
 from fleet.models import HostCluster, Pod, PodWatch
 
 EDGE = "tenant-acme/edge"  # on h100-0 GPU 0 from 22 s to 51 s: DCGM sees it at the 30 s scrape only
@@ -154,3 +160,88 @@ def test_a_simulated_host_cluster_is_never_held(mini):
         stop_all()
     assert set(records) == {"h100-0", "a100-0"}
     assert not HeldRound.objects.exists()
+
+
+class FakePrometheus:
+    """A loopback `/api/v1/query` answering, for any instant asked, one utilisation series per GPU of `mini`;
+    it keeps the instants it was asked about."""
+
+    def __init__(self) -> None:
+        self.asked: list[float] = []
+        asked = self.asked
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                t = float(parse_qs(urlsplit(self.path).query)["time"][0])
+                asked.append(t)
+                series = [
+                    {
+                        "metric": {
+                            "__name__": "DCGM_FI_DEV_GPU_UTIL",
+                            "gpu": "0",
+                            "UUID": gpu_uuid(node, 0),
+                            "modelName": model,
+                            "hostname": node,
+                        },
+                        "value": [t, "50"],
+                    }
+                    for node, model in (("h100-0", H100), ("a100-0", A100))
+                ]
+                body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": series}})
+                data = body.encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                return
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base = f"http://127.0.0.1:{self.server.server_port}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_prometheus_round_keeps_no_bodies_and_is_read_at_its_own_instant_when_ingested(mini):
+    HostCluster.objects.filter(pk=mini.pk).update(driver=HostCluster.Driver.KUBERNETES)
+    mini.refresh_from_db()
+    PodWatch.objects.create(host_cluster=mini, synced_at=at(-10))
+    prometheus = FakePrometheus()
+    CollectionSource.objects.create(
+        host_cluster=mini, kind=CollectionSource.Kind.PROMETHEUS, url=prometheus.base
+    )
+    try:
+        assert collect_host_cluster(mini, at(0)) == {}
+        assert prometheus.asked == []  # nothing read yet
+        assert HeldRound.objects.get(host_cluster=mini).bodies is None
+        view_synced(mini, 40)
+        records = collect_host_cluster(mini, at(30))
+    finally:
+        prometheus.stop()
+    assert prometheus.asked == [at(0).timestamp(), at(30).timestamp()]  # each round at its own instant
+    assert records["h100-0"].at == at(30)
+    assert records["h100-0"].source == ScrapeRecord.Source.PROMETHEUS
+    assert rounds_ingested(mini) == [at(0), at(30)]
+
+
+def test_a_held_round_is_billed_with_the_hami_allocations_read_with_it(kube, tenant_on):
+    """HAMi's metrics say who shares a GPU now: a held round keeps what they said when it was taken."""
+    host, served = kube
+    acme = tenant_on("acme")
+    tenant_on("beta")
+    CollectionSource.objects.filter(host_cluster=host).update(hami_url=served.base + "/hami")
+    for t in (0, 30, 60):
+        served.bodies.clear()
+        served.bodies.update({**hami_dcgm_bodies(t), "/hami": HAMI_FIXTURE})
+        assert collect_host_cluster(host, at(t)) == {}
+    served.bodies.clear()  # HAMi's metrics gone by the time the view catches up
+    served.bodies.update(hami_dcgm_bodies(90))
+    view_synced(host, 100)
+    records = collect_host_cluster(host, at(90))
+    assert "HAMi scheduler metrics" in records["h100-0"].reason  # round 90: read without HAMi, not billed
+    usage = UsageEntry.objects.filter(tenant=acme).values_list("gpu_class").annotate(s=Sum("gpu_us"))
+    assert dict(usage) == {"h100-80gb": 60 * MICRO, "h100-80gb.hami-25": 15 * MICRO}
