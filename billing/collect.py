@@ -42,6 +42,8 @@ from billing.services.ingest import ClusterFacts, Failure, ingest_round
 from fleet import health_rules
 from fleet.models import HostCluster, Node, PodWatch
 from fleet.selectors import PRESENT  # a node gone from its cluster is not scraped
+from gpucloud import celery as names
+from gpucloud.celery import enqueue
 
 log = logging.getLogger(__name__)
 # The billing families and the health fields (docs/health.md), in one instant query.
@@ -51,6 +53,7 @@ _HOSTNAME = ("hostname", "Hostname")
 # relist, every second, and reports the status at once), and node clocks differ by up to a second under NTP:
 # the view is complete for a round at t once it holds every event up to t + VIEW_SLACK.
 VIEW_SLACK = timedelta(seconds=5)
+_AGAIN = timedelta(seconds=1)  # after VIEW_SLACK, the view's write of its watermark
 
 
 def fetch(url: str, timeout: float) -> str | Failure:
@@ -193,7 +196,11 @@ def collect_host_cluster(host_cluster: HostCluster, at: datetime | None = None) 
         return _ingest(host_cluster, source, taken) if taken is not None else {}
     if taken is not None:  # the same round taken twice is held once
         HeldRound.objects.bulk_create([taken], ignore_conflicts=True)
-    return ingest_held(host_cluster, at)  # rounds held before a source was removed are still billed
+    records = ingest_held(host_cluster, at)  # rounds held before a source was removed are still billed
+    if HeldRound.objects.filter(host_cluster=host_cluster).exists():
+        # Look again once the view may hold this round's events, rather than a whole pass later.
+        enqueue(names.INGEST_HELD, host_cluster.pk, countdown=(VIEW_SLACK + _AGAIN).total_seconds())
+    return records
 
 
 def _take(host_cluster: HostCluster, source: CollectionSource | None, at: datetime) -> HeldRound | None:

@@ -19,15 +19,18 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from django.db.models import Sum
 
+from billing import collect as collector
 from billing.collect import collect_host_cluster
 from billing.metrics import METER_ROUNDS_BEFORE_VIEW, METER_ROUNDS_HELD
 from billing.models import MICRO, CollectionSource, HeldRound, ScrapeRecord, UsageEntry
 from billing.services.ingest import ingest_round
 from billing.simexporter import stop_all
+from billing.tasks import ingest_held
 from billing.tests.conftest import A100, H100, Endpoints, Row, at, exposition, gpu_uuid
 from billing.tests.test_hami_metering import FIXTURE as HAMI_FIXTURE
 from billing.tests.test_hami_metering import dcgm_bodies as hami_dcgm_bodies
 from fleet.models import HostCluster, Pod, PodWatch
+from gpucloud import celery as names
 
 EDGE = "tenant-acme/edge"  # on h100-0 GPU 0 from 22 s to 51 s: DCGM sees it at the 30 s scrape only
 # `blink` holds h100-0 GPU 1 from 35 s to 45 s: between two scrapes, DCGM never sees it.
@@ -40,6 +43,16 @@ def bodies(t: int) -> dict[str, str]:
     ]
     a100 = [Row(gpu_uuid("a100-0", 0), model=A100)]
     return {"/dcgm/h100-0": exposition("h100-0", h100), "/dcgm/a100-0": exposition("a100-0", a100)}
+
+
+@pytest.fixture(autouse=True)
+def asked(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
+    """The follow-up tasks the collector asks for, instead of sending them to the broker."""
+    sent: list[tuple[Any, ...]] = []
+    monkeypatch.setattr(
+        collector, "enqueue", lambda name, *args, countdown=None: sent.append((name, *args, countdown))
+    )
+    return sent
 
 
 @pytest.fixture
@@ -245,3 +258,19 @@ def test_a_held_round_is_billed_with_the_hami_allocations_read_with_it(kube, ten
     assert "HAMi scheduler metrics" in records["h100-0"].reason  # round 90: read without HAMi, not billed
     usage = UsageEntry.objects.filter(tenant=acme).values_list("gpu_class").annotate(s=Sum("gpu_us"))
     assert dict(usage) == {"h100-80gb": 60 * MICRO, "h100-80gb.hami-25": 15 * MICRO}
+
+
+def test_a_held_round_is_looked_at_again_once_the_view_may_hold_its_events(kube, asked):
+    """Not a whole pass later: the pass asks for a look 6 s on (the slack and a second), and that look bills
+    the round if the view has caught up by then."""
+    host, served = kube
+    before = METER_ROUNDS_BEFORE_VIEW.labels(host.name)._value.get()
+    view_synced(host, 6)
+    collect(host, served, 0)
+    assert asked == []  # nothing held: nothing to look at again
+    collect(host, served, 30)
+    assert asked == [(names.INGEST_HELD, host.pk, 6.0)]
+    view_synced(host, 36)  # the view's watch has brought every event up to 36 s
+    ingest_held(host.pk)
+    assert rounds_ingested(host) == [at(0), at(30)]
+    assert METER_ROUNDS_BEFORE_VIEW.labels(host.name)._value.get() == before  # on time: nothing to report
