@@ -278,14 +278,16 @@ def ingest_held(host_cluster: HostCluster, now: datetime) -> dict[str, ScrapeRec
     source = CollectionSource.objects.filter(host_cluster=host_cluster).first()
     records: dict[str, ScrapeRecord] = {}
     with transaction.atomic():
-        for held in HeldRound.objects.select_for_update().filter(host_cluster=host_cluster).order_by("at"):
-            complete = synced is not None and synced >= held.at + VIEW_SLACK
-            if not complete and now - held.at < wait:
+        # Locked by their times; each round's bodies (65 kB a node) are read only when it is ingested.
+        held = HeldRound.objects.select_for_update().filter(host_cluster=host_cluster).order_by("at")
+        for pk, at in held.values_list("pk", "at"):
+            complete = synced is not None and synced >= at + VIEW_SLACK
+            if not complete and now - at < wait:
                 break  # later rounds wait too: a device's samples are integrated in time order
-            records = _ingest(host_cluster, source, held)
-            held.delete()
+            records = _ingest(host_cluster, source, HeldRound.objects.get(pk=pk))
+            HeldRound.objects.filter(pk=pk).delete()
             if not complete:
-                _report_before_view(host_cluster, held.at, synced)
+                _report_before_view(host_cluster, at, synced)
         waiting = HeldRound.objects.filter(host_cluster=host_cluster).count()
     METER_ROUNDS_HELD.labels(host_cluster.name).set(waiting)
     return records

@@ -358,7 +358,12 @@ def _fitting(ghosts: Sequence[Unseen], holders: Sequence[Holding]) -> list[Unsee
         u
         for u in ghosts
         if u.fraction is not None
-        and sum(v.fraction or 1.0 for v in ghosts if v.start < u.finish and u.start < v.finish) <= room + 1e-9
+        and sum(
+            1.0 if v.fraction is None else v.fraction
+            for v in ghosts
+            if v.start < u.finish and u.start < v.finish
+        )
+        <= room + 1e-9
     ]
 
 
