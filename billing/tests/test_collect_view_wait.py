@@ -13,10 +13,12 @@ import threading
 from collections.abc import Iterator
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from io import StringIO
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from django.core.management import call_command
 from django.db.models import Sum
 
 from billing import collect as collector
@@ -274,3 +276,11 @@ def test_a_held_round_is_looked_at_again_once_the_view_may_hold_its_events(kube,
     ingest_held(host.pk)
     assert rounds_ingested(host) == [at(0), at(30)]
     assert METER_ROUNDS_BEFORE_VIEW.labels(host.name)._value.get() == before  # on time: nothing to report
+
+
+def test_the_meter_command_says_how_many_rounds_wait_for_the_view(kube):
+    _, served = kube
+    served.bodies.update(bodies(0))
+    out = StringIO()
+    call_command("meter", "collect", stdout=out)
+    assert out.getvalue() == "mini: 0 nodes, 0 not fully collected, 1 held for the live view\n"
