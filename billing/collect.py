@@ -225,8 +225,11 @@ def _take(host_cluster: HostCluster, source: CollectionSource | None, at: dateti
 
 
 def _keep(body: str | Failure) -> str | dict[str, str]:
-    """A body or a failure as JSON-ready data a held round keeps."""
-    return {"failed": body.reason} if isinstance(body, Failure) else body
+    """A body or a failure as JSON-ready data a held round keeps (PostgreSQL's JSON holds no NUL character: a
+    garbled body keeps a replacement character there)."""
+    if isinstance(body, Failure):
+        return {"failed": body.reason}
+    return body.replace("\x00", "\ufffd")
 
 
 def _kept(value: Any) -> str | Failure:

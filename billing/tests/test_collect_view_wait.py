@@ -284,3 +284,17 @@ def test_the_meter_command_says_how_many_rounds_wait_for_the_view(kube):
     out = StringIO()
     call_command("meter", "collect", stdout=out)
     assert out.getvalue() == "mini: 0 nodes, 0 not fully collected, 1 held for the live view\n"
+
+
+def test_a_body_with_a_nul_character_is_held_and_billed(kube):
+    """PostgreSQL's JSON holds no NUL: the held body keeps a replacement character there instead."""
+    host, served = kube
+    view_synced(host, 100)
+    garbled = bodies(0)
+    garbled["/dcgm/h100-0"] = garbled["/dcgm/h100-0"].replace(
+        'DCGM_FI_DEV_GPU_UTIL{gpu="1"', 'DCGM_FI_DEV_GPU_UTIL{gpu="1\x00"'
+    )
+    served.bodies.update(garbled)
+    records = collect_host_cluster(host, at(0))
+    assert {r.status for r in records.values()} == {ScrapeRecord.Status.OK}
+    assert rounds_ingested(host) == [at(0)]
