@@ -8,11 +8,18 @@ Two sources: (a) each node's dcgm-exporter `/metrics` (the simulated fleet serve
 be read is recorded as a failed scrape with the reason; what was read is kept; the unique scrape record
 makes a repeated round add nothing. The outcome is kept on the host cluster's `CollectionSource` and in
 metrics.
+
+A Kubernetes host cluster's round is not ingested as soon as it is read: its pods' exact edges come from the
+live view (`billing.lifecycle`), whose events can reach it after the round. The round is kept as a
+`HeldRound` until the view holds every pod event up to its time (`PodWatch.synced_at`), then ingested by a
+later pass, oldest first; after `METER_VIEW_WAIT` it is ingested all the same, with the edges the view has,
+and reported. Simulated host clusters write their pods before their exporters show them: never held.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -20,24 +27,33 @@ from collections import defaultdict
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 
 from billing import dcgm, hami, simexporter
 from billing.lifecycle import pod_facts
-from billing.metrics import METER_LAST_SUCCESS
-from billing.models import CollectionSource, ScrapeRecord
+from billing.metrics import METER_LAST_SUCCESS, METER_ROUNDS_BEFORE_VIEW, METER_ROUNDS_HELD
+from billing.models import CollectionSource, HeldRound, ScrapeRecord
 from billing.services.ingest import ClusterFacts, Failure, ingest_round
 from fleet import health_rules
-from fleet.models import HostCluster, Node
+from fleet.models import HostCluster, Node, PodWatch
 from fleet.selectors import PRESENT, serving_host_clusters  # a node gone from its cluster is not scraped
+from gpucloud import celery as names
+from gpucloud.celery import enqueue
 
+log = logging.getLogger(__name__)
 # The billing families and the health fields (docs/health.md), in one instant query.
 FAMILY_QUERY = "{__name__=~" + '"' + "|".join([*dcgm.FAMILIES, *health_rules.FIELDS]) + '"}'
 _HOSTNAME = ("hostname", "Hostname")
+# A pod's end reaches the API server a moment after it happens (the kubelet sees a container stop at its next
+# relist, every second, and reports the status at once), and node clocks differ by up to a second under NTP:
+# the view is complete for a round at t once it holds every event up to t + VIEW_SLACK.
+VIEW_SLACK = timedelta(seconds=5)
+_AGAIN = timedelta(seconds=1)  # after VIEW_SLACK, the view's write of its watermark
 
 
 def fetch(url: str, timeout: float) -> str | Failure:
@@ -61,12 +77,18 @@ def collect_exporters(
     host_cluster: HostCluster, at: datetime, targets: Mapping[str, str], facts: ClusterFacts | None = None
 ) -> dict[str, ScrapeRecord]:
     """Scrape every node's exporter (in parallel) and ingest the round as seen at `at`."""
-    timeout = settings.METER_SCRAPE_TIMEOUT
-    with ThreadPoolExecutor(max_workers=min(16, max(1, len(targets)))) as pool:
-        bodies = dict(zip(targets, pool.map(lambda url: fetch(url, timeout), targets.values()), strict=True))
-    records = ingest_round(host_cluster, at, bodies, source=ScrapeRecord.Source.EXPORTER, facts=facts)
+    records = ingest_round(
+        host_cluster, at, _scrape(targets), source=ScrapeRecord.Source.EXPORTER, facts=facts
+    )
     _note(host_cluster, CollectionSource.Kind.EXPORTER, "", at, records)
     return records
+
+
+def _scrape(targets: Mapping[str, str]) -> dict[str, str | Failure]:
+    """Every node's exporter, 16 at a time."""
+    timeout = settings.METER_SCRAPE_TIMEOUT
+    with ThreadPoolExecutor(max_workers=min(16, max(1, len(targets)))) as pool:
+        return dict(zip(targets, pool.map(lambda url: fetch(url, timeout), targets.values()), strict=True))
 
 
 def collect_prometheus(
@@ -147,7 +169,10 @@ def _note(
 
 def hami_facts(url: str) -> ClusterFacts | Failure:
     """HAMi's allocations from its scheduler's metrics, as facts for the round; why not, if unreadable."""
-    body = fetch(url, settings.METER_SCRAPE_TIMEOUT)
+    return _hami_facts(url, fetch(url, settings.METER_SCRAPE_TIMEOUT))
+
+
+def _hami_facts(url: str, body: str | Failure) -> ClusterFacts | Failure:
     if isinstance(body, Failure):
         return Failure(f"HAMi scheduler metrics: {body.reason}")
     allocations = hami.parse(body)
@@ -159,38 +184,143 @@ def hami_facts(url: str) -> ClusterFacts | Failure:
 
 
 def collect_host_cluster(host_cluster: HostCluster, at: datetime | None = None) -> dict[str, ScrapeRecord]:
-    """One collection round of a host cluster from its configured source."""
+    """One collection round of a host cluster from its configured source.
+
+    Returns the scrape records of the round ingested last: this one, or on a Kubernetes host cluster the
+    newest held round the live view has caught up with (none while they all wait).
+    """
     at = (at or timezone.now()).replace(microsecond=0)
     source = CollectionSource.objects.filter(host_cluster=host_cluster).first()
+    taken = _take(host_cluster, source, at)
+    if host_cluster.driver != HostCluster.Driver.KUBERNETES:
+        return _ingest(host_cluster, source, taken) if taken is not None else {}
+    if taken is not None:  # the same round taken twice is held once
+        HeldRound.objects.bulk_create([taken], ignore_conflicts=True)
+    records = ingest_held(host_cluster, at)  # rounds held before a source was removed are still billed
+    if HeldRound.objects.filter(host_cluster=host_cluster).exists():
+        # Look again once the view may hold this round's events, rather than a whole pass later.
+        enqueue(names.INGEST_HELD, host_cluster.pk, countdown=(VIEW_SLACK + _AGAIN).total_seconds())
+    return records
+
+
+def _take(host_cluster: HostCluster, source: CollectionSource | None, at: datetime) -> HeldRound | None:
+    """Read the round at `at` from the cluster's source (unsaved); None when the cluster has no source."""
+    hami = None
+    if source is not None and source.hami_url:
+        hami = _keep(fetch(source.hami_url, settings.METER_SCRAPE_TIMEOUT))
+    if source is not None and source.kind == CollectionSource.Kind.PROMETHEUS:
+        # Prometheus answers for any instant within its retention: read when ingested.
+        return HeldRound(host_cluster=host_cluster, at=at, source=ScrapeRecord.Source.PROMETHEUS, hami=hami)
+    if source is not None and source.url:
+        nodes = Node.objects.filter(PRESENT, host_cluster=host_cluster).values_list("name", flat=True)
+        targets = {n: source.url.format(node=n) for n in nodes}
+    elif host_cluster.driver == HostCluster.Driver.SIMULATED:
+        targets = simexporter.pool_for(host_cluster).targets
+    else:
+        return None
+    bodies = {node: _keep(body) for node, body in _scrape(targets).items()}
+    return HeldRound(
+        host_cluster=host_cluster, at=at, source=ScrapeRecord.Source.EXPORTER, bodies=bodies, hami=hami
+    )
+
+
+def _keep(body: str | Failure) -> str | dict[str, str]:
+    """A body or a failure as JSON-ready data a held round keeps (PostgreSQL's JSON holds no NUL character: a
+    garbled body keeps a replacement character there)."""
+    if isinstance(body, Failure):
+        return {"failed": body.reason}
+    return body.replace("\x00", "\ufffd")
+
+
+def _kept(value: Any) -> str | Failure:
+    return Failure(value["failed"]) if isinstance(value, dict) else value
+
+
+def _ingest(
+    host_cluster: HostCluster, source: CollectionSource | None, taken: HeldRound
+) -> dict[str, ScrapeRecord]:
+    """Ingest a round taken by `_take`, with the pods' facts as the cluster's rows say them now."""
+    at = taken.at
     # The pods' exact edges, classes and shares, from the simulator's or the live view's rows.
     facts = pod_facts(host_cluster, at, settings.METER_MAX_GAP)
-    if source is not None and source.hami_url:
-        read = hami_facts(source.hami_url)
+    if taken.hami is not None:
+        read = _hami_facts(source.hami_url if source is not None else "", _kept(taken.hami))
         if isinstance(read, Failure):
             # Without HAMi's word its pods' GPUs would read as idle: the round is not taken. The next round
             # bills the interval from the last good samples (up to METER_MAX_GAP), as after any failed scrape.
             nodes = Node.objects.filter(PRESENT, host_cluster=host_cluster).values_list("name", flat=True)
-            records = ingest_round(host_cluster, at, dict.fromkeys(nodes, read), source=_source_of(source))
-            _note(host_cluster, source.kind, source.url, at, records)
+            records = ingest_round(host_cluster, at, dict.fromkeys(nodes, read), source=taken.source)
+            if source is not None:
+                _note(host_cluster, source.kind, source.url, at, records)
             return records
         facts = replace(facts, hami_allocations=read.hami_allocations)
-    if source is not None and source.kind == CollectionSource.Kind.PROMETHEUS:
+    if taken.bodies is None:  # taken from Prometheus: read now, at the round's instant
+        if source is None or source.kind != CollectionSource.Kind.PROMETHEUS:
+            gone = Failure(
+                "the round was to be read from Prometheus, which is no longer the cluster's source"
+            )
+            nodes = Node.objects.filter(PRESENT, host_cluster=host_cluster).values_list("name", flat=True)
+            return ingest_round(host_cluster, at, dict.fromkeys(nodes, gone), source=taken.source)
         return collect_prometheus(host_cluster, source.url, at, facts)
-    if source is not None and source.url:
-        nodes = Node.objects.filter(PRESENT, host_cluster=host_cluster).values_list("name", flat=True)
-        return collect_exporters(host_cluster, at, {n: source.url.format(node=n) for n in nodes}, facts)
-    if host_cluster.driver == HostCluster.Driver.SIMULATED:
-        return collect_exporters(host_cluster, at, simexporter.pool_for(host_cluster).targets, facts)
-    return {}
+    bodies = {node: _kept(body) for node, body in taken.bodies.items()}
+    records = ingest_round(host_cluster, at, bodies, source=ScrapeRecord.Source.EXPORTER, facts=facts)
+    _note(host_cluster, CollectionSource.Kind.EXPORTER, "", at, records)
+    return records
 
 
-def _source_of(source: CollectionSource) -> str:
-    kind = source.kind
-    return (
-        ScrapeRecord.Source.PROMETHEUS
-        if kind == CollectionSource.Kind.PROMETHEUS
-        else ScrapeRecord.Source.EXPORTER
+def ingest_held(host_cluster: HostCluster, now: datetime) -> dict[str, ScrapeRecord]:
+    """Ingest, oldest first, the held rounds of a Kubernetes host cluster that the live view has caught up
+    with, and those held `METER_VIEW_WAIT` or longer (reported); returns the records of the last one.
+
+    One transaction locks the cluster's held rounds, so two collectors never ingest them out of order: the
+    second waits, then finds them gone. Each round is ingested and deleted together; a round ingested again
+    after a crash adds nothing (its scrape records are unique).
+    """
+    synced = PodWatch.objects.filter(host_cluster=host_cluster).values_list("synced_at", flat=True).first()
+    wait = timedelta(seconds=settings.METER_VIEW_WAIT)
+    source = CollectionSource.objects.filter(host_cluster=host_cluster).first()
+    records: dict[str, ScrapeRecord] = {}
+    with transaction.atomic():
+        # Locked by their times; each round's bodies (65 kB a node) are read only when it is ingested.
+        held = HeldRound.objects.select_for_update().filter(host_cluster=host_cluster).order_by("at")
+        for pk, at in held.values_list("pk", "at"):
+            complete = synced is not None and synced >= at + VIEW_SLACK
+            if not complete and now - at < wait:
+                break  # later rounds wait too: a device's samples are integrated in time order
+            records = _ingest(host_cluster, source, HeldRound.objects.get(pk=pk))
+            HeldRound.objects.filter(pk=pk).delete()
+            if not complete:
+                _report_before_view(host_cluster, at, synced)
+        waiting = HeldRound.objects.filter(host_cluster=host_cluster).count()
+    METER_ROUNDS_HELD.labels(host_cluster.name).set(waiting)
+    return records
+
+
+def _report_before_view(host_cluster: HostCluster, at: datetime, synced: datetime | None) -> None:
+    """A round billed without the live view's events up to its time: said in the log, in metrics and on the
+    cluster's collection status, as its pods' edges may be the scrapes' and a short pod may be missed."""
+    view = (
+        f"the live view holds events up to {synced.isoformat()}" if synced else "the live view never synced"
     )
+    message = (
+        f"round at {at.isoformat()} billed after waiting {settings.METER_VIEW_WAIT:g} s for the live view "
+        f"({view}): pod edges not observed by then are the scrapes'"
+    )
+    log.warning(
+        "metering round ingested before the live view caught up",
+        extra={"host_cluster": host_cluster.name, "round": at.isoformat(), "synced_at": synced},
+    )
+    METER_ROUNDS_BEFORE_VIEW.labels(host_cluster.name).inc()
+    source = CollectionSource.objects.filter(host_cluster=host_cluster).first()
+    if source is not None and source.last_collected_at == at:
+        status = (
+            ScrapeRecord.Status.PARTIAL
+            if source.last_status == ScrapeRecord.Status.OK
+            else source.last_status
+        )
+        joined = f"{source.last_message}; {message}" if source.last_message else message
+        source.last_status, source.last_message = status, joined[:2000]
+        source.save(update_fields=["last_status", "last_message"])
 
 
 def collect_all(at: datetime | None = None) -> dict[str, Any]:

@@ -4,8 +4,9 @@ writes for the simulated fleet and the live view (`placement/live/`) for a Kuber
 
 With these facts a pod DCGM sees is billed from the second it started to the second it finished instead
 of from the middle of the scrape interval around each edge (`billing.metering`, rule 3), and a pod that
-started and finished between two scrapes, so in no sample, is billed its lifetime on the GPU it held where
-nobody held that GPU at either scrape (rule 3b; not on MIG instances).
+started and finished between two scrapes, so in no sample, is billed its lifetime on the GPU or MIG instance
+it held where nobody held it at either scrape, or its declared fraction of a shared GPU where that fits beside
+the holders DCGM saw (rule 3b).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ def pod_facts(host_cluster: HostCluster, at: datetime, window: float) -> Cluster
             "finished_at",
             "gpu_class__name",
             "gpu_class__kind",
+            "gpu_class__mig_profile",
             "gpu_milli",
             "gpu_uuids",
             "gpu_instance_id",
@@ -41,17 +43,20 @@ def pod_facts(host_cluster: HostCluster, at: datetime, window: float) -> Cluster
     )
     lifecycle, fractions, classes = {}, {}, {}
     unseen: dict[str, list[Unseen]] = defaultdict(list)
-    for namespace, name, started, finished, class_name, kind, milli, uuids, instance in pods:
+    for namespace, name, started, finished, class_name, kind, profile, milli, uuids, instance in pods:
         ref = (namespace, name)
         lifecycle[ref] = PodLifecycle(started.timestamp(), finished.timestamp() if finished else None)
         classes[ref] = class_name
         share = kind in (catalog.SHARED, catalog.FRACTION)
         if share:  # a HAMi pod or a share: its declared fraction
             fractions[ref] = milli / 1000
-        if finished is not None and instance is None:  # billed even if it lived between two scrapes
+        # Billed even if it lived between two scrapes (a MIG pod only on the instance the view gave it).
+        if finished is not None and (instance is not None or not profile):
             fraction = milli / 1000 if share else None
+            gi = str(instance) if instance is not None else None  # as DCGM's GPU_I_ID label reads
+            ghost = Unseen(
+                namespace, name, started.timestamp(), finished.timestamp(), fraction, gi, profile or None
+            )
             for uuid in uuids:
-                unseen[uuid].append(
-                    Unseen(namespace, name, started.timestamp(), finished.timestamp(), fraction)
-                )
+                unseen[uuid].append(ghost)
     return ClusterFacts(lifecycle=lifecycle, unseen=dict(unseen), fractions=fractions, classes=classes)

@@ -64,13 +64,16 @@ class PodLifecycle(NamedTuple):
 
 class Unseen(NamedTuple):
     """A pod the cluster says held a GPU from ``start`` to ``finish`` (Unix seconds), known to have lived
-    wholly between two samples of it, so in neither; ``fraction`` of the GPU when it held a share."""
+    wholly between two samples of it, so in neither; ``fraction`` of the GPU when it held a share, or the MIG
+    instance ``gpu_instance`` (DCGM's ``GPU_I_ID``) of profile ``mig_profile`` when it held one."""
 
     namespace: str
     pod: str
     start: float
     finish: float
     fraction: float | None = None
+    gpu_instance: str | None = None
+    mig_profile: str | None = None
 
 
 class LedgerKey(NamedTuple):
@@ -134,8 +137,9 @@ class Integrator:
     """Incremental integrator with one explicit piece of state per device: its last sample.
 
     ``lifecycle`` maps (namespace, pod) to known start/finish times; the caller keeps it
-    up to date from the cluster. ``unseen`` maps a GPU's UUID to pods that held it and have finished, so
-    that one that lived wholly between two samples is billed its lifetime (rule 3b). Neither is part of
+    up to date from the cluster. ``unseen`` maps a GPU's UUID to pods that held it (or one of its MIG
+    instances) and have finished, so that one that lived wholly between two samples is billed its lifetime
+    (rule 3b). Neither is part of
     the persisted state.
     """
 
@@ -227,12 +231,29 @@ class Integrator:
             self._segment(device, s0 if early else s1, holdings, p, q, joule_rate)
 
     def _ghosts(self, device: DeviceKey, s0: Sample, s1: Sample) -> list[Unseen]:
-        """Pods that held this GPU wholly inside (s0, s1) by the cluster's word (rule 3b): only on a whole
-        GPU nobody held at either sample, so a pod the cluster placed on a GPU by guess never takes a share
-        of a pod DCGM saw."""
-        if not self.unseen or device.gpu_instance is not None or s0.holders or s1.holders:
+        """Pods that held this device wholly inside (s0, s1) by the cluster's word (rule 3b).
+
+        On a device nobody held at either sample (a whole GPU, or a MIG instance of the pod's profile), all
+        of them. On a GPU DCGM saw held, only pods with a declared fraction that fits in what the holders'
+        declared fractions leave (`_fitting`), so an unseen pod never takes a share of a pod DCGM saw.
+        """
+        if not self.unseen:
             return []
-        return [u for u in self.unseen.get(device.uuid, ()) if s0.t <= u.start < u.finish <= s1.t]
+        ghosts = [
+            u
+            for u in self.unseen.get(device.uuid, ())
+            if u.gpu_instance == device.gpu_instance and s0.t <= u.start < u.finish <= s1.t
+        ]
+        if not ghosts:
+            return []
+        if device.gpu_instance is not None:
+            profiles = {s0.gpu_class[1], s1.gpu_class[1]}
+            if s0.holders or s1.holders:
+                return []
+            return [u for u in ghosts if u.mig_profile is None or profiles == {u.mig_profile}]
+        if not s0.holders and not s1.holders:
+            return ghosts
+        return _fitting(ghosts, (*s0.holders, *s1.holders))
 
     def _unchanged(self, device: DeviceKey, s0: Sample, s1: Sample, hour: int) -> None:
         """An interval inside one hour with the same holdings and class at both ends: one cell each.
@@ -315,6 +336,35 @@ class Integrator:
             key = LedgerKey(pod[0], pod[1], device, side.gpu_class, hour)
             self._cell(key, seconds, seconds * util if util is not None else 0.0, seconds * joule_rate)
             p = end
+
+
+def _fitting(ghosts: Sequence[Unseen], holders: Sequence[Holding]) -> list[Unseen]:
+    """The unseen pods that fit beside the holders DCGM saw on a shared GPU without changing their shares.
+
+    Every holder needs a declared fraction (one without takes an equal part of whatever is left, so any
+    newcomer would shrink it); the holders' fractions at either sample (the larger where a pod has two) plus
+    those of every unseen pod overlapping this one in time must not pass the whole GPU. Then each present
+    pod gets exactly its fraction (rule 4) and the unseen one takes only idle time. Otherwise it is not
+    billed: its exact share cannot be known.
+    """
+    declared: dict[PodRef, float] = {}
+    for h in holders:
+        if h.fraction is None:
+            return []
+        ref = (h.namespace, h.pod)
+        declared[ref] = max(declared.get(ref, 0.0), h.fraction)
+    room = 1.0 - sum(declared.values())
+    return [
+        u
+        for u in ghosts
+        if u.fraction is not None
+        and sum(
+            1.0 if v.fraction is None else v.fraction
+            for v in ghosts
+            if v.start < u.finish and u.start < v.finish
+        )
+        <= room + 1e-9
+    ]
 
 
 def _same_pods(a: tuple[Holding, ...], b: tuple[Holding, ...]) -> bool:

@@ -17,3 +17,13 @@ METER_LAST_SUCCESS = Gauge(
     "When a collection round of the host cluster last succeeded",
     ["host_cluster"],
 )
+METER_ROUNDS_HELD = Gauge(
+    "gpucloud_metering_rounds_held",
+    "Collection rounds of the host cluster waiting for its live view to catch up",
+    ["host_cluster"],
+)
+METER_ROUNDS_BEFORE_VIEW = Counter(
+    "gpucloud_metering_rounds_before_view_total",
+    "Rounds ingested after METER_VIEW_WAIT without the live view's events: pod edges from the scrapes",
+    ["host_cluster"],
+)

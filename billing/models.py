@@ -90,6 +90,39 @@ class ScrapeRecord(models.Model):
         return f"{self.node}@{self.at:%Y-%m-%dT%H:%M:%S} {self.status}"
 
 
+class HeldRound(models.Model):
+    """A collection round of a Kubernetes host cluster taken but not yet ingested: it waits until the live
+    view holds every pod event up to its time, so that its pods' edges are exact, and at most
+    `METER_VIEW_WAIT` (docs/billing.md, "Waiting for the live view"). Deleted by the transaction that ingests
+    it.
+
+    A round read from dcgm-exporter endpoints keeps their bodies (an exporter only ever shows the present);
+    one read from Prometheus keeps none, as Prometheus answers for any past instant.
+    """
+
+    host_cluster = models.ForeignKey(HostCluster, on_delete=models.CASCADE, related_name="+")
+    at = models.DateTimeField()
+    source = models.CharField(max_length=12, choices=ScrapeRecord.Source.choices)
+    bodies = models.JSONField(
+        null=True,
+        blank=True,
+        help_text='node -> exposition text, or {"failed": reason}; null: Prometheus is queried at `at`',
+    )
+    hami = models.JSONField(
+        null=True,
+        blank=True,
+        help_text='HAMi scheduler metrics read with the round: text, or {"failed": reason}',
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["host_cluster", "at"]
+        constraints = [models.UniqueConstraint(fields=["host_cluster", "at"], name="held_round_unique_time")]
+
+    def __str__(self) -> str:
+        return f"{self.host_cluster_id} @ {self.at:%Y-%m-%d %H:%M:%S}"
+
+
 class UsageEntry(models.Model):
     """One append-only ledger row: what one pod (or nobody) used of one device in one hour.
 

@@ -11,6 +11,7 @@ from django.utils import timezone
 from billing import collect
 from billing import ledger_partitions as partitions
 from billing.services import budgets, idle
+from fleet.models import HostCluster
 from gpucloud import celery as names
 from gpucloud.tasks import task
 
@@ -25,6 +26,16 @@ def collect_usage() -> None:
         failed = [n for n, r in records.items() if r.status != "ok"]
         if failed:
             log.warning("metering round incomplete", extra={"host_cluster": cluster, "nodes": failed[:20]})
+
+
+@task(names.INGEST_HELD, max_retries=0)
+def ingest_held(host_cluster_id: int) -> None:
+    """A Kubernetes host cluster's held rounds, a few seconds after the pass that took them: those the live
+    view has caught up with by then are billed without waiting for the next pass. Not retried: the next pass
+    does it."""
+    host_cluster = HostCluster.objects.filter(pk=host_cluster_id).first()
+    if host_cluster is not None:
+        collect.ingest_held(host_cluster, timezone.now())
 
 
 @task(names.CHECK_BUDGETS, max_retries=2)

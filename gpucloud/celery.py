@@ -25,6 +25,7 @@ FULL_PASS = "workers.full_pass"
 AUDIT_STUCK = "workers.report_stuck_tenants"
 SIMULATE_WORKLOADS = "workers.simulate_workloads"
 COLLECT_USAGE = "billing.collect_usage"
+INGEST_HELD = "billing.ingest_held"
 CHECK_BUDGETS = "billing.check_budgets"
 SYNC_GITOPS_DUE = "gitops.sync_due_sources"
 SYNC_GITOPS_SOURCE = "gitops.sync_source"
@@ -51,6 +52,7 @@ app.conf.update(
         AUDIT_STUCK: {"queue": "default"},
         SIMULATE_WORKLOADS: {"queue": "default"},
         COLLECT_USAGE: {"queue": "default"},
+        INGEST_HELD: {"queue": "default"},
         CHECK_BUDGETS: {"queue": "default"},
         SYNC_GITOPS_DUE: {"queue": "default"},
         SYNC_GITOPS_SOURCE: {"queue": "default"},

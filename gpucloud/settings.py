@@ -408,6 +408,9 @@ SIM_SEED = env_int("GPUCLOUD_SIM_SEED", 42, minimum=0)
 METER_INTERVAL = env_float("METER_INTERVAL", 30.0, minimum=1.0)
 METER_MAX_GAP = env_float("METER_MAX_GAP", 2 * METER_INTERVAL, minimum=1.0)
 METER_SCRAPE_TIMEOUT = env_float("METER_SCRAPE_TIMEOUT", 5.0, minimum=0.1)
+# How long a Kubernetes host cluster's round waits for the live view to hold every pod event up to its time
+# (docs/billing.md, "Waiting for the live view"); past it the round is billed with scrape edges, and reported.
+METER_VIEW_WAIT = env_float("METER_VIEW_WAIT", 120.0, minimum=0.0)
 BILLING_WEBHOOK_TIMEOUT = env_float("BILLING_WEBHOOK_TIMEOUT", 5.0, minimum=0.1)
 # Budget webhooks go to public https addresses only (billing/webhooks.py), unless the operator says otherwise.
 WEBHOOK_ALLOW_HTTP = env_bool("GPUCLOUD_WEBHOOK_ALLOW_HTTP", False)

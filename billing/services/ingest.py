@@ -418,8 +418,9 @@ def _billed_class(
     """The class a ledger key is billed as: from DCGM's model and MIG profile, except that a HAMi fraction the
     cluster names for the pod (`h100-80gb.hami-25`, metered by its declared fraction) keeps its name."""
     ref = (key.namespace, key.pod)
-    name = class_name(key.gpu_class, ref in shared)
     known = classes.get(ref, "")
+    # A share DCGM never saw (rule 3b) is in no sample, so only the cluster's word says it was shared.
+    name = class_name(key.gpu_class, ref in shared or known.endswith(".shared"))
     if (
         key.device.gpu_instance is None
         and catalog.hami_percent(known)

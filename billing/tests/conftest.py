@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, HTTPServer, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -198,6 +198,39 @@ class Receiver:
     def stop(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+class Endpoints:
+    """A loopback HTTP server answering each path with the body set for it (404 for others)."""
+
+    def __init__(self) -> None:
+        self.bodies: dict[str, str] = {}
+        bodies = self.bodies
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                body = bodies.get(self.path)
+                if body is None:
+                    self.send_error(404)
+                    return
+                data = body.encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+        self.httpd = HTTPServer(("127.0.0.1", 0), Handler)
+        self.base = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
 
 
 @pytest.fixture

@@ -8,9 +8,7 @@ loopback and collected through `collect_host_cluster`, as configured on the clus
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -20,43 +18,10 @@ from django.db.models import Sum
 from billing import hami
 from billing.collect import collect_host_cluster
 from billing.models import MICRO, CollectionSource, ScrapeRecord, UsageEntry
-from billing.tests.conftest import A100, Row, at, exposition, gpu_uuid
+from billing.tests.conftest import A100, Endpoints, Row, at, exposition, gpu_uuid
 
 FIXTURE = (Path(__file__).parent / "fixtures" / "hami-scheduler-legacy-metrics.prom").read_text()
 MiB = 2**20
-
-
-class Endpoints:
-    """A loopback HTTP server answering each path with the body set for it (404 for others)."""
-
-    def __init__(self) -> None:
-        self.bodies: dict[str, str] = {}
-        bodies = self.bodies
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                body = bodies.get(self.path)
-                if body is None:
-                    self.send_error(404)
-                    return
-                data = body.encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return
-
-        self.httpd = HTTPServer(("127.0.0.1", 0), Handler)
-        self.base = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 def dcgm_bodies(t: int) -> dict[str, str]:

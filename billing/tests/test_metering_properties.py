@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from billing.dcgm import DeviceKey
-from billing.metering import Holding, Integrator, PodLifecycle, Sample
+from billing.metering import Holding, Integrator, PodLifecycle, Sample, Unseen
 
 DEVICES = [DeviceKey("n", f"GPU-{i}", None) for i in range(3)]
 PODS = [("a", "p1"), ("b", "p2"), ("c", "p3")]
@@ -144,3 +144,51 @@ def test_the_ledger_does_not_depend_on_the_order_holders_are_listed_in(fractions
     assert totals([general]).keys() == expected.keys()
     for key, cell in totals([general]).items():
         assert cell == pytest.approx(expected[key], rel=1e-9, abs=1e-9)
+
+
+GHOSTS = [("g", f"u{i}") for i in range(3)]
+
+
+@st.composite
+def unseen_on_held_gpu(draw: st.DrawFn) -> tuple[tuple[Holding, ...], tuple[Holding, ...], list[Unseen]]:
+    """Holders of one GPU at 0 s and 30 s (fractions declared or not), and pods the cluster says lived
+    between."""
+    fraction = st.sampled_from([None, 0.125, 0.25, 0.5, 0.75])
+    first = tuple(
+        Holding(ns, pod, draw(fraction)) for ns, pod in draw(st.lists(st.sampled_from(PODS), unique=True))
+    )
+    second = tuple(
+        Holding(ns, pod, draw(fraction)) for ns, pod in draw(st.lists(st.sampled_from(PODS), unique=True))
+    )
+    ghosts = []
+    for ns, pod in draw(st.lists(st.sampled_from(GHOSTS), unique=True)):
+        start = draw(st.integers(0, 28))
+        ghosts.append(Unseen(ns, pod, start, draw(st.integers(start + 1, 30)), draw(fraction)))
+    return first, second, ghosts
+
+
+@settings(max_examples=200, deadline=None)
+@given(case=unseen_on_held_gpu())
+def test_an_unseen_pod_never_changes_what_others_are_billed_nor_bills_the_gpu_twice(case):
+    """Rule 3b on a GPU DCGM saw held: an unseen pod is billed its lifetime x its fraction, or nothing; the
+    pods DCGM saw are billed as without it, and the GPU never bills more than its 30 s."""
+    first, second, ghosts = case
+    device = DEVICES[0]
+
+    def billed(unseen: list[Unseen]) -> dict[tuple[str, str], float]:
+        integrator = Integrator(max_gap=MAX_GAP, unseen={device.uuid: unseen})
+        integrator.ingest_round([(device, Sample(0.0, first)), (device, Sample(30.0, second))])
+        out: dict[tuple[str, str], float] = defaultdict(float)
+        for key, usage in integrator.ledger.items():
+            out[(key.namespace, key.pod)] += usage.gpu_seconds
+        return out
+
+    without, with_ghosts = billed([]), billed(ghosts)
+    assert sum(with_ghosts.values()) == pytest.approx(30.0)
+    for pod in {(h.namespace, h.pod) for h in (*first, *second)}:
+        assert with_ghosts[pod] == pytest.approx(without[pod])
+    for ghost in ghosts:
+        got = with_ghosts.get((ghost.namespace, ghost.pod), 0.0)
+        whole = (ghost.finish - ghost.start) * (ghost.fraction if ghost.fraction is not None else 1.0)
+        if first or second:  # on an idle GPU, unseen pods that overlap share it (the first case of rule 3b)
+            assert got in (pytest.approx(0.0), pytest.approx(whole))

@@ -287,3 +287,91 @@ def test_a_replayed_round_bills_an_unseen_pod_once():
     integrator = Integrator(max_gap=60.0, unseen=unseen)
     run(s(0), s(30), s(30), s(0), integrator=integrator)
     assert by_pod(integrator) == {("team-a", "train-1"): 10.0, IDLE: 20.0}
+
+
+MIG = dcgm.DeviceKey("node-a", "GPU-1", "3")
+MIG_1G: tuple[str, str | None] = ("NVIDIA H100 80GB HBM3", "1g.10gb")
+
+
+def on_mig(t: float, *holders: Holding, profile: tuple[str, str | None] = MIG_1G) -> Sample:
+    return Sample(t, tuple(holders), util=None, gpu_class=profile)
+
+
+def test_a_pod_that_lived_between_two_samples_on_an_idle_mig_instance_is_billed_its_lifetime():
+    unseen = {"GPU-1": [Unseen("team-a", "train-1", 5, 15, gpu_instance="3", mig_profile="1g.10gb")]}
+    integrator = Integrator(max_gap=60.0, unseen=unseen)
+    run(on_mig(0), on_mig(30), integrator=integrator, device=MIG)
+    assert by_pod(integrator) == {("team-a", "train-1"): 10.0, IDLE: 20.0}
+    assert {key.device for key in integrator.ledger} == {MIG}
+
+
+def test_an_unseen_mig_pod_is_billed_on_its_own_instance_only():
+    """Keyed by GPU UUID and GPU_I_ID: neither the whole GPU nor a sibling instance takes it."""
+    unseen = {"GPU-1": [Unseen("team-a", "train-1", 5, 15, gpu_instance="5", mig_profile="1g.10gb")]}
+    integrator = Integrator(max_gap=60.0, unseen=unseen)
+    run(on_mig(0), on_mig(30), integrator=integrator, device=MIG)
+    run(s(0), s(30), integrator=integrator)
+    assert by_pod(integrator) == {IDLE: 60.0}
+
+
+def test_an_unseen_mig_pod_is_not_billed_on_an_instance_dcgm_saw_held_or_of_another_profile():
+    unseen = {"GPU-1": [Unseen("team-b", "serve-1", 5, 15, gpu_instance="3", mig_profile="1g.10gb")]}
+    held = run(on_mig(0, A), on_mig(30), integrator=Integrator(max_gap=60.0, unseen=unseen), device=MIG)
+    assert by_pod(held) == {("team-a", "train-1"): 15.0, IDLE: 15.0}
+    other = ("NVIDIA H100 80GB HBM3", "2g.20gb")
+    wrong = Integrator(max_gap=60.0, unseen=unseen)
+    run(on_mig(0, profile=other), on_mig(30, profile=other), integrator=wrong, device=MIG)
+    assert by_pod(wrong) == {IDLE: 30.0}
+
+
+def test_an_unseen_share_takes_only_the_idle_part_of_a_gpu_its_declared_holders_leave():
+    """A holds ½ of a time-sliced GPU at both samples; a pod of ¼ lived 5-15 s between them: it is billed
+    10 × ¼, A keeps its 30 × ½, and the GPU bills 30 s in all."""
+    half = Holding("team-a", "train-1", 0.5)
+    unseen = {"GPU-1": [Unseen("team-b", "serve-1", 5, 15, 0.25)]}
+    integrator = run(s(0, half), s(30, half), integrator=Integrator(max_gap=60.0, unseen=unseen))
+    billed = by_pod(integrator)
+    assert billed == {("team-a", "train-1"): 15.0, ("team-b", "serve-1"): 2.5, IDLE: 12.5}
+    assert sum(billed.values()) == 30.0
+
+
+def test_two_unseen_shares_beside_a_holder_are_billed_while_their_fractions_fit():
+    half = Holding("team-a", "train-1", 0.5)
+    unseen = {
+        "GPU-1": [
+            Unseen("team-b", "serve-1", 2, 12, 0.25),
+            Unseen("team-b", "serve-2", 6, 16, 0.25),  # overlaps serve-1: ½ + ¼ + ¼ = the whole GPU
+            Unseen("team-c", "probe", 20, 28, 0.5),  # alone in its time, but ½ + ½ is the whole GPU too
+        ]
+    }
+    integrator = run(s(0, half), s(30, half), integrator=Integrator(max_gap=60.0, unseen=unseen))
+    billed = by_pod(integrator)
+    assert billed[("team-a", "train-1")] == 15.0
+    assert billed[("team-b", "serve-1")] == billed[("team-b", "serve-2")] == 2.5
+    assert billed[("team-c", "probe")] == 4.0
+    assert sum(billed.values()) == pytest.approx(30.0)
+
+
+def test_an_unseen_share_that_does_not_fit_beside_the_holders_is_not_billed():
+    """¾ declared by the holders leaves ¼: a ½ share cannot have run there as declared, so it is not billed
+    (guessing its part would change what a pod DCGM saw is billed)."""
+    held = Holding("team-a", "train-1", 0.75)
+    unseen = {"GPU-1": [Unseen("team-b", "serve-1", 5, 15, 0.5)]}
+    integrator = run(s(0, held), s(30, held), integrator=Integrator(max_gap=60.0, unseen=unseen))
+    assert by_pod(integrator) == {("team-a", "train-1"): 22.5, IDLE: 7.5}
+
+
+def test_an_unseen_share_beside_a_holder_without_a_declared_fraction_is_not_billed():
+    """An undeclared holder takes an equal part of whatever is left: any newcomer would shrink it."""
+    unseen = {"GPU-1": [Unseen("team-b", "serve-1", 5, 15, 0.25)]}
+    quarter = Holding("team-c", "probe", 0.25)
+    integrator = run(s(0, A, quarter), s(30, A, quarter), integrator=Integrator(max_gap=60.0, unseen=unseen))
+    assert by_pod(integrator) == {("team-a", "train-1"): 22.5, ("team-c", "probe"): 7.5}
+
+
+def test_a_replayed_round_bills_an_unseen_share_beside_a_holder_once():
+    half = Holding("team-a", "train-1", 0.5)
+    unseen = {"GPU-1": [Unseen("team-b", "serve-1", 5, 15, 0.25)]}
+    integrator = Integrator(max_gap=60.0, unseen=unseen)
+    run(s(0, half), s(30, half), s(30, half), s(0, half), integrator=integrator)
+    assert by_pod(integrator)[("team-b", "serve-1")] == 2.5

@@ -13,6 +13,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from billing import collect
+from billing.models import HeldRound
 from billing.services.ingest import ingest_scrape
 from fleet.models import HostCluster, Node
 
@@ -35,7 +36,9 @@ class Command(BaseCommand):
         if action == "collect":
             for cluster, records in collect.collect_all().items():
                 bad = sum(1 for r in records.values() if r.status != "ok")
-                self.stdout.write(f"{cluster}: {len(records)} nodes, {bad} not fully collected")
+                held = HeldRound.objects.filter(host_cluster__name=cluster).count()
+                waiting = f", {held} held for the live view" if held else ""
+                self.stdout.write(f"{cluster}: {len(records)} nodes, {bad} not fully collected{waiting}")
             return
         self._ingest(options["file"], options["node"], options["at"], options["host_cluster"])
 
