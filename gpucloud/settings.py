@@ -94,6 +94,7 @@ INSTALLED_APPS = [
     "tenants",
     "placement",
     "health",
+    "inference",
     "billing",
     "clusters",
     "simulator",
