@@ -33,6 +33,26 @@ class QuotaSpec:
 
 
 @dataclass(frozen=True)
+class EndpointSpec:
+    """One inference endpoint of a tenant (`inference.InferenceEndpoint`), as the renderer needs it."""
+
+    name: str  # a DNS label, unique in the tenant
+    public_id: str  # ie_…: the label selecting its pods, the header the gateway routes by
+    model_name: str
+    source_uri: str  # hf://, s3://, gs:// or pvc://
+    served_model_name: str
+    revision: str
+    engine_args: tuple[str, ...]
+    gpu_class: str
+    resource_name: str  # the Kubernetes resource one unit of the class is asked for by
+    node_labels: tuple[tuple[str, str], ...]  # labels selecting the class's nodes
+    gpus_per_replica: int  # units of the class per replica
+    replicas: int  # what the model server runs now (0 when stopped)
+    context_length: int | None = None
+    per_unit: tuple[tuple[str, int], ...] = ()  # HAMi: memory and cores per unit, as `QuotaSpec.per_unit`
+
+
+@dataclass(frozen=True)
 class TenantSpec:
     """What one tenant should look like on its host cluster."""
 
@@ -46,6 +66,7 @@ class TenantSpec:
     asleep: bool = False  # put to sleep by gpucloud after an idle window (see billing/services/idle.py)
     # Isolated tenants: the host nodes dedicated to it (labelled and tainted gpucloud.io/tenant=<slug>).
     dedicated_nodes: tuple[str, ...] = ()
+    endpoints: tuple[EndpointSpec, ...] = ()  # inference endpoints (clusters/render/inference.py)
 
 
 @dataclass(frozen=True)
