@@ -91,6 +91,16 @@ class WorkloadObservation:
     created_at: datetime | None
 
 
+@dataclass(frozen=True)
+class EndpointObservation:
+    """What a driver saw of one inference endpoint's model server."""
+
+    public_id: str
+    replicas_ready: int
+    model_loaded: bool  # a replica is ready, and vLLM is ready only once its model is loaded
+    message: str = ""  # why it is not serving, in plain words; empty when every replica is ready
+
+
 @dataclass
 class ReconcileResult:
     """The outcome of one pass over some tenants of a host cluster."""
@@ -98,6 +108,8 @@ class ReconcileResult:
     observations: dict[str, TenantObservation] = field(default_factory=dict)
     # slug -> every workload seen in the tenant's namespace; a tenant missing here was not looked at.
     workloads: dict[str, tuple[WorkloadObservation, ...]] = field(default_factory=dict)
+    # slug -> its inference endpoints as seen; a tenant missing here was not looked at.
+    endpoints: dict[str, tuple[EndpointObservation, ...]] = field(default_factory=dict)
     api_calls: int = 0
     writes: int = 0
     drift_repaired: int = 0

@@ -27,6 +27,7 @@ from typing import Any
 from kubernetes import client
 
 from clusters.drivers.in_sync import in_sync
+from clusters.drivers.inference_status import observe_endpoint
 from clusters.drivers.kueue_workloads import workload_of
 from clusters.render import (
     MANAGED_BY,
@@ -39,6 +40,7 @@ from clusters.render import (
     render_shared,
     render_tenant,
 )
+from clusters.render.inference import object_name
 from clusters.render.kinds import kinds_for
 from clusters.render.vcluster import vcluster_name
 from clusters.spec import ReconcileResult, TenantObservation, TenantSpec, WorkloadObservation
@@ -135,6 +137,7 @@ class KubernetesDriver:
         for tenant in tenants:
             run.result.observations[tenant.slug] = self._observe(run, tenant)
         self._observe_workloads(run)
+        self._observe_endpoints(run)
         run.result.api_calls = self.api.calls - calls
         run.result.writes = self.api.writes - writes
         if run.temporary:
@@ -363,6 +366,21 @@ class KubernetesDriver:
                 observed[owner.slug].append(workload_of(item, owner))
         for slug, workloads in observed.items():
             run.result.workloads[slug] = tuple(sorted(workloads, key=lambda w: w.name))
+
+    def _observe_endpoints(self, run: _Pass) -> None:
+        """Each running tenant's inference endpoints, from their model servers as this pass saw them (no
+        request of its own: the servers were listed or applied)."""
+        kind = k.LLM_INFERENCE_SERVICE if self.profile.kserve else k.DEPLOYMENT
+        for tenant in run.tenants:
+            if tenant.desired != "running" or tenant.slug in run.result.errors:
+                continue
+            seen = []
+            for endpoint in tenant.endpoints:
+                key: ObjKey = (kind.key, tenant.namespace, object_name(endpoint))
+                seen.append(
+                    observe_endpoint(endpoint, run.applied.get(key) or run.live.get(key), self.profile)
+                )
+            run.result.endpoints[tenant.slug] = tuple(seen)
 
     def _vcluster_ready(self, run: _Pass, tenant: TenantSpec) -> tuple[bool, str]:
         if self.profile.vcluster_mode == "platform":

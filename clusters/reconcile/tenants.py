@@ -160,6 +160,7 @@ def reconcile_host_cluster(host_cluster: HostCluster, tenant_ids: Sequence[int] 
         tenants = _tenants(host_cluster, tenant_ids)
         result, failure = _drive(host_cluster, tenants, complete=tenant_ids is None)
         db_writes = sum(_write_back(t, result) + _write_workloads(t, result) for t in tenants)
+        db_writes += sum(_write_endpoints(t, result) for t in tenants)
     if failure is not None:
         RECONCILE_RUNS.labels(host_cluster.driver, "error").inc()
         raise failure
@@ -323,6 +324,28 @@ def _write_workloads(tenant: Tenant, result: ReconcileResult) -> int:
         )
         deleted += _write_pending(tenant, [w for w in seen if w.state == "pending"])
     return deleted + len(wanted)
+
+
+def _write_endpoints(tenant: Tenant, result: ReconcileResult) -> int:
+    """Store what was observed of the tenant's inference endpoints, only where it changed; rows written."""
+    seen = {o.public_id: o for o in result.endpoints.get(tenant.slug, ())}
+    writes = 0
+    for endpoint in tenant.inference_endpoints.all():
+        observed = seen.get(endpoint.public_id)
+        if observed is None:
+            continue
+        values = {
+            "replicas_ready": observed.replicas_ready,
+            "model_loaded": observed.model_loaded,
+            "status_message": observed.message,
+        }
+        if all(getattr(endpoint, f) == v for f, v in values.items()):
+            continue
+        # An update by id, not save(): the endpoint's desired fields are its service's to write.
+        writes += InferenceEndpoint.objects.filter(pk=endpoint.pk).update(
+            **values, observed_at=timezone.now()
+        )
+    return writes
 
 
 def _write_pending(tenant: Tenant, pending: list[WorkloadObservation]) -> int:
