@@ -112,13 +112,12 @@ def gpu_request(endpoint: EndpointSpec) -> dict[str, str]:
 
 
 def resources(endpoint: EndpointSpec, profile: ClusterProfile) -> dict[str, Any]:
-    """Extended resources must be asked for with equal requests and limits; memory is limited, CPU not (a
-    CPU limit throttles the tokenizer and the scheduler loop for nothing)."""
+    """Extended resources must be asked for with equal requests and limits. CPU and memory are limited at
+    what is requested: a container without a limit would get the namespace LimitRange's default limit
+    (`clusters.render.limitrange`, 2 CPUs), below the request, and the API server would refuse the pod."""
     gpus = gpu_request(endpoint)
-    return {
-        "requests": {"cpu": profile.inference_cpu, "memory": profile.inference_memory, **gpus},
-        "limits": {"memory": profile.inference_memory, **gpus},
-    }
+    cpu_memory = {"cpu": profile.inference_cpu, "memory": profile.inference_memory}
+    return {"requests": {**cpu_memory, **gpus}, "limits": {**cpu_memory, **gpus}}
 
 
 def placement(tenant: TenantSpec, endpoint: EndpointSpec, profile: ClusterProfile) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from clusters.spec import EndpointSpec, TenantSpec
 from clusters.tests.render.conftest import H200, MIG, quota
 from clusters.tests.render.crd_schemas import problems
 from tests.judges import admission, pod_security
+from tests.judges import quota as quota_judge
 from tests.judges.world import world_of
 
 GPU_RESOURCES = ("nvidia.com/gpu", "nvidia.com/mig-1g.18gb", "nvidia.com/gpumem", "nvidia.com/gpucores")
@@ -248,6 +249,18 @@ def test_the_pods_pass_the_tenants_admission_policy_and_its_pod_security_level(n
     for pod in pods:
         assert admission.judge(pod, world) == [], pod["metadata"]["name"]
         assert pod_security.judge(pod, world) == [], pod["metadata"]["name"]
+        assert quota_judge.judge(pod, world) == [], pod["metadata"]["name"]
+
+
+def test_every_container_states_its_cpu_and_memory_limits_so_the_limitrange_defaults_never_apply():
+    """The namespace's LimitRange gives a container without limits a default CPU limit of 2, below a
+    replica's request: the API server would refuse such a pod (requests must not exceed limits)."""
+    for name, profile_ in PROFILES.items():
+        for pod in pods_of(render_endpoints(tenant(), profile_)):
+            for container in pod["spec"]["containers"]:
+                requests, limits = container["resources"]["requests"], container["resources"]["limits"]
+                assert {"cpu", "memory"} <= limits.keys(), name
+                assert requests["cpu"] == limits["cpu"], name
 
 
 def test_the_admission_judge_would_refuse_a_pod_outside_the_tenants_queue():
