@@ -55,9 +55,12 @@ def cluster(kube_emulator, api, admin, gpu_catalog) -> HostCluster:
     return register(api, admin, kube_emulator)
 
 
-def test_the_reconciler_creates_restores_and_deletes_an_endpoints_objects(cluster, kube_emulator, admin):
+def test_the_reconciler_creates_restores_and_deletes_an_endpoints_objects(cluster, kube_emulator, admin, api):
     chat = endpoint(admin)
     reconcile.reconcile_host_cluster(cluster)
+    report = api(admin).get("/api/v1/host-clusters/gpu-east/conformance/").json()
+    assert "inference_routing" not in report["missing"]
+    assert "kserve" in report["missing"]
 
     for api_version, kind in KINDS:
         assert kube_emulator.get_object(api_version, kind, "ie-chat", NS) is not None, kind
@@ -110,3 +113,5 @@ def test_a_cluster_without_the_inference_extension_says_so_on_the_endpoint(
     assert kube_emulator.get_object("apps/v1", "Deployment", "ie-chat", NS) is None
     chat.refresh_from_db()
     assert "Inference Extension are not installed" in chat.status_message
+    report = api(admin).get("/api/v1/host-clusters/gpu-east/conformance/").json()
+    assert "inference_routing" in report["missing"]
