@@ -32,6 +32,14 @@ def profile_of(host_cluster: HostCluster) -> ClusterProfile:
         pod_security=pod_security_levels(),
         api_server_cidrs=tuple(host_cluster.api_server_cidrs),
         internet_egress=tuple(tier for tier in TIERS if settings.EGRESS_INTERNET.get(tier, True)),
+        inference=bool(
+            host_cluster.addons.get("gateway_api") and host_cluster.addons.get("inference_extension")
+        ),
+        kserve=bool(host_cluster.addons.get("kserve")),
+        inference_gateway=(settings.INFERENCE_GATEWAY_NAME, settings.INFERENCE_GATEWAY_NAMESPACE),
+        inference_image=settings.INFERENCE_VLLM_IMAGE,
+        inference_cpu=settings.INFERENCE_CPU,
+        inference_memory=settings.INFERENCE_MEMORY,
     )
 
 

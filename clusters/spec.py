@@ -33,6 +33,26 @@ class QuotaSpec:
 
 
 @dataclass(frozen=True)
+class EndpointSpec:
+    """One inference endpoint of a tenant (`inference.InferenceEndpoint`), as the renderer needs it."""
+
+    name: str  # a DNS label, unique in the tenant
+    public_id: str  # ie_…: the label selecting its pods, the header the gateway routes by
+    model_name: str
+    source_uri: str  # hf://, s3://, gs:// or pvc://
+    served_model_name: str
+    revision: str
+    engine_args: tuple[str, ...]
+    gpu_class: str
+    resource_name: str  # the Kubernetes resource one unit of the class is asked for by
+    node_labels: tuple[tuple[str, str], ...]  # labels selecting the class's nodes
+    gpus_per_replica: int  # units of the class per replica
+    replicas: int  # what the model server runs now (0 when stopped)
+    context_length: int | None = None
+    per_unit: tuple[tuple[str, int], ...] = ()  # HAMi: memory and cores per unit, as `QuotaSpec.per_unit`
+
+
+@dataclass(frozen=True)
 class TenantSpec:
     """What one tenant should look like on its host cluster."""
 
@@ -46,6 +66,7 @@ class TenantSpec:
     asleep: bool = False  # put to sleep by gpucloud after an idle window (see billing/services/idle.py)
     # Isolated tenants: the host nodes dedicated to it (labelled and tainted gpucloud.io/tenant=<slug>).
     dedicated_nodes: tuple[str, ...] = ()
+    endpoints: tuple[EndpointSpec, ...] = ()  # inference endpoints (clusters/render/inference.py)
 
 
 @dataclass(frozen=True)
@@ -75,6 +96,16 @@ class WorkloadObservation:
     position: int | None = None  # 1 is next in its queue, where the scheduler says (Kueue's visibility API)
 
 
+@dataclass(frozen=True)
+class EndpointObservation:
+    """What a driver saw of one inference endpoint's model server."""
+
+    public_id: str
+    replicas_ready: int
+    model_loaded: bool  # a replica is ready, and vLLM is ready only once its model is loaded
+    message: str = ""  # why it is not serving, in plain words; empty when every replica is ready
+
+
 @dataclass
 class ReconcileResult:
     """The outcome of one pass over some tenants of a host cluster."""
@@ -84,6 +115,8 @@ class ReconcileResult:
     workloads: dict[str, tuple[WorkloadObservation, ...]] = field(default_factory=dict)
     # slug -> the tenant's KAI PodGroups not scheduled yet (KAI host clusters); missing: not looked at.
     pod_groups: dict[str, tuple[WorkloadObservation, ...]] = field(default_factory=dict)
+    # slug -> its inference endpoints as seen; a tenant missing here was not looked at.
+    endpoints: dict[str, tuple[EndpointObservation, ...]] = field(default_factory=dict)
     api_calls: int = 0
     writes: int = 0
     drift_repaired: int = 0

@@ -39,6 +39,10 @@ PERMISSIONS: dict[str, frozenset[str]] = {
     # tenant service tokens and the audit log
     "token.manage": MANAGERS,
     "audit.view": MANAGERS,
+    # inference endpoints: the team sees them, members run them, managers publish them to other tenants
+    "inference.view": TEAM,
+    "inference.manage": frozenset({OWNER, ADMIN, MEMBER}),
+    "inference.publish": MANAGERS,
 }
 
 # The role a tenant service token's account holds, by the token's scope.
@@ -69,6 +73,9 @@ SCOPE_NEEDED: dict[str, str] = {
     "budget.manage": WRITE,
     "token.manage": ADMIN_SCOPE,
     "audit.view": READ,
+    "inference.view": READ,
+    "inference.manage": WRITE,
+    "inference.publish": WRITE,
 }
 
 

@@ -94,6 +94,7 @@ INSTALLED_APPS = [
     "tenants",
     "placement",
     "health",
+    "inference",
     "billing",
     "clusters",
     "simulator",
@@ -390,6 +391,13 @@ SIMULATED_PROVISION_DELAY = env_float("GPUCLOUD_SIM_PROVISION_DELAY", 2.0, minim
 SIMULATED_DELETE_DELAY = env_float("GPUCLOUD_SIM_DELETE_DELAY", 1.0, minimum=0.0)
 GPUCLOUD_FLEET = env_str("GPUCLOUD_FLEET", str(BASE_DIR / "deploy" / "fleets" / "demo.yaml"))
 SHARED_GPU_REPLICAS = env_int("GPUCLOUD_SHARED_REPLICAS", 4, minimum=1)
+# Inference endpoints (docs/inference.md): the vLLM image their model servers run, the CPU and memory of one
+# replica, and the platform Gateway (name, namespace) their HTTPRoutes attach to.
+INFERENCE_VLLM_IMAGE = env_str("GPUCLOUD_INFERENCE_VLLM_IMAGE", "docker.io/vllm/vllm-openai:v0.10.2")
+INFERENCE_CPU = env_str("GPUCLOUD_INFERENCE_CPU", "4")
+INFERENCE_MEMORY = env_str("GPUCLOUD_INFERENCE_MEMORY", "32Gi")
+INFERENCE_GATEWAY_NAME = env_str("GPUCLOUD_INFERENCE_GATEWAY_NAME", "gpucloud-inference")
+INFERENCE_GATEWAY_NAMESPACE = env_str("GPUCLOUD_INFERENCE_GATEWAY_NAMESPACE", "gpucloud-system")
 # GPU partitions on Kubernetes host clusters (clusters/partitions/gpu_pass.py, docs/kubernetes.md,
 # "Partitions").
 GPU_OPERATOR_NAMESPACE = env_str("GPUCLOUD_GPU_OPERATOR_NAMESPACE", "gpu-operator")

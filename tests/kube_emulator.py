@@ -190,6 +190,13 @@ CRDS: dict[str, tuple[Resource, ...]] = {
     ),
     "cilium": (_r("cilium.io/v2", "ciliumnetworkpolicies", "CiliumNetworkPolicy", True),),
     "gpu-operator": (_r("nvidia.com/v1", "clusterpolicies", "ClusterPolicy", False),),
+    # The Gateway API's routes and its Inference Extension's pools (inference endpoints), and KServe's
+    # LLMInferenceService.
+    "gateway-api-inference": (
+        _r("gateway.networking.k8s.io/v1", "httproutes", "HTTPRoute", True),
+        _r("inference.networking.k8s.io/v1", "inferencepools", "InferencePool", True),
+    ),
+    "kserve": (_r("serving.kserve.io/v1alpha2", "llminferenceservices", "LLMInferenceService", True),),
     # Built into Kubernetes 1.34+ (not a CRD there); registered the same way to serve resource.k8s.io/v1.
     "dra": (
         _r("resource.k8s.io/v1", "deviceclasses", "DeviceClass", False),

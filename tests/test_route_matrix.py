@@ -22,6 +22,7 @@ from core.audit import Actor
 from fleet.models import Gpu, GpuClass, HostCluster
 from gitops import services as gitops
 from health.models import HealthEvent
+from inference.services import create_endpoint
 from tenants.models import Tenant, TenantCluster
 from tenants.services import quotas
 from tenants.tokens import create_scim_token, create_service_token, create_token
@@ -125,8 +126,21 @@ MATRIX: dict[tuple[str, str], tuple[int, int, int, int]] = {
     # where my job stands: every role of the tenant reads its queue and asks about feasibility
     ("tenant-queue", "GET"): (200, 200, 404, 401),
     ("tenant-feasibility", "POST"): (200, 200, 404, 401),
+    # inference endpoints: the team reads them, members and managers run them (bob is a viewer)
+    ("inference-endpoint-list", "GET"): (200, 200, 404, 401),
+    ("inference-endpoint-list", "POST"): (201, 403, 404, 401),
+    ("inference-endpoint-detail", "GET"): (200, 200, 404, 401),
+    ("inference-endpoint-detail", "PUT"): (200, 403, 404, 401),
+    ("inference-endpoint-detail", "PATCH"): (200, 403, 404, 401),
+    ("inference-endpoint-detail", "DELETE"): (204, 403, 404, 401),
 }
 
+ENDPOINT = {
+    "model_name": "Qwen/Qwen3-8B",
+    "source_uri": "hf://Qwen/Qwen3-8B",
+    "gpu_class": "h200-141gb",
+    "min_replicas": 0,
+}
 BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("tenant-list", "POST"): {"slug": "newcomer"},
     ("tenant-detail", "PATCH"): {"display_name": "Renamed"},
@@ -156,6 +170,9 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
     },
     ("gitops-source-list", "POST"): {"name": "other", "url": "https://git.example.com/other.git"},
     ("gitops-source-detail", "PATCH"): {"branch": "release"},
+    ("inference-endpoint-list", "POST"): {"name": "chat", **ENDPOINT},
+    ("inference-endpoint-detail", "PUT"): {**ENDPOINT, "max_replicas": 1},
+    ("inference-endpoint-detail", "PATCH"): {"max_replicas": 1, "desired": "running"},
 }
 
 
@@ -204,6 +221,10 @@ def world(people, api, demo_fleet):
     scim, _ = create_scim_token(actor=admin, name="okta")
     source = gitops.create_source(actor=admin, name="platform", url="https://git.example.com/platform.git")
     event = _credited_event(people["a"], demo_fleet)
+    endpoint = create_endpoint(  # stopped: it holds none of the quota, so each write in the matrix fits
+        actor=admin, tenant=people["a"], name="embed", model_name="BAAI/bge-m3", source_uri="hf://BAAI/bge-m3",
+        gpu_class=GpuClass.objects.get(name="h200-141gb"), desired="stopped",
+    )  # fmt: skip
     values = {
         "*": {"slug": "tenant-a", "tenant_slug": "tenant-a", "username": "bob", "gpu_class": "h200-141gb"},
         "token-detail": {"id": personal.public_id},
@@ -228,6 +249,7 @@ def world(people, api, demo_fleet):
         "health-event-detail": {"id": event.public_id},
         "host-cluster-nodes": {"name": demo_fleet.name},
         "host-cluster-release": {"name": demo_fleet.name, "node": event.node.name},
+        "inference-endpoint-detail": {"id": endpoint.public_id},
         **{f"gitops-source-{route}": {"name": source.name} for route in ("detail", "sync", "webhook")},
     }
     clients = {name: api(people.get(name)) for name in PEOPLE}

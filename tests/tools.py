@@ -19,6 +19,7 @@ PRODUCT_PACKAGES = (
     "tenants",
     "health",
     "placement",
+    "inference",
     "billing",
     "clusters",
     "simulator",

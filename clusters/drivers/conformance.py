@@ -132,7 +132,33 @@ def check(
     )
     caps.append(_admission_policies(discovery))
     caps.append(_dedicated_nodes(discovery))
-    return caps
+    return caps + _inference(discovery)
+
+
+def _inference(discovery: ClusterDiscovery) -> list[Capability]:
+    """What inference endpoints need (clusters/render/inference.py): routes and pools, and KServe where it
+    runs the model servers."""
+    route, route_versions = _served(discovery, "gateway.networking.k8s.io", "v1")
+    pool, pool_versions = _served(discovery, "inference.networking.k8s.io", "v1")
+    kserve, kserve_versions = _served(discovery, "serving.kserve.io", "v1alpha2")
+    return [
+        Capability(
+            "inference_routing",
+            route and pool,
+            " · ".join(v for v in (route_versions, pool_versions) if v),
+            "inference endpoints are not deployed here (each says so in its status): their HTTPRoute and "
+            "InferencePool would have nowhere to go",
+            "install the Gateway API CRDs (kubernetes-sigs/gateway-api, standard channel) and the Inference "
+            "Extension's (kubernetes-sigs/gateway-api-inference-extension), and a Gateway implementation",
+        ),
+        Capability(
+            "kserve",
+            kserve,
+            kserve_versions,
+            "inference endpoints run as a vLLM Deployment and Service, not a KServe LLMInferenceService",
+            "install KServe with its LLMInferenceService CRDs (kserve/kserve, charts/kserve-llmisvc-crd)",
+        ),
+    ]
 
 
 def _from_kueue(setting: kueue_config.Setting) -> Capability:

@@ -53,6 +53,11 @@ ADDONS: dict[str, tuple[str, str]] = {
     "cilium": ("cilium.io", "v2"),
     "gpu_operator": ("nvidia.com", "v1"),
     "dra": ("resource.k8s.io", "v1"),
+    # Inference endpoints (clusters/render/inference.py): routes on a Gateway, pools of the Inference
+    # Extension, and KServe's LLMInferenceService where it runs the model servers.
+    "gateway_api": ("gateway.networking.k8s.io", "v1"),
+    "inference_extension": ("inference.networking.k8s.io", "v1"),
+    "kserve": ("serving.kserve.io", "v1alpha2"),
 }
 CLUSTER_POLICY = k.Kind("nvidia.com/v1", "ClusterPolicy", "clusterpolicies", False)
 DRA_DRIVER = "gpu.nvidia.com"  # NVIDIA's DRA driver installs a DeviceClass of its driver's name

@@ -31,6 +31,7 @@ from kubernetes import client
 
 from clusters.drivers import kai_pod_groups
 from clusters.drivers.in_sync import in_sync
+from clusters.drivers.inference_status import observe_endpoint
 from clusters.drivers.kueue_workloads import positions, workload_of
 from clusters.render import (
     MANAGED_BY,
@@ -43,6 +44,7 @@ from clusters.render import (
     render_shared,
     render_tenant,
 )
+from clusters.render.inference import object_name
 from clusters.render.kinds import kinds_for
 from clusters.render.vcluster import vcluster_name
 from clusters.spec import ReconcileResult, TenantObservation, TenantSpec, WorkloadObservation
@@ -139,6 +141,7 @@ class KubernetesDriver:
         for tenant in tenants:
             run.result.observations[tenant.slug] = self._observe(run, tenant)
         self._observe_workloads(run)
+        self._observe_endpoints(run)
         run.result.api_calls = self.api.calls - calls
         run.result.writes = self.api.writes - writes
         if run.temporary:
@@ -461,6 +464,21 @@ class KubernetesDriver:
                     waiting[tenant.slug].append(seen)
         for slug, groups_seen in waiting.items():
             run.result.pod_groups[slug] = tuple(sorted(groups_seen, key=lambda w: w.name))
+
+    def _observe_endpoints(self, run: _Pass) -> None:
+        """Each running tenant's inference endpoints, from their model servers as this pass saw them (no
+        request of its own: the servers were listed or applied)."""
+        kind = k.LLM_INFERENCE_SERVICE if self.profile.kserve else k.DEPLOYMENT
+        for tenant in run.tenants:
+            if tenant.desired != "running" or tenant.slug in run.result.errors:
+                continue
+            seen = []
+            for endpoint in tenant.endpoints:
+                key: ObjKey = (kind.key, tenant.namespace, object_name(endpoint))
+                seen.append(
+                    observe_endpoint(endpoint, run.applied.get(key) or run.live.get(key), self.profile)
+                )
+            run.result.endpoints[tenant.slug] = tuple(seen)
 
     def _vcluster_ready(self, run: _Pass, tenant: TenantSpec) -> tuple[bool, str]:
         if self.profile.vcluster_mode == "platform":

@@ -24,6 +24,7 @@ from clusters.profiles import profile_of
 from clusters.reconcile.dedicated import dedication_pass
 from clusters.spec import (
     Driver,
+    EndpointSpec,
     QuotaSpec,
     ReconcileResult,
     TenantObservation,
@@ -43,6 +44,7 @@ from gpucloud.observability import (
     RECONCILE_RUNS,
     RECONCILE_WRITES,
 )
+from inference.models import InferenceEndpoint
 from tenants.models import DedicatedNode, Quota, Tenant, TenantCluster
 
 log = logging.getLogger(__name__)
@@ -100,6 +102,33 @@ def tenant_spec(
         sleep_after_inactivity=tenant.sleep_after_inactivity,
         asleep=tenant.asleep_since is not None,
         dedicated_nodes=_dedicated_nodes(tenant, dedicated),
+        endpoints=endpoint_specs(tenant),
+    )
+
+
+def endpoint_specs(tenant: Tenant) -> tuple[EndpointSpec, ...]:
+    """The tenant's inference endpoints as the renderer needs them (clusters/render/inference.py).
+
+    Until the autoscaler sets replicas from traffic (docs/inference.md, "Not yet"), a running endpoint runs
+    its minimum, and one replica when that is 0 (so it serves), a stopped one none."""
+    return tuple(
+        EndpointSpec(
+            name=e.name,
+            public_id=e.public_id,
+            model_name=e.model_name,
+            source_uri=e.source_uri,
+            served_model_name=e.served_model_name,
+            revision=e.revision,
+            engine_args=tuple(e.engine_args),
+            gpu_class=e.gpu_class.name,
+            resource_name=e.gpu_class.resource_name,
+            node_labels=(("nvidia.com/gpu.product", e.gpu_class.gpu_model.product_label),),
+            gpus_per_replica=e.gpus_per_replica,
+            replicas=max(e.min_replicas, 1) if e.desired == InferenceEndpoint.Desired.RUNNING else 0,
+            context_length=e.context_length,
+            per_unit=_per_unit(e.gpu_class),
+        )
+        for e in sorted(tenant.inference_endpoints.all(), key=lambda e: e.name)
     )
 
 
@@ -131,6 +160,7 @@ def reconcile_host_cluster(host_cluster: HostCluster, tenant_ids: Sequence[int] 
         tenants = _tenants(host_cluster, tenant_ids)
         result, failure = _drive(host_cluster, tenants, complete=tenant_ids is None)
         db_writes = sum(_write_back(t, result) + _write_workloads(t, result) for t in tenants)
+        db_writes += sum(_write_endpoints(t, result) for t in tenants)
     if failure is not None:
         RECONCILE_RUNS.labels(host_cluster.driver, "error").inc()
         raise failure
@@ -218,7 +248,7 @@ def _tenants(host_cluster: HostCluster, tenant_ids: Sequence[int] | None) -> lis
         Tenant.objects.filter(cluster__host_cluster=host_cluster)
         .exclude(state=Tenant.State.DELETED)
         .select_related("cluster")
-        .prefetch_related("quotas__gpu_class__gpu_model")
+        .prefetch_related("quotas__gpu_class__gpu_model", "inference_endpoints__gpu_class__gpu_model")
     )
     if tenant_ids is not None:
         tenants = tenants.filter(pk__in=tenant_ids)
@@ -319,6 +349,28 @@ PENDING_FIELDS = (
     "message",
     "created_at",
 )
+
+
+def _write_endpoints(tenant: Tenant, result: ReconcileResult) -> int:
+    """Store what was observed of the tenant's inference endpoints, only where it changed; rows written."""
+    seen = {o.public_id: o for o in result.endpoints.get(tenant.slug, ())}
+    writes = 0
+    for endpoint in tenant.inference_endpoints.all():
+        observed = seen.get(endpoint.public_id)
+        if observed is None:
+            continue
+        values = {
+            "replicas_ready": observed.replicas_ready,
+            "model_loaded": observed.model_loaded,
+            "status_message": observed.message,
+        }
+        if all(getattr(endpoint, f) == v for f, v in values.items()):
+            continue
+        # An update by id, not save(): the endpoint's desired fields are its service's to write.
+        writes += InferenceEndpoint.objects.filter(pk=endpoint.pk).update(
+            **values, observed_at=timezone.now()
+        )
+    return writes
 
 
 def _write_pending(tenant: Tenant, source: str, pending: list[WorkloadObservation]) -> int:

@@ -13,6 +13,7 @@ from clusters.spec import TenantSpec
 from gpucloud.kube.meta import MANAGED_BY, MANAGER, SHARED, SPEC_HASH, TENANT, Manifest, spec_hash
 
 from . import admission, dra, kai, kueue
+from .inference import render_endpoints
 from .limitrange import render_limit_range
 from .namespace import render_namespace
 from .networkpolicy import render_network_policies
@@ -49,7 +50,7 @@ def render_tenant(tenant: TenantSpec, profile: ClusterProfile) -> list[Manifest]
         objects += kueue.render_tenant_queues(tenant)
     if profile.dra:
         objects += dra.render_claim_templates(tenant)
-    return objects
+    return objects + render_endpoints(tenant, profile)
 
 
 def render_shared(tenants: Sequence[TenantSpec], profile: ClusterProfile) -> list[Manifest]:

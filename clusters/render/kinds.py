@@ -8,18 +8,23 @@ from gpucloud.kube.kinds import (
     CILIUM_NETWORK_POLICY,
     CLUSTER_QUEUE,
     COHORT,
+    DEPLOYMENT,
     DEVICE_CLASS,
     HELM_RELEASE,
     HELM_REPOSITORY,
+    HTTP_ROUTE,
+    INFERENCE_POOL,
     KAI_QUEUE,
     KUEUE_TOPOLOGY,
     LIMIT_RANGE,
+    LLM_INFERENCE_SERVICE,
     LOCAL_QUEUE,
     NAMESPACE,
     NETWORK_POLICY,
     RESOURCE_CLAIM_TEMPLATE,
     RESOURCE_FLAVOR,
     RESOURCE_QUOTA,
+    SERVICE,
     VALIDATING_ADMISSION_POLICY,
     VALIDATING_ADMISSION_POLICY_BINDING,
     VIRTUAL_CLUSTER_INSTANCE,
@@ -54,4 +59,14 @@ def kinds_for(profile: ClusterProfile) -> list[Kind]:
         kinds += [DEVICE_CLASS, RESOURCE_CLAIM_TEMPLATE]
     # A policy before the binding that enforces it; pruning removes the binding first.
     kinds += [VALIDATING_ADMISSION_POLICY, VALIDATING_ADMISSION_POLICY_BINDING]
-    return kinds
+    return kinds + inference_kinds(profile)
+
+
+def inference_kinds(profile: ClusterProfile) -> list[Kind]:
+    """Inference endpoints' kinds, last: their pods come after the queues and the policies that admit them
+    (and pruning removes the route before the model server). None where the cluster serves no InferencePool
+    or HTTPRoute (`ClusterProfile.inference`): listing a kind it does not serve would fail every pass."""
+    if not profile.inference:
+        return []
+    servers = [LLM_INFERENCE_SERVICE] if profile.kserve else [DEPLOYMENT, SERVICE]
+    return [*servers, INFERENCE_POOL, HTTP_ROUTE]

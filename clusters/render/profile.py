@@ -88,6 +88,17 @@ class ClusterProfile:
     # Trust tiers whose pods may open connections to the internet (public addresses); the others reach
     # DNS and their own namespace only.
     internet_egress: tuple[str, ...] = ("isolated", "standard", "trusted")
+    # Inference endpoints (clusters/render/inference.py): whether the cluster serves the Gateway API's
+    # HTTPRoute and the Inference Extension's InferencePool (without both, no endpoint is rendered), whether
+    # KServe serves LLMInferenceService (then it runs the model servers instead of a Deployment), the
+    # platform Gateway routes attach to (name, namespace), the vLLM image and a replica's
+    # CPU and memory.
+    inference: bool = False
+    kserve: bool = False
+    inference_gateway: tuple[str, str] = ("gpucloud-inference", "gpucloud-system")
+    inference_image: str = "docker.io/vllm/vllm-openai:v0.10.2"
+    inference_cpu: str = "4"
+    inference_memory: str = "32Gi"
 
     def pod_security_level(self, tier: str) -> str:
         """The Pod Security Standard a tier's namespaces enforce; an unknown tier gets the strictest."""

@@ -540,6 +540,8 @@ def test_the_conformance_report_lists_what_the_cluster_lacks_and_is_rechecked_ev
         "kueue_tenant_namespaces",
         "per_model_quotas",  # a pod Kueue does not manage is held by the ResourceQuota's sum only
         "kueue_visibility",  # the stand-in serves Kueue's visibility API only when a test asks it to
+        "inference_routing",  # no Gateway API or Inference Extension: no inference endpoint is deployed
+        "kserve",
     }
 
     # DRA installed later: the next pass notices, without registering the cluster again.

@@ -23,6 +23,7 @@ from clusters.api.views import (
 )
 from gitops.api.views import ApplyViewSet, GitSourceViewSet, SchemaViewSet
 from health.api.views import HealthEventViewSet
+from inference.api.views import InferenceEndpointViewSet
 from placement.api.views import CapacityViewSet, GpuClassViewSet, WhatIfViewSet
 from tenants.api.views import (
     AuditEventViewSet,
@@ -61,6 +62,7 @@ tenant_router = SimpleRouter()
 tenant_router.register("members", MemberViewSet, basename="member")
 tenant_router.register("quotas", QuotaViewSet, basename="quota")
 tenant_router.register("tokens", ServiceTokenViewSet, basename="service-token")
+tenant_router.register("inference-endpoints", InferenceEndpointViewSet, basename="inference-endpoint")
 
 urlpatterns = [
     path("", include(router.urls)),

@@ -80,6 +80,17 @@ RESOURCE_CLAIM_TEMPLATE = Kind("resource.k8s.io/v1", "ResourceClaimTemplate", "r
 # them.
 RESOURCE_CLAIM = Kind("resource.k8s.io/v1", "ResourceClaim", "resourceclaims", True)
 
+# Inference endpoints (clusters/render/inference.py). Deployments and Services are listed by their component
+# label too: gpucloud may make others of those kinds one day, and only these are the renderer's.
+INFERENCE_SELECTOR = "app.kubernetes.io/component=inference"
+DEPLOYMENT = Kind("apps/v1", "Deployment", "deployments", True, INFERENCE_SELECTOR)
+SERVICE = Kind("v1", "Service", "services", True, INFERENCE_SELECTOR)
+LLM_INFERENCE_SERVICE = Kind(
+    "serving.kserve.io/v1alpha2", "LLMInferenceService", "llminferenceservices", True
+)
+INFERENCE_POOL = Kind("inference.networking.k8s.io/v1", "InferencePool", "inferencepools", True)
+HTTP_ROUTE = Kind("gateway.networking.k8s.io/v1", "HTTPRoute", "httproutes", True)
+
 VCLUSTER_KINDS = (HELM_RELEASE, VIRTUAL_CLUSTER_INSTANCE)
 
 

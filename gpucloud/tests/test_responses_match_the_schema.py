@@ -30,6 +30,7 @@ from fleet.models import GpuClass, Node, PendingWorkload
 from gitops import services as gitops
 from health.models import HealthEvent
 from health.services import quarantines
+from inference.services import create_endpoint
 from tenants.models import Tenant, TenantCluster
 from tenants.services import members, quotas
 from tenants.tokens import create_scim_token, create_service_token, create_token
@@ -89,6 +90,11 @@ def present(admin, mini, tenant_on, make_user, settings, api):  # noqa: F811
     scim, _ = create_scim_token(actor=as_admin, name="okta")
     source = gitops.create_source(actor=as_admin, name="platform", url="https://git.example.com/platform.git")
     event = _quarantine(mini, acme)
+    endpoint = create_endpoint(  # published, so every field of the answer has a value
+        actor=as_admin, tenant=acme, name="chat", model_name="Qwen/Qwen3-8B", source_uri="hf://Qwen/Qwen3-8B",
+        gpu_class=GpuClass.objects.get(name="h100-80gb"), min_replicas=0, context_length=32768,
+        visibility="published", price_per_million_tokens="0.20", engine_args=["--dtype=bfloat16"],
+    )  # fmt: skip
     values = {
         "*": {
             "slug": "acme",
@@ -111,6 +117,7 @@ def present(admin, mini, tenant_on, make_user, settings, api):  # noqa: F811
         "schema-detail": {"kind": "tenant"},
         "health-event-detail": {"id": event.public_id},
         "gitops-source-detail": {"name": source.name},
+        "inference-endpoint-detail": {"id": endpoint.public_id},
     }
     return values, api(admin)
 

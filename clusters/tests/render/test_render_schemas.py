@@ -20,6 +20,7 @@ from clusters.render import ClusterProfile, render_shared, render_tenant
 from clusters.render.profile import OidcSettings, Scheduler
 from clusters.spec import TenantSpec
 from clusters.tests.render.conftest import MIG, quota
+from clusters.tests.render.test_render_inference import ENDPOINTS
 from tests.tools import KUBERNETES_VERSIONS
 
 # API groups built into Kubernetes ("" is the core group); *.x-k8s.io groups are SIG projects' CRDs.
@@ -27,6 +28,9 @@ CORE_GROUPS = {"", "apps", "batch", "policy", "autoscaling"}
 # apiVersions served from a later release than the oldest supported one: gpucloud renders them only on
 # clusters that serve them (discovery: `ClusterProfile.dra` needs resource.k8s.io/v1).
 SERVED_FROM = {"resource.k8s.io/v1": "1.34"}
+# SIG projects' CRDs under k8s.io (not x-k8s.io): checked against their upstream CRDs instead
+# (clusters/tests/render/test_render_inference.py).
+CRD_GROUPS = {"gateway.networking.k8s.io", "inference.networking.k8s.io"}
 HAMI = quota(
     "h200-141gb.hami-50",
     "nvidia.com/gpu",
@@ -39,6 +43,8 @@ SCHEDULERS: tuple[Scheduler, ...] = ("kueue", "kai")
 
 def builtin(manifest: dict[str, Any]) -> bool:
     group = manifest["apiVersion"].rpartition("/")[0]
+    if group in CRD_GROUPS:
+        return False
     return group in CORE_GROUPS or (group.endswith(".k8s.io") and not group.endswith("x-k8s.io"))
 
 
@@ -59,6 +65,7 @@ def tenants() -> list[TenantSpec]:
                 namespace=f"tenant-{slug}",
                 quotas=quotas,
                 dedicated_nodes=("gpu-1",) if tier == "isolated" else (),
+                endpoints=ENDPOINTS if quotas else (),  # rendered where the profile serves inference
             )
         )
     return made
@@ -79,6 +86,7 @@ def profiles() -> list[ClusterProfile]:
                 "nvidia.com/gpucores",
             ),
             oidc=OidcSettings(issuer="https://id.example", client_id="gpucloud") if dra else None,
+            inference=cilium,  # the Gateway API Inference Extension on half the profiles
         )
         for scheduler, cilium, dra in product(SCHEDULERS, (False, True), (False, True))
     ]
@@ -103,6 +111,7 @@ def test_the_built_in_kinds_gpucloud_renders_are_all_here():
     kinds = {m["kind"] for m in OBJECTS.values()}
     assert {"Namespace", "ResourceQuota", "LimitRange", "NetworkPolicy"} <= kinds
     assert {"DeviceClass", "ResourceClaimTemplate"} <= kinds  # DRA on
+    assert {"Deployment", "Service"} <= kinds  # inference endpoints' model servers
     assert not any(m["apiVersion"].startswith(("kueue.x-k8s.io", "cilium.io")) for m in OBJECTS.values())
 
 
