@@ -22,7 +22,8 @@ domain of a level, as a requirement or a preference.
   itself: gpucloud turns vCluster's owner references off on KAI clusters), and a KAI Queue has no topology
   field. gpucloud cannot edit a tenant's jobs, so a MutatingAdmissionPolicy (`gpucloud-topology-defaults`,
   where the cluster serves one) gives every synced pod that asks for no topology of its own the preference
-  for the rack level. A pod that asks for its own (say "required: block") is left as it is.
+  for the rack level. A pod that asks for its own (say "required: block") keeps it; on KAI it is given the
+  Topology's name if it does not name one.
 """
 
 from __future__ import annotations
@@ -106,8 +107,10 @@ def renders_defaults(profile: ClusterProfile) -> bool:
 
 
 def own_keys(profile: ClusterProfile) -> tuple[str, ...]:
-    """The annotations with which a pod asks for a topology itself: then the default is not applied."""
-    return KAI_OWN if profile.scheduler == "kai" else KUEUE_OWN
+    """The annotations with which a pod asks for a topology itself: then the policy leaves it alone. On KAI
+    only the Topology's name: a pod asking for a placement without naming the Topology gets it named (its
+    name, `gpucloud-<hash>`, is nothing a tenant can know), and no preference added."""
+    return (KAI_TOPOLOGY_KEY,) if profile.scheduler == "kai" else KUEUE_OWN
 
 
 def default_annotations(profile: ClusterProfile) -> dict[str, str]:
@@ -117,10 +120,23 @@ def default_annotations(profile: ClusterProfile) -> dict[str, str]:
     return {KUEUE_PREFERRED: default_level(profile)}
 
 
+def _literal(annotations: dict[str, str]) -> str:
+    return "{" + ", ".join(f"'{key}': '{value}'" for key, value in annotations.items()) + "}"
+
+
+def _has_any(keys: Sequence[str]) -> str:
+    listed = "[" + ", ".join(f"'{key}'" for key in keys) + "]"
+    return f"has(object.metadata.annotations) && {listed}.exists(k, k in object.metadata.annotations)"
+
+
 def annotations_expression(profile: ClusterProfile) -> str:
-    """The CEL map literal of `default_annotations` (plain CEL: the tests evaluate it)."""
-    pairs = ", ".join(f"'{key}': '{value}'" for key, value in default_annotations(profile).items())
-    return "{" + pairs + "}"
+    """The CEL of the annotations added (plain CEL over `object`: the tests evaluate it). On KAI, a pod that
+    asks for a placement of its own gets only the Topology's name."""
+    added = default_annotations(profile)
+    if profile.scheduler != "kai":
+        return _literal(added)
+    named = _literal({KAI_TOPOLOGY_KEY: added[KAI_TOPOLOGY_KEY]})
+    return f"({_has_any(KAI_OWN[1:])}) ? {named} : {_literal(added)}"
 
 
 def defaults_expression(profile: ClusterProfile) -> str:
@@ -130,8 +146,7 @@ def defaults_expression(profile: ClusterProfile) -> str:
 
 def asks_for_its_own(profile: ClusterProfile) -> str:
     """CEL: the pod names a topology request of its own."""
-    keys = "[" + ", ".join(f"'{key}'" for key in own_keys(profile)) + "]"
-    return f"has(object.metadata.annotations) && {keys}.exists(k, k in object.metadata.annotations)"
+    return _has_any(own_keys(profile))
 
 
 def match_conditions(profile: ClusterProfile) -> list[dict[str, str]]:

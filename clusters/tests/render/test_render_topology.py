@@ -171,7 +171,7 @@ def test_a_synced_pod_asking_for_no_topology_gets_preferred_rack(scheduler):
     expression = policy["spec"]["mutations"][0]["applyConfiguration"]["expression"]
     annotations = topology.annotations_expression(p)
     assert expression == f"Object{{metadata: Object.metadata{{annotations: {annotations}}}}}"
-    added = admission.evaluate(annotations, {})
+    added = admission.evaluate(annotations, {"object": pod()})
     if scheduler == "kueue":
         assert added == {"kueue.x-k8s.io/podset-preferred-topology": RACK}
     else:
@@ -189,7 +189,7 @@ def test_a_synced_pod_asking_for_no_topology_gets_preferred_rack(scheduler):
     [
         ("kueue", {"kueue.x-k8s.io/podset-required-topology": BLOCK}),
         ("kueue", {"kueue.x-k8s.io/podset-unconstrained-topology": "true"}),
-        ("kai", {"kai.scheduler/topology": "gpucloud-x", "kai.scheduler/topology-required-placement": BLOCK}),
+        ("kai", {"kai.scheduler/topology": "theirs", "kai.scheduler/topology-required-placement": BLOCK}),
     ],
 )
 def test_a_pod_asking_for_its_own_topology_is_left_alone_and_still_admitted(scheduler, own):
@@ -205,6 +205,18 @@ def test_a_pod_asking_for_its_own_topology_is_left_alone_and_still_admitted(sche
     assert admission.judge(asked, world_of(p, [tenant()])) == []
 
 
+@pytest.mark.parametrize(
+    "placement", ["kai.scheduler/topology-required-placement", "kai.scheduler/topology-preferred-placement"]
+)
+def test_a_kai_pod_asking_for_a_placement_only_gets_the_topology_named_and_no_preference(placement):
+    p = PROFILES["kai"]
+    policy, _ = defaults(p)
+    asked = pod({placement: BLOCK})
+    assert applies_to(policy, asked)
+    added = admission.evaluate(topology.annotations_expression(p), {"object": asked})
+    assert added == {"kai.scheduler/topology": topology.kai_topology_name(p)}
+
+
 def test_no_default_without_a_mutating_policy_version_or_a_topology():
     assert defaults(profile("block+rack")) == []
     assert defaults(profile("none", mutating_admission="v1")) == []
@@ -216,7 +228,7 @@ def test_the_pod_group_kais_grouper_builds_from_the_default_passes_the_upstream_
     """KAI's pod-grouper copies the three annotations into `spec.topologyConstraint` (defaultgrouper,
     NVIDIA/KAI-Scheduler): the values gpucloud writes must be ones the PodGroup CRD accepts."""
     p = PROFILES["kai"]
-    added = admission.evaluate(topology.annotations_expression(p), {})
+    added = admission.evaluate(topology.annotations_expression(p), {"object": pod()})
     group = {
         "apiVersion": "scheduling.run.ai/v2alpha2",
         "kind": "PodGroup",
