@@ -9,9 +9,11 @@ from dataclasses import replace
 from clusters.drivers import conformance
 from clusters.drivers.discovery import discover
 from clusters.drivers.kubernetes import KubernetesDriver
+from clusters.profiles import profile_of
 from clusters.render import ClusterProfile, topology
 from clusters.tests.conftest import make_tenant
 from clusters.tests.test_discovery import gpu_node
+from fleet.models import HostCluster
 from gpucloud.kube.api import KubeApi
 from tests.kube_emulator import _r
 
@@ -138,3 +140,19 @@ def test_conformance_reports_kais_topology_crd(kube_emulator, kube_client):
     assert not missing.found
     assert "no KAI Topology is rendered" in missing.without
     assert "v0.12" in missing.how
+
+
+def test_the_profile_takes_levels_cliques_and_kais_crd_from_the_row_and_discovery(db):
+    cluster = HostCluster.objects.create(
+        name="gpu-west",
+        driver=HostCluster.Driver.KUBERNETES,
+        scheduler="kai",
+        topology_levels=[BLOCK, RACK],
+        addons={"nvlink_domains": True, "kai_topology": True},
+    )
+    profile = profile_of(cluster)
+    assert topology.levels(profile) == [BLOCK, RACK, topology.NVLINK_CLIQUE, topology.HOSTNAME]
+    assert topology.renders_kai_topology(profile)
+    cluster.addons = {}
+    assert topology.levels(profile_of(cluster)) == [BLOCK, RACK, topology.HOSTNAME]
+    assert not topology.renders_kai_topology(profile_of(cluster))
