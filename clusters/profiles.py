@@ -21,6 +21,8 @@ def profile_of(host_cluster: HostCluster) -> ClusterProfile:
         cilium=bool(host_cluster.addons.get("cilium")),
         vcluster_mode=host_cluster.vcluster_mode,  # type: ignore[arg-type]
         topology_levels=tuple(host_cluster.topology_levels),
+        nvlink_domains=bool(host_cluster.addons.get("nvlink_domains")),
+        kai_topology=bool(host_cluster.addons.get("kai_topology")),
         platform_cluster=host_cluster.name,
         sleep_after_inactivity=settings.VCLUSTER_SLEEP_AFTER_INACTIVITY,
         oidc=oidc_settings(),

@@ -72,6 +72,8 @@ def check(
         caps.append(_per_model(discovery, scheduler, several_models))
     if scheduler == "kai":
         caps.append(_kai_pod_defaults(discovery))
+    if scheduler:
+        caps.append(_topology_aware(discovery, scheduler))
     caps += _gpu_operator(discovery, mig_configmap, plugin_configmap)
     annotated = sum(1 for n in discovery.nodes if HAMI_REGISTER in (n["metadata"].get("annotations") or {}))
     caps.append(
@@ -254,6 +256,45 @@ def _kai_pod_defaults(discovery: ClusterDiscovery) -> Capability:
         "admission policies refuse a pod that lacks them, saying what to set",
         "Kubernetes 1.36+ (GA), or 1.34+ with kube-apiserver --feature-gates=MutatingAdmissionPolicy=true "
         "--runtime-config=admissionregistration.k8s.io/v1beta1=true",
+    )
+
+
+TAS_GATE = "TopologyAwareScheduling"  # Kueue's feature gate: beta and on by default since Kueue 0.14
+NVLINK_CLIQUE = "nvidia.com/gpu.clique"
+
+
+def _topology_aware(discovery: ClusterDiscovery, scheduler: str) -> Capability:
+    """Whether the scheduler places a gang by the fleet's topology (clusters/render/topology.py): Kueue's
+    TopologyAwareScheduling (every release gpucloud supports, 0.15+, has it on unless its Configuration's
+    `featureGates` turns it off), or KAI's Topology CRD served (kai.scheduler/v1alpha1)."""
+    cliques = sum(1 for n in discovery.nodes if NVLINK_CLIQUE in (n["metadata"].get("labels") or {}))
+    nodes = f"{cliques} of {len(discovery.nodes)} GPU nodes carry {NVLINK_CLIQUE}"
+    if scheduler == "kai":
+        found, versions = _served(discovery, "kai.scheduler", "v1alpha1")
+        return Capability(
+            "topology_aware_scheduling",
+            found,
+            f"{versions} Topology · {nodes}" if found else "",
+            "no KAI Topology is rendered and tenant pods get no topology default: KAI places a gang's pods "
+            "without regard to racks or NVLink domains",
+            "upgrade KAI Scheduler to v0.12 or later, whose chart installs the Topology CRD "
+            "topologies.kai.scheduler (earlier releases read Kueue's Topology instead)",
+        )
+    served = _served(discovery, "kueue.x-k8s.io", "v1beta2")[0]
+    gates = (discovery.kueue_config or {}).get("featureGates") or {}
+    off = isinstance(gates, dict) and gates.get(TAS_GATE) is False
+    seen = f"Kueue {TAS_GATE} turned off in its Configuration's featureGates" if off else ""
+    if served and not off:
+        seen = f"Kueue {TAS_GATE} on (beta, on by default since Kueue 0.14) · {nodes}"
+    return Capability(
+        "topology_aware_scheduling",
+        served and not off,
+        seen,
+        "Kueue ignores the Topology gpucloud renders and the flavors' topologyName: gangs are admitted by "
+        "quota alone and their pods land wherever kube-scheduler puts them",
+        f"remove {TAS_GATE}: false from featureGates in Kueue's Configuration (ConfigMap "
+        f"kueue-manager-config) and any --feature-gates={TAS_GATE}=false from the controller's "
+        "arguments, then restart it",
     )
 
 

@@ -58,7 +58,10 @@ ADDONS: dict[str, tuple[str, str]] = {
     "gateway_api": ("gateway.networking.k8s.io", "v1"),
     "inference_extension": ("inference.networking.k8s.io", "v1"),
     "kserve": ("serving.kserve.io", "v1alpha2"),
+    # KAI's Topology CRD (the only kind of kai.scheduler/v1alpha1): topology-aware placement on KAI clusters.
+    "kai_topology": ("kai.scheduler", "v1alpha1"),
 }
+NVLINK_CLIQUE = "nvidia.com/gpu.clique"  # GPU feature discovery's NVLink domain label
 CLUSTER_POLICY = k.Kind("nvidia.com/v1", "ClusterPolicy", "clusterpolicies", False)
 DRA_DRIVER = "gpu.nvidia.com"  # NVIDIA's DRA driver installs a DeviceClass of its driver's name
 GPU_PRODUCT = "nvidia.com/gpu.product"
@@ -136,6 +139,9 @@ class ClusterDiscovery:
         addons = {name: self.serves(group, version) for name, (group, version) in ADDONS.items()}
         addons["hami"] = any(HAMI_REGISTER in (n["metadata"].get("annotations") or {}) for n in self.nodes)
         addons["nvidia_dra_driver"] = self.dra_driver
+        addons["nvlink_domains"] = any(
+            NVLINK_CLIQUE in (n["metadata"].get("labels") or {}) for n in self.nodes
+        )
         for version in MUTATING_POLICY_VERSIONS:
             addons[f"mutating_admission_policy_{version}"] = version in self.mutating_policies
         return addons

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from clusters.spec import TenantSpec
 from gpucloud.kube.meta import MANAGED_BY, MANAGER, SHARED, SPEC_HASH, TENANT, Manifest, spec_hash
 
-from . import admission, dra, kai, kueue
+from . import admission, dra, kai, kueue, topology
 from .inference import render_endpoints
 from .limitrange import render_limit_range
 from .namespace import render_namespace
@@ -57,7 +57,7 @@ def render_shared(tenants: Sequence[TenantSpec], profile: ClusterProfile) -> lis
     """The objects the present tenants need between them (labelled with the `SHARED` tenant)."""
     present = [tenant for tenant in tenants if tenant.desired != "absent"]
     device_classes = dra.render_device_classes(present) if profile.dra else []
-    policies = admission.render_shared(present, profile)
+    policies = admission.render_shared(present, profile) + topology.render_shared(present, profile)
     if profile.scheduler == "kai":
         return kai.render_shared(present, profile.mutating_admission) + device_classes + policies
     return kueue.render_shared(present, profile) + device_classes + policies

@@ -15,6 +15,7 @@ from gpucloud.kube.kinds import (
     HTTP_ROUTE,
     INFERENCE_POOL,
     KAI_QUEUE,
+    KAI_TOPOLOGY,
     KUEUE_TOPOLOGY,
     LIMIT_RANGE,
     LLM_INFERENCE_SERVICE,
@@ -47,14 +48,15 @@ def kinds_for(profile: ClusterProfile) -> list[Kind]:
         kinds.append(VIRTUAL_CLUSTER_INSTANCE)
     else:
         kinds += [HELM_REPOSITORY, HELM_RELEASE]
+    # A Topology's kind wherever the cluster serves it, rendered or not: so that one no longer rendered
+    # (levels unregistered, KAI's renamed on a change of levels) is pruned. The Topology before what names it.
     if profile.scheduler == "kai":
-        kinds.append(KAI_QUEUE)
-        if profile.mutating_admission:
-            kinds += mutating_admission_kinds(profile.mutating_admission)
+        kinds += [KAI_TOPOLOGY, KAI_QUEUE] if profile.kai_topology else [KAI_QUEUE]
     else:
-        kinds += [RESOURCE_FLAVOR, COHORT, WORKLOAD_PRIORITY_CLASS, CLUSTER_QUEUE, LOCAL_QUEUE]
-        if profile.topology_levels:
-            kinds.insert(kinds.index(RESOURCE_FLAVOR), KUEUE_TOPOLOGY)
+        kinds += [KUEUE_TOPOLOGY, RESOURCE_FLAVOR, COHORT, WORKLOAD_PRIORITY_CLASS]
+        kinds += [CLUSTER_QUEUE, LOCAL_QUEUE]
+    if profile.mutating_admission:  # KAI's pod defaults, either scheduler's topology default (topology.py)
+        kinds += mutating_admission_kinds(profile.mutating_admission)
     if profile.dra:
         kinds += [DEVICE_CLASS, RESOURCE_CLAIM_TEMPLATE]
     # A policy before the binding that enforces it; pruning removes the binding first.

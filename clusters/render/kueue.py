@@ -9,12 +9,13 @@ from typing import Any
 from clusters.spec import QuotaSpec, TenantSpec
 from gpucloud.kube.meta import SHARED, Manifest, obj, owned
 
+from . import topology
 from .profile import ClusterProfile
 
 API = "kueue.x-k8s.io/v1beta2"
 LOCAL_QUEUE = "default"
-TOPOLOGY = "gpucloud"
-HOSTNAME_LABEL = "kubernetes.io/hostname"
+TOPOLOGY = topology.KUEUE_TOPOLOGY
+HOSTNAME_LABEL = topology.HOSTNAME
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
 
@@ -34,7 +35,7 @@ def cluster_queue_name(tenant: TenantSpec) -> str:
 def render_resource_flavor(quota: QuotaSpec, profile: ClusterProfile) -> Manifest:
     """One flavor per GPU class, pinned to the class's nodes and tolerating the GPU taint."""
     spec: dict[str, Any] = {"nodeLabels": dict(quota.node_labels), "tolerations": [GPU_TOLERATION]}
-    if profile.topology_levels:
+    if topology.levels(profile):
         spec["topologyName"] = TOPOLOGY
     return owned(obj(API, "ResourceFlavor", flavor_name(quota.gpu_class), spec=spec), SHARED)
 
@@ -45,9 +46,9 @@ def render_cohort(tier: str) -> Manifest:
 
 
 def render_topology(profile: ClusterProfile) -> Manifest:
-    """Topology levels for topology-aware scheduling; the lowest level must be the hostname."""
-    levels = [level for level in profile.topology_levels if level != HOSTNAME_LABEL] + [HOSTNAME_LABEL]
-    spec = {"levels": [{"nodeLabel": level} for level in levels]}
+    """Topology levels for topology-aware scheduling (topology.py): the registered levels, the NVLink domain
+    where nodes carry it, and the hostname, which Kueue requires lowest."""
+    spec = {"levels": [{"nodeLabel": level} for level in topology.levels(profile)]}
     return owned(obj(API, "Topology", TOPOLOGY, spec=spec), SHARED)
 
 
@@ -125,6 +126,6 @@ def render_shared(tenants: Sequence[TenantSpec], profile: ClusterProfile) -> lis
     shared = [flavors[name] for name in sorted(flavors)] + [render_cohort(tier) for tier in tiers]
     if tenants:
         shared += render_priority_classes(profile)
-        if profile.topology_levels:
+        if topology.levels(profile):
             shared.append(render_topology(profile))
     return shared

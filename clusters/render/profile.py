@@ -58,6 +58,11 @@ class ClusterProfile:
     cilium: bool = False
     vcluster_mode: VClusterMode = "helmrelease"
     topology_levels: tuple[str, ...] = ()  # node-label keys, outermost first (block, rack, …)
+    # Topology-aware admission (clusters/render/topology.py): whether some GPU node carries NVIDIA's NVLink
+    # domain label (nvidia.com/gpu.clique), and whether the cluster serves KAI's Topology
+    # (kai.scheduler/v1alpha1).
+    nvlink_domains: bool = False
+    kai_topology: bool = False
     vcluster_chart_version: str = "0.37.0"
     vcluster_chart_repo: str = "https://charts.loft.sh"
     gpu_node_selector: tuple[tuple[str, str], ...] = (("nvidia.com/gpu.present", "true"),)

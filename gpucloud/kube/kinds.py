@@ -52,6 +52,7 @@ KUEUE_TOPOLOGY = Kind("kueue.x-k8s.io/v1beta2", "Topology", "topologies", False)
 CLUSTER_QUEUE = Kind("kueue.x-k8s.io/v1beta2", "ClusterQueue", "clusterqueues", False)
 LOCAL_QUEUE = Kind("kueue.x-k8s.io/v1beta2", "LocalQueue", "localqueues", True)
 KAI_QUEUE = Kind("scheduling.run.ai/v2", "Queue", "queues", False)
+KAI_TOPOLOGY = Kind("kai.scheduler/v1alpha1", "Topology", "topologies", False)
 # Admission (clusters/render/admission.py): a tenant's params, and the policies and bindings of each tier.
 ADMISSION_PARAMS = Kind("v1", "ConfigMap", "configmaps", True, "app.kubernetes.io/component=admission")
 VALIDATING_ADMISSION_POLICY = Kind(
