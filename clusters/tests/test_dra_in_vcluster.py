@@ -58,6 +58,12 @@ def test_the_tenants_claim_templates_live_in_its_vcluster_and_its_claims_sync_to
             ("default", "h200-141gb"),
             ("default", MIG_1G),
         }
+        # The claims policy and its binding, and the tenant's allowed classes in its admission params.
+        policies = "admissionregistration.k8s.io/v1"
+        assert em.get_object(policies, "ValidatingAdmissionPolicy", "gpucloud-claims") is not None
+        assert em.get_object(policies, "ValidatingAdmissionPolicyBinding", "gpucloud-claims") is not None
+        params = em.get_object("v1", "ConfigMap", "gpucloud-admission", NS)["data"]
+        assert params["deviceClasses"] == "gpucloud-h200-141gb,gpucloud-h200-141gb.mig-1g.18gb"
         # Every class's devices are in the quota: the held ones at guaranteed + burst, the driver's own 0.
         quota = hard(em, "vision")
         assert quota["gpucloud-h200-141gb.deviceclass.resource.k8s.io/devices"] == "2"
