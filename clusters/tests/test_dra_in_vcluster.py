@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import yaml
 
 from clusters.reconcile import tenants as reconcile
@@ -13,7 +14,9 @@ from clusters.render.dra import GPU_CLASS
 from clusters.tests.conftest import kubeconfig_for
 from clusters.tests.test_partitions import DRA, MIG_1G, hard, tenant
 from fleet.models import HostCluster
+from gpucloud.kube.api import ApiStatusError, KubeApi, RetryPolicy, api_client_for_url
 from gpucloud.kube.meta import MANAGED_BY, MANAGER, TENANT
+from tests.judges.admission import admit_stored_claim
 from tests.kube_emulator import gpu_node, start_emulator
 
 NS = "tenant-vision"
@@ -68,3 +71,33 @@ def test_the_tenants_claim_templates_live_in_its_vcluster_and_its_claims_sync_to
         quota = hard(em, "vision")
         assert quota["gpucloud-h200-141gb.deviceclass.resource.k8s.io/devices"] == "2"
         assert quota["gpu.nvidia.com.deviceclass.resource.k8s.io/devices"] == "0"
+
+
+def test_a_claim_template_synced_for_a_class_the_tenant_does_not_hold_is_refused_on_the_host(
+    api, admin, gpu_catalog
+):
+    """As vCluster's syncer creates them in the host namespace: its own class passes, another model's is
+    refused with the class and what is allowed."""
+    with start_emulator(crds=("kueue", "flux", "gpu-operator", "dra")) as em:
+        em.put_object(gpu_node("h200-1"))
+        em.put_object({"apiVersion": DRA, "kind": "DeviceClass", "metadata": {"name": "gpu.nvidia.com"}})
+        body = {"name": "gpu-east", "kubeconfig": kubeconfig_for(em.url), "scheduler": "kueue"}
+        assert api(admin).post("/api/v1/host-clusters/", body, format="json").status_code == 201
+        tenant(api, admin, "vision", {"h200-141gb": 2})
+        reconcile.reconcile_host_cluster(HostCluster.objects.get(name="gpu-east"))
+        em.emulator.claim_admission = admit_stored_claim
+        host = KubeApi(api_client_for_url(em.url), RetryPolicy(attempts=1, timeout_seconds=5.0))
+        path = f"/apis/{DRA}/namespaces/{NS}/resourceclaimtemplates"
+
+        def create(name: str, device_class: str) -> None:
+            manifest = template(name, {GPU_CLASS: "h200-141gb"})
+            manifest["spec"]["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] = device_class
+            host.request("POST", path, body=manifest, content_type="application/json")
+
+        create("train-x-default-x-vision", "gpucloud-h200-141gb")
+        with pytest.raises(ApiStatusError) as refused:
+            create("other-x-default-x-vision", "gpucloud-l40s-48gb")
+        assert refused.value.status == 403
+        assert "asks for DeviceClass gpucloud-l40s-48gb" in str(refused.value)
+        assert "it may claim: gpucloud-h200-141gb" in str(refused.value)
+        assert em.get_object(DRA, "ResourceClaimTemplate", "other-x-default-x-vision", NS) is None

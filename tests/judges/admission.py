@@ -104,11 +104,19 @@ def judge(pod: Manifest, world: World) -> list[str]:
     return review(pod, world, Request())
 
 
+def _stored_world(stored: list[Manifest]) -> World:
+    kinds = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "ConfigMap", "Namespace")
+    return World(ClusterProfile(), (), tuple(o for o in stored if o.get("kind") in kinds))
+
+
 def admit_stored(pod: Manifest, stored: list[Manifest]) -> list[str]:
     """Admission over the objects an API server stand-in stores (`KubeEmulator.pod_admission`)."""
-    kinds = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "ConfigMap", "Namespace")
-    world = World(ClusterProfile(), (), tuple(o for o in stored if o.get("kind") in kinds))
-    return judge(pod, world)
+    return judge(pod, _stored_world(stored))
+
+
+def admit_stored_claim(manifest: Manifest, stored: list[Manifest]) -> list[str]:
+    """The same for a DRA ResourceClaim or ResourceClaimTemplate (`KubeEmulator.claim_admission`)."""
+    return review(manifest, _stored_world(stored), Request.for_claim(manifest))
 
 
 def review(pod: Manifest, world: World, request: Request, old: Manifest | None = None) -> list[str]:
