@@ -3,12 +3,15 @@ tenant gets, and that a cluster without DRA gets none of it."""
 
 from __future__ import annotations
 
+import re
+
 import yaml
 
 from clusters.render import ClusterProfile, render_shared, render_tenant
-from clusters.render.dra import GPU_CLASS
+from clusters.render.dra import GPU_CLASS, class_label
 from clusters.render.vcluster import render_values
 from clusters.tests.render.conftest import quota
+from fleet import catalog
 
 DRA = ClusterProfile(dra=True)
 L40S = quota("l40s-48gb", guaranteed=1, burst=0)
@@ -88,3 +91,17 @@ def test_a_cluster_without_dra_gets_the_same_values_as_before(make_tenant):
     assert set(values["sync"]["toHost"]) == {"pods"}
     assert set(values["sync"]["fromHost"]) == {"nodes", "runtimeClasses"}
     assert "experimental" not in values
+
+
+def test_every_catalog_class_makes_a_valid_label_value():
+    """The selector's values are label values: at most 63 characters, alphanumeric at both ends."""
+    valid = re.compile(r"^[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?$")
+    assert all(valid.match(class_label(c.name)) for c in catalog.all_classes())
+
+
+def test_a_new_class_changes_what_the_vcluster_applies_inside(make_tenant):
+    before = render_values(make_tenant(quotas=(quota(),)), DRA)
+    after = render_values(make_tenant(quotas=(quota(), L40S)), DRA)
+    manifests = after["experimental"]["deploy"]["vcluster"]["manifests"]
+    assert manifests != before["experimental"]["deploy"]["vcluster"]["manifests"]
+    assert "name: l40s-48gb" in manifests
