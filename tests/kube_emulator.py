@@ -433,6 +433,8 @@ class KubeEmulator(kmock.KubernetesEmulator):
         # the pod and every stored object, answers the refusals (the first becomes a 403, as the API server's
         # ValidatingAdmissionPolicy plugin answers). See tests/judges/admission.py `admit_stored`.
         self.pod_admission: Callable[[Obj, list[Obj]], list[str]] | None = None
+        # The same for DRA ResourceClaims and ResourceClaimTemplates (`admit_stored_claim`).
+        self.claim_admission: Callable[[Obj, list[Obj]], list[str]] | None = None
         # A watch asking `allowWatchBookmarks=true` gets a BOOKMARK (the current resourceVersion) as its
         # timeout ends, as the API server's watch cache sends one before it closes the watch. Off unless a
         # test turns it on (most consumers never look at bookmarks).
@@ -916,6 +918,12 @@ class KubeEmulator(kmock.KubernetesEmulator):
             refusals = self.pod_admission(pod, stored)
             if refusals:
                 raise ApiError(403, "Forbidden", f'pods "{name}" is forbidden: {refusals[0]}')
+        if res.kind in ("ResourceClaim", "ResourceClaimTemplate") and self.claim_admission is not None:
+            claim = copy.deepcopy(body) | {"kind": res.kind}
+            claim.setdefault("metadata", {})["namespace"] = namespace
+            stored = [o for objects in self.store.values() for o in objects.values()]
+            if refusals := self.claim_admission(claim, stored):
+                raise ApiError(403, "Forbidden", f'{res.plural} "{name}" is forbidden: {refusals[0]}')
         if dry_run:  # admitted and validated, not stored (a server-side dry run)
             return copy.deepcopy(body)
         obj = copy.deepcopy(body)

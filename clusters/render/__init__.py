@@ -48,8 +48,7 @@ def render_tenant(tenant: TenantSpec, profile: ClusterProfile) -> list[Manifest]
         objects.append(kai.render_leaf_queue(tenant))
     else:
         objects += kueue.render_tenant_queues(tenant)
-    if profile.dra:
-        objects += dra.render_claim_templates(tenant)
+    # DRA claim templates are applied inside the vCluster (its values, render/vcluster.py), not here.
     return objects + render_endpoints(tenant, profile)
 
 

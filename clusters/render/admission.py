@@ -29,7 +29,7 @@ from clusters.spec import QuotaSpec, TenantSpec
 from fleet import catalog
 from gpucloud.kube.meta import MANAGED_BY, MANAGER, SHARED, TENANT, TRUST_TIER, Manifest, obj, owned
 
-from . import kai, kueue
+from . import dra, kai, kueue
 from .profile import ClusterProfile
 
 API = "admissionregistration.k8s.io/v1"
@@ -105,6 +105,16 @@ def allowed_resources(tenant: TenantSpec) -> list[str]:
     return sorted(names)
 
 
+def allowed_device_classes(tenant: TenantSpec) -> list[str]:
+    """The DeviceClasses the tenant's claims may name: gpucloud's, of the classes it holds and its tier
+    allows."""
+    return sorted(
+        dra.device_class_name(q.gpu_class)
+        for q in tenant.quotas
+        if dra.served(q) and class_kind(q) in TIER_KINDS[tenant.trust_tier]
+    )
+
+
 def render_params(tenant: TenantSpec, profile: ClusterProfile) -> Manifest:
     """The tenant's admission parameters, read by its tier's policy through the binding's `paramRef`."""
     kai_cluster = profile.scheduler == "kai"
@@ -117,6 +127,8 @@ def render_params(tenant: TenantSpec, profile: ClusterProfile) -> Manifest:
         "gpuResources": ",".join(sorted(profile.gpu_resources)),
         "allowedResources": ",".join(allowed_resources(tenant)),
     }
+    if profile.dra:
+        data["deviceClasses"] = ",".join(allowed_device_classes(tenant))
     params = obj("v1", "ConfigMap", PARAMS, tenant.namespace, data=data)
     params["metadata"]["labels"] = {COMPONENT: COMPONENT_VALUE}
     return owned(params, tenant.slug)
@@ -441,4 +453,79 @@ def render_binding(tier: str) -> Manifest:
 def render_shared(tenants: Sequence[TenantSpec], profile: ClusterProfile) -> list[Manifest]:
     """A policy and a binding for each tier some present tenant has; policies first."""
     tiers = [tier for tier in TIERS if any(t.trust_tier == tier for t in tenants)]
-    return [render_policy(tier, profile) for tier in tiers] + [render_binding(tier) for tier in tiers]
+    claims = [render_claims_policy(), render_claims_binding()] if profile.dra and tenants else []
+    return (
+        [render_policy(tier, profile) for tier in tiers] + [render_binding(tier) for tier in tiers] + claims
+    )
+
+
+# --- DRA claims ------------------------------------------------------------------------------------------
+
+CLAIMS_POLICY = "gpucloud-claims"
+# A claim's requests, or a claim template's (its claims' spec under `spec.spec`); each request names its class
+# directly (`exactly`) or per alternative (`firstAvailable`).
+_CLAIM_REQUESTS = (
+    "object.kind == 'ResourceClaimTemplate' ? "
+    f"{_or_empty('object.spec.spec.devices.requests')} : {_or_empty('object.spec.devices.requests')}"
+)
+_CLASS_OK = _in_csv("{}", "params.data.deviceClasses")
+_REQUEST_OK = (
+    f"((!has(r.exactly) || {_CLASS_OK.format('r.exactly.deviceClassName')}) && "
+    f"(!has(r.firstAvailable) || r.firstAvailable.all(s, {_CLASS_OK.format('s.deviceClassName')})))"
+)
+# The first class a refused request names that is not allowed (CEL has no `let`: map over a one-item list).
+_OFFENDING_CLASS = (
+    f"[variables.requests.filter(r, !{_REQUEST_OK})[0]].map(r, has(r.exactly) ? r.exactly.deviceClassName : "
+    f"r.firstAvailable.filter(s, !{_CLASS_OK.format('s.deviceClassName')})[0].deviceClassName)[0]"
+)
+
+
+def render_claims_policy() -> Manifest:
+    """On a DRA cluster: a claim or claim template in a tenant namespace names only the DeviceClasses of the
+    classes the tenant holds (the params' `deviceClasses`). The ResourceQuota refuses the others too (0
+    devices), but this refusal names the class and what is allowed, and comes when the template is synced,
+    before a pod waits on a claim that can never be made. The host's own controllers are not judged: the
+    resource claim controller makes claims from templates this policy has already admitted."""
+    allowed = "(params.data.deviceClasses == '' ? '<none>' : params.data.deviceClasses)"
+    spec: dict[str, Any] = {
+        "failurePolicy": "Fail",
+        "paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
+        "matchConstraints": {
+            "resourceRules": [
+                {
+                    "apiGroups": ["resource.k8s.io"],
+                    "apiVersions": ["*"],
+                    "operations": ["CREATE", "UPDATE"],
+                    "resources": ["resourceclaims", "resourceclaimtemplates"],
+                }
+            ]
+        },
+        "matchConditions": [
+            {
+                "name": "not-a-host-controller",
+                "expression": "!request.userInfo.username.startsWith('system:serviceaccount:kube-system:')",
+            }
+        ],
+        "variables": [{"name": "requests", "expression": _CLAIM_REQUESTS}],
+        "validations": [
+            Rule(
+                "device-class",
+                f"variables.requests.all(r, {_REQUEST_OK})",
+                f"object.kind + ' ' + object.metadata.name + ' asks for DeviceClass ' + {_OFFENDING_CLASS} + "
+                "', which tenant ' + params.data.tenant + ' holds no quota for or its tier (' + "
+                f"params.data.tier + ') does not allow; it may claim: ' + {allowed}",
+            ).validation()
+        ],
+    }
+    return owned(obj(API, "ValidatingAdmissionPolicy", CLAIMS_POLICY, spec=spec), SHARED)
+
+
+def render_claims_binding() -> Manifest:
+    """Binds the claims policy to every namespace gpucloud manages, each with its own params."""
+    spec = {
+        "policyName": CLAIMS_POLICY,
+        "paramRef": {"name": PARAMS, "parameterNotFoundAction": "Deny"},
+        "validationActions": ["Deny"],
+        "matchResources": {"namespaceSelector": {"matchLabels": {MANAGED_BY: MANAGER}}},
+    }
+    return owned(obj(API, "ValidatingAdmissionPolicyBinding", CLAIMS_POLICY, spec=spec), SHARED)

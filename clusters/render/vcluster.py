@@ -9,6 +9,7 @@ import yaml
 from clusters.spec import TenantSpec
 from gpucloud.kube.meta import DEDICATED_TO, Manifest, obj, owned
 
+from . import dra
 from .profile import ClusterProfile
 
 REPOSITORY = "loft"
@@ -48,6 +49,8 @@ def render_values(tenant: TenantSpec, profile: ClusterProfile) -> dict[str, Any]
     if profile.scheduler == "kai":
         # KAI's pod-grouper walks owner references, which vCluster would point at its own Service.
         values["experimental"] = {"syncSettings": {"setOwner": False}}
+    if profile.dra:
+        render_dra(values, tenant)
     if profile.oidc is not None:
         # The API server trusts gpucloud's provider: people reach it with their own tokens (kubelogin).
         values["controlPlane"]["distro"] = {
@@ -56,6 +59,30 @@ def render_values(tenant: TenantSpec, profile: ClusterProfile) -> dict[str, Any]
     render_pod_security(values, tenant, profile)
     values.update(render_sleep(tenant, profile))
     return values
+
+
+def render_dra(values: dict[str, Any], tenant: TenantSpec) -> None:
+    """DRA from inside the tenant (docs/kubernetes.md, "DRA inside the tenant's vCluster"), on host
+    clusters that serve it. Keys per the chart's values.schema.json (clusters/tests/render/vcluster/); in
+    vCluster's own code these syncs are Pro features (`config.Config.IsProFeatureEnabled`), as sleep is.
+
+    - claims and claim templates made inside sync to the tenant's host namespace, where the scheduler
+      allocates devices to the claims and the ResourceQuota counts them per DeviceClass;
+    - DeviceClasses sync from the host, only those labelled with a class the tenant holds (the selector
+      is a label selector: `gpucloud.io/gpu-class` In its classes); none when it holds none;
+    - vCluster applies one claim template per class inside (namespace `default`): claim templates do not
+      sync from the host, and gpucloud keeps no per-tenant object pass inside the vCluster but RBAC's.
+    """
+    to_host = values["sync"]["toHost"]
+    to_host["resourceClaims"] = {"enabled": True}
+    to_host["resourceClaimTemplates"] = {"enabled": True}
+    classes = [dra.class_label(name) for name in dra.classes_of(tenant)]
+    if not classes:
+        return
+    selector = {"matchExpressions": [{"key": dra.GPU_CLASS, "operator": "In", "values": classes}]}
+    values["sync"]["fromHost"]["deviceClasses"] = {"enabled": True, "selector": selector}
+    deploy = {"vcluster": {"manifests": dra.template_manifests(tenant)}}
+    values.setdefault("experimental", {})["deploy"] = deploy
 
 
 def render_pod_security(values: dict[str, Any], tenant: TenantSpec, profile: ClusterProfile) -> None:

@@ -418,7 +418,16 @@ def test_a_dra_cluster_gets_device_classes_claim_templates_and_device_quotas(api
         assert ".type == 'mig'" in expression
         whole = em.get_object(DRA, "DeviceClass", "gpucloud-h200-141gb")
         assert ".type == 'gpu'" in whole["spec"]["selectors"][0]["cel"]["expression"]
-        template = em.get_object(DRA, "ResourceClaimTemplate", "h200-141gb.mig-1g.18gb", "tenant-vision")
+        # The claim templates live inside the vCluster (applied by it, from its values), not on the host.
+        assert em.get_object(DRA, "ResourceClaimTemplate", "h200-141gb.mig-1g.18gb", "tenant-vision") is None
+        release = em.get_object("helm.toolkit.fluxcd.io/v2", "HelmRelease", "vision", "tenant-vision")
+        values = release["spec"]["values"]
+        assert values["sync"]["toHost"]["resourceClaims"] == {"enabled": True}
+        assert values["sync"]["fromHost"]["deviceClasses"]["enabled"] is True
+        inside = yaml.safe_load_all(values["experimental"]["deploy"]["vcluster"]["manifests"])
+        template = next(t for t in inside if t["metadata"]["name"] == "h200-141gb.mig-1g.18gb")
+        assert template["metadata"]["namespace"] == "default"
+        assert mig["metadata"]["labels"]["gpucloud.io/gpu-class"] == "h200-141gb.mig-1g.18gb"
         (request,) = template["spec"]["spec"]["devices"]["requests"]
         assert request["exactly"] == {
             "deviceClassName": "gpucloud-h200-141gb.mig-1g.18gb",

@@ -6,11 +6,12 @@ per-model limits hold as each scheduler allows (clusters/render/resourcequota.py
 
 from __future__ import annotations
 
+from copy import deepcopy
 from typing import Any
 
 import pytest
 
-from clusters.render import ClusterProfile, render_shared, render_tenant
+from clusters.render import ClusterProfile, dra, render_shared, render_tenant
 from clusters.spec import TenantSpec
 from clusters.tests.conftest import make_tenant, quota
 from tests.judges.quota import judge
@@ -30,7 +31,24 @@ OFFERED = (
 def world(*tenants: TenantSpec, running: tuple[dict[str, Any], ...] = (), **profile: Any) -> World:
     cluster = ClusterProfile(**{"gpu_resources": OFFERED, **profile})
     rendered = render_shared(tenants, cluster) + [o for t in tenants for o in render_tenant(t, cluster)]
+    if cluster.dra:
+        rendered += [o for t in tenants for o in synced_templates(t)]
     return World(cluster, tenants, tuple(rendered), running=running)
+
+
+def synced(name: str, tenant: TenantSpec, namespace: str = dra.IN_VCLUSTER_NAMESPACE) -> str:
+    """vCluster's host name for an object of the tenant's vCluster (`<name>-x-<namespace>-x-<vcluster>`)."""
+    return f"{name}-x-{namespace}-x-{tenant.slug}"
+
+
+def synced_templates(tenant: TenantSpec) -> list[dict[str, Any]]:
+    """The host copies vCluster makes of the claim templates gpucloud applies inside the tenant's vCluster."""
+    copies = []
+    for template in dra.render_claim_templates(tenant):
+        copy = deepcopy(template)
+        copy["metadata"] |= {"name": synced(copy["metadata"]["name"], tenant), "namespace": tenant.namespace}
+        copies.append(copy)
+    return copies
 
 
 def pod(limits=None, name: str = "p", namespace: str = "tenant-acme", phase: str = "", claims=()):
@@ -117,9 +135,46 @@ def test_on_kai_without_dra_only_the_sum_holds():
 
 
 def test_on_kai_with_dra_each_model_is_held_by_its_device_class():
-    found = world(two_models(), scheduler="kai", dra=True)
+    tenant = two_models()
+    found = world(tenant, scheduler="kai", dra=True)
+    h200, l40s = synced("h200-141gb", tenant), synced("l40s-48gb", tenant)
     assert "limited: requests.nvidia.com/gpu=0" in judge(pod(gpus(1)), found)[0]
-    assert judge(pod(claims=["h200-141gb"] * 6 + ["l40s-48gb"]), found) == []
-    (message,) = judge(pod(claims=["l40s-48gb"] * 2), found)
+    assert judge(pod(claims=[h200] * 6 + [l40s]), found) == []
+    (message,) = judge(pod(claims=[l40s] * 2), found)
     assert "requested: gpucloud-l40s-48gb.deviceclass.resource.k8s.io/devices=2" in message
     assert "limited: gpucloud-l40s-48gb.deviceclass.resource.k8s.io/devices=1" in message
+
+
+def tenant_template(tenant: TenantSpec, name: str, device_class: str, count: int = 1) -> dict[str, Any]:
+    """A claim template the tenant wrote inside its vCluster, as vCluster syncs it to the host."""
+    template = dra.claim_template("h200-141gb", synced(name, tenant), tenant.namespace)
+    template["spec"]["spec"]["devices"]["requests"][0]["exactly"] |= {
+        "deviceClassName": device_class,
+        "count": count,
+    }
+    return template
+
+
+def test_a_claim_from_inside_the_vcluster_for_a_class_the_tenant_holds_none_of_is_refused():
+    """Every DeviceClass the cluster serves is in the quota (discovery lists them), 0 where not held: the
+    driver's own classes and another tenant's model as much as gpucloud's."""
+    h200_only = make_tenant(quotas=(quota(),))
+    other = make_tenant("bolt", namespace="tenant-bolt", quotas=(quota("l40s-48gb", node_labels=L40S),))
+    classes = ("gpu.nvidia.com", "mig.nvidia.com", "gpucloud-h200-141gb", "gpucloud-l40s-48gb")
+    offered = OFFERED + tuple(f"{name}{dra.DEVICE_COUNT}" for name in classes)
+    base = world(h200_only, other, scheduler="kueue", dra=True, gpu_resources=offered)
+    own = [
+        tenant_template(h200_only, "l40s", "gpucloud-l40s-48gb"),
+        tenant_template(h200_only, "any-gpu", "gpu.nvidia.com"),
+        tenant_template(h200_only, "eight", "gpucloud-h200-141gb", count=8),
+    ]
+    found = World(base.profile, base.tenants, base.rendered + tuple(own))
+    # Its own class, inside its quota (4 + 2): admitted.
+    assert judge(pod(claims=[synced("h200-141gb", h200_only)] * 6), found) == []
+    for name, device_class in (("l40s", "gpucloud-l40s-48gb"), ("any-gpu", "gpu.nvidia.com")):
+        (message,) = judge(pod(claims=[synced(name, h200_only)]), found)
+        assert f"requested: {device_class}.deviceclass.resource.k8s.io/devices=1" in message
+        assert f"limited: {device_class}.deviceclass.resource.k8s.io/devices=0" in message
+    # Its own class beyond its quota, in one claim of its own: refused too.
+    (message,) = judge(pod(claims=[synced("eight", h200_only)]), found)
+    assert "limited: gpucloud-h200-141gb.deviceclass.resource.k8s.io/devices=6" in message

@@ -70,6 +70,17 @@ class Request:
     operation: str = "CREATE"
     sub_resource: str = ""
     username: str = ""  # default: the tenant's vCluster syncer's ServiceAccount
+    # The object's kind: a pod unless told (DRA claims: resource.k8s.io, v1, resourceclaims, ResourceClaim).
+    group: str = ""
+    version: str = "v1"
+    resource: str = "pods"
+    kind: str = "Pod"
+
+    @classmethod
+    def for_claim(cls, manifest: Manifest, **kwargs: Any) -> Request:
+        """A request creating a DRA ResourceClaim or ResourceClaimTemplate (`manifest`'s kind)."""
+        kind = manifest["kind"]
+        return cls(group="resource.k8s.io", resource=f"{kind.lower()}s", kind=kind, **kwargs)
 
     def as_cel(self, pod: Manifest) -> dict[str, Any]:
         namespace = pod["metadata"]["namespace"]
@@ -77,8 +88,8 @@ class Request:
             self.username or f"system:serviceaccount:{namespace}:vc-{namespace.removeprefix('tenant-')}"
         )
         return {
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "kind": {"group": self.group, "version": self.version, "kind": self.kind},
+            "resource": {"group": self.group, "version": self.version, "resource": self.resource},
             "subResource": self.sub_resource,
             "name": pod["metadata"].get("name", ""),
             "namespace": namespace,
@@ -93,11 +104,19 @@ def judge(pod: Manifest, world: World) -> list[str]:
     return review(pod, world, Request())
 
 
+def _stored_world(stored: list[Manifest]) -> World:
+    kinds = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "ConfigMap", "Namespace")
+    return World(ClusterProfile(), (), tuple(o for o in stored if o.get("kind") in kinds))
+
+
 def admit_stored(pod: Manifest, stored: list[Manifest]) -> list[str]:
     """Admission over the objects an API server stand-in stores (`KubeEmulator.pod_admission`)."""
-    kinds = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "ConfigMap", "Namespace")
-    world = World(ClusterProfile(), (), tuple(o for o in stored if o.get("kind") in kinds))
-    return judge(pod, world)
+    return judge(pod, _stored_world(stored))
+
+
+def admit_stored_claim(manifest: Manifest, stored: list[Manifest]) -> list[str]:
+    """The same for a DRA ResourceClaim or ResourceClaimTemplate (`KubeEmulator.claim_admission`)."""
+    return review(manifest, _stored_world(stored), Request.for_claim(manifest))
 
 
 def review(pod: Manifest, world: World, request: Request, old: Manifest | None = None) -> list[str]:
@@ -217,7 +236,7 @@ def _matches(resources: dict[str, Any], request: Request, pod: Manifest, namespa
 
 
 def _rule_matches(rule: dict[str, Any], request: Request) -> bool:
-    resource = "pods" + (f"/{request.sub_resource}" if request.sub_resource else "")
+    resource = request.resource + (f"/{request.sub_resource}" if request.sub_resource else "")
 
     def has(field: str, value: str) -> bool:
         values = rule.get(field) or []
@@ -225,9 +244,12 @@ def _rule_matches(rule: dict[str, Any], request: Request) -> bool:
 
     return (
         has("operations", request.operation)
-        and has("apiGroups", "")
-        and has("apiVersions", "v1")
-        and (has("resources", resource) or (bool(request.sub_resource) and has("resources", "pods/*")))
+        and has("apiGroups", request.group)
+        and has("apiVersions", request.version)
+        and (
+            has("resources", resource)
+            or (bool(request.sub_resource) and has("resources", f"{request.resource}/*"))
+        )
     )
 
 

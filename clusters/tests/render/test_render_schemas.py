@@ -16,7 +16,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from clusters.render import ClusterProfile, render_shared, render_tenant
+from clusters.render import ClusterProfile, dra, render_shared, render_tenant
 from clusters.render.profile import OidcSettings, Scheduler
 from clusters.spec import TenantSpec
 from clusters.tests.render.conftest import MIG, quota
@@ -99,6 +99,8 @@ def rendered_builtins() -> dict[str, dict[str, Any]]:
         everything = render_shared(tenants(), profile)
         for tenant in tenants():
             everything += render_tenant(tenant, profile)
+            if profile.dra:  # applied inside the tenant's vCluster, from its values
+                everything += dra.render_claim_templates(tenant)
         for manifest in filter(builtin, everything):
             objects[json.dumps(manifest, sort_keys=True)] = manifest
     return objects
