@@ -224,6 +224,16 @@ class Extender:
         with self.lock:
             self.min_members = dict(groups)
 
+    def reserved_gpus(self) -> int:
+        """Whole GPUs held by reservations for gang pods not yet there (the benchmarks' idle figure)."""
+        with self.lock:
+            return sum(
+                res.template.num_gpu
+                for res in self.reservations.values()
+                for h in res.holders
+                if h in self._placeholders
+            )
+
     def expire(self) -> None:
         """Drop lapsed assumptions and reservations now (the verbs and the feed do it as they go)."""
         with self.lock:
