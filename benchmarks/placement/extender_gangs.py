@@ -251,6 +251,7 @@ def replay(
         {
             "mode": mode,
             "idle_gpu_seconds": round(idle),
+            "reservations_timed_out": ext.gangs_timed_out,
             "failed_pods": failed,
             "allocation_pct_at_end": round(100 * ext.fleet.allocated_gpu_milli() / capacity_milli, 2),
             "wall_seconds": round(time.perf_counter() - start, 1),
@@ -276,7 +277,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     summary: dict[str, Any] = {"rows": rows, "modes": {}}
     for mode in args.modes:
         mine = [r for r in rows if r["mode"] == mode]
-        keys = ("share_in_one_rack", "share_in_one_block", "idle_gpu_seconds", "not_completed", "gangs")
+        keys = (
+            "share_in_one_rack",
+            "share_in_one_block",
+            "idle_gpu_seconds",
+            "not_completed",
+            "reservations_timed_out",
+            "gangs",
+        )
         summary["modes"][mode] = {k: round(statistics.fmean(r[k] for r in mine), 4) for k in keys}
         if not args.json:
             print(f"mean over {len(mine)} seeds: {mode}: {summary['modes'][mode]}")
@@ -288,6 +296,7 @@ def _line(row: dict[str, Any]) -> str:
         f"seed {row['seed']} {row['mode']:>10}: {row['gangs']} gangs, "
         f"in one rack {row['share_in_one_rack']:.1%}, "
         f"in one block {row['share_in_one_block']:.1%}, not completed {row['not_completed']}, "
-        f"idle {row['idle_gpu_seconds']} GPU-s, failed pods {row['failed_pods']}, "
+        f"idle {row['idle_gpu_seconds']} GPU-s, timed out {row['reservations_timed_out']}, "
+        f"failed pods {row['failed_pods']}, "
         f"allocation {row['allocation_pct_at_end']} %, {row['wall_seconds']} s"
     )

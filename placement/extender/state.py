@@ -125,6 +125,7 @@ class Extender:
         self._member_of: dict[str, str] = {}  # pod -> gang key, for every gang pod asked about
         self._bound: dict[str, set[str]] = {}  # gang key -> its pods the cluster reports bound
         self._placeholders: dict[str, str] = {}  # placeholder name -> gang key
+        self.gangs_timed_out = 0  # reservations dropped by the timeout, since the start
 
     # --- the verbs ----------------------------------------------------------------------------
 
@@ -455,6 +456,7 @@ class Extender:
             lapsed.append(key)
         for key in lapsed:
             self._drop(key)
+            self.gangs_timed_out += 1
 
     def _filter_gang(
         self, slot: int | str, names: Sequence[str], gang: Gang

@@ -1,4 +1,4 @@
-"""Gangs in the scheduler extender: who is a gang (per integration), reservation, timeout, deletion, threads."""
+"""Gangs in the scheduler extender: who is a gang, reservation, timeout, deletion, concurrent calls."""
 
 import threading
 
@@ -89,7 +89,8 @@ def test_jobset_replicated_job_is_one_gang_of_its_replicas():
     }
     assert gang_of(pod("a", labels=labels)) == Gang("team/jobset/train/workers", 4, "rack", False, "jobset")
     sized = gang_of(pod("a", labels=labels, annotations={"gpucloud.io/gang-size": "8"}))
-    assert sized is not None and sized.size == 8  # replicas x pods per Job, as gpucloud renders it
+    assert sized is not None
+    assert sized.size == 8
 
 
 def test_leaderworkerset_group():
@@ -127,8 +128,10 @@ def test_tas_annotations_map_to_engine_levels(key, level):
     assert level_of(key) == level
     required = gang_of(kueue("a", "g", 2, **{"kueue.x-k8s.io/podset-required-topology": key}))
     preferred = gang_of(kueue("a", "g", 2, **{"kueue.x-k8s.io/podset-preferred-topology": key}))
-    assert required is not None and (required.level, required.required) == (level, True)
-    assert preferred is not None and (preferred.level, preferred.required) == (level, False)
+    assert required is not None
+    assert (required.level, required.required) == (level, True)
+    assert preferred is not None
+    assert (preferred.level, preferred.required) == (level, False)
 
 
 def test_an_unknown_topology_key_is_a_clear_error():
@@ -153,8 +156,9 @@ def test_first_pod_reserves_the_gang_in_one_rack_and_the_rest_follow():
 
 def test_a_gang_pod_passes_only_its_reserved_node():
     ext = Extender(NODES, "best-fit", clock=Clock())
-    result = ext.filter({"Pod": kueue("w0", "g", 2), "NodeNames": NAMES + ["cpu-node"]})
-    assert len(result["NodeNames"]) == 2 and "cpu-node" in result["NodeNames"]
+    result = ext.filter({"Pod": kueue("w0", "g", 2), "NodeNames": [*NAMES, "cpu-node"]})
+    assert len(result["NodeNames"]) == 2
+    assert "cpu-node" in result["NodeNames"]
     assert all("reserved" in why for why in result["FailedNodes"].values())
 
 
@@ -211,6 +215,7 @@ def test_timeout_frees_what_the_gang_still_holds():
     clock.now = 301
     ext.expire()
     assert free_gpus(ext) == 40  # only the bound pod holds GPUs now
+    assert ext.gangs_timed_out == 1
     assert ext.reservations == {}
 
 
@@ -265,7 +270,9 @@ def test_concurrent_calls_never_double_book():
     for t in threads:
         t.join()
     gang_hosts = [hosts[f"w{k}"] for k in range(3)]
-    assert None not in gang_hosts and len(set(gang_hosts)) == 3
+    assert None not in gang_hosts
+    assert len(set(gang_hosts)) == 3
     outsiders = [h for k in range(4) if (h := hosts[f"x{k}"])]
-    assert len(outsiders) == 3 and not set(outsiders) & set(gang_hosts)
+    assert len(outsiders) == 3
+    assert not set(outsiders) & set(gang_hosts)
     assert (ext.fleet.gpu_free >= 0).all()

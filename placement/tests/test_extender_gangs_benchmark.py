@@ -38,7 +38,8 @@ def test_multi_gpu_pods_are_grouped_by_shape_in_arrival_order_with_sizes_2_3_4()
     assert gangs["a"] == gangs["c"] == ("gang-0", 2)  # first gang: size 2, closed when full
     assert gangs["b"] == gangs["d"] == gangs["e"] == ("gang-1", 3)
     assert gangs["f"] == gangs["g"] == ("gang-2", 2)  # gang-2 opened for size 4, left with two at the end
-    assert "single" not in gangs and "h" not in gangs  # a lone pod is no gang
+    assert "single" not in gangs
+    assert "h" not in gangs
 
 
 def rack_fleet():
@@ -59,29 +60,34 @@ def gang(count, level="rack", required=False, gpus=8):
 def test_tas_takes_the_tightest_rack_that_fits_whole():
     fleet = rack_fleet()
     plan = tas_plan(fleet, gang(2))
-    assert plan is not None and {fleet.names[i] for i, _ in plan} == {"n0", "n1"}
+    assert plan is not None
+    assert {fleet.names[i] for i, _ in plan} == {"n0", "n1"}
     plan = tas_plan(fleet, gang(3))
-    assert plan is not None and {fleet.names[i] for i, _ in plan} == {"n2", "n3", "n4"}
+    assert plan is not None
+    assert {fleet.names[i] for i, _ in plan} == {"n2", "n3", "n4"}
 
 
 def test_tas_preferred_goes_up_a_level_and_required_does_not():
     fleet = rack_fleet()
     assert tas_plan(fleet, gang(5, required=True)) is None
     plan = tas_plan(fleet, gang(5))
-    assert plan is not None and {fleet.specs[i].topology.block for i, _ in plan} == {"b1"}
+    assert plan is not None
+    assert {fleet.specs[i].topology.block for i, _ in plan} == {"b1"}
 
 
 def test_tas_spreads_over_the_fleet_when_no_domain_holds_the_gang():
     fleet = rack_fleet()
     plan = tas_plan(fleet, gang(9))
-    assert plan is not None and len({i for i, _ in plan}) == 9
+    assert plan is not None
+    assert len({i for i, _ in plan}) == 9
     assert tas_plan(fleet, gang(10)) is None
 
 
 def test_tas_packs_small_pods_and_gives_each_its_own_gpus():
     fleet = rack_fleet()
     plan = tas_plan(fleet, gang(4, gpus=2))
-    assert plan is not None and {i for i, _ in plan} == {plan[0][0]}  # four 2-GPU pods on one node
+    assert plan is not None
+    assert {i for i, _ in plan} == {plan[0][0]}
     gpus = [g for _, slot in plan for g in slot]
     assert len(set(gpus)) == 8
 
@@ -113,4 +119,5 @@ def test_idle_gpu_seconds_count_reserved_slots_until_the_gang_is_whole():
     # Reserved: pod a bound (8) and b's slot held (8) over the three ticks before b arrives.
     assert reserved["idle_gpu_seconds"] == 3 * 16
     assert alone["idle_gpu_seconds"] == 3 * 8  # only a's GPUs wait
-    assert reserved["share_in_one_rack"] == 1.0 and reserved["not_completed"] == 0
+    assert reserved["share_in_one_rack"] == 1.0
+    assert reserved["not_completed"] == 0
