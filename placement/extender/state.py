@@ -158,10 +158,10 @@ class Extender:
             request, tid = self._tenant(pod)
             slot = self._gang_slot(request, tid, gang) if gang else None
             idx = self._index_of(names)
-            if isinstance(slot, int) and self._take_slot(request, tid, slot):
+            if isinstance(slot, str) or (isinstance(slot, int) and slot not in idx):
+                scores = [0] * len(names)  # the gang does not fit whole, or its slot's node was not asked
+            elif isinstance(slot, int) and self._take_slot(request, tid, slot):
                 scores = np.where(idx == slot, MAX_PRIORITY, 0).tolist()
-            elif isinstance(slot, str):
-                scores = [0] * len(names)
             else:
                 scores = self._prioritize(request, tid, idx)
         return [{"Host": n, "Score": s} for n, s in zip(names, scores, strict=True)]

@@ -276,3 +276,12 @@ def test_concurrent_calls_never_double_book():
     assert len(outsiders) == 3
     assert not set(outsiders) & set(gang_hosts)
     assert (ext.fleet.gpu_free >= 0).all()
+
+
+def test_a_gang_pod_whose_node_was_not_asked_keeps_waiting_for_its_slot():
+    ext = Extender(NODES, "best-fit", clock=Clock())
+    v1 = kueue("w0", "g", 2)
+    slot_node = ext.filter({"Pod": v1, "NodeNames": NAMES})["NodeNames"][0]
+    others = [n for n in NAMES if n != slot_node]
+    assert {h["Score"] for h in ext.prioritize({"Pod": v1, "NodeNames": others})} == {0}
+    assert free_gpus(ext) == 32  # the two slots, and nothing booked beside them
