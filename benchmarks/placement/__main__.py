@@ -111,6 +111,7 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--tune", type=float, default=1.3)
     e.add_argument("--tick", type=float, default=1.0, help="seconds between arrivals")
     e.add_argument("--timeout", type=float, default=300.0, help="gang reservation timeout, seconds")
+    e.add_argument("--together", action="store_true", help="a gang's pods arrive back to back")
     e.add_argument("--rack-nodes", type=int, default=8)
     e.add_argument("--block-racks", type=int, default=8)
     e.add_argument(

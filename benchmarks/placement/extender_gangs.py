@@ -9,7 +9,8 @@ Pods: the FGD protocol's arrival order for a seed (`benchmarks.placement.openb.a
 in order, every multi-GPU pod (``num_gpu > 1``) joins the open gang of its GPU count and GPU-model
 constraint; gang sizes are 2, 3, 4, 2, 3, 4, … in the order gangs open, a gang closes when full, and one
 left unfilled at the end keeps the pods it got (a single pod is then no gang). A gang's pods keep their
-arrival positions (other pods arrive between them) and all ask for the first member's CPU and memory.
+arrival positions (other pods arrive between them; with ``--together`` they all arrive, back to back, at
+the first one's position, as a Job's pods are created) and all ask for the first member's CPU and memory.
 
 Each mode replays the same arrivals through an in-process :class:`Extender` (``filter`` with every node
 name, then ``prioritize`` with those that passed, the best score "bound" and reported to the extender as
@@ -87,6 +88,21 @@ def group_gangs(order: Sequence[PodRequest], sizes: Sequence[int] = SIZES) -> di
     for k, members in enumerate(gangs):
         if len(members) > 1:
             out.update({name: (f"gang-{k}", len(members)) for name in members})
+    return out
+
+
+def gather(order: Sequence[PodRequest], gangs: dict[str, tuple[str, int]]) -> list[PodRequest]:
+    """The arrivals with each gang's pods moved up to arrive together, at its first pod's position."""
+    members: dict[str, list[PodRequest]] = defaultdict(list)
+    for pod in order:
+        if pod.name in gangs:
+            members[gangs[pod.name][0]].append(pod)
+    out: list[PodRequest] = []
+    for pod in order:
+        if pod.name not in gangs:
+            out.append(pod)
+        elif (gang := members.pop(gangs[pod.name][0], None)) is not None:
+            out.extend(gang)
     return out
 
 
@@ -269,6 +285,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for seed in args.seeds:
         order = arrival_order(pods, capacity_milli, seed, args.tune)
         gangs = group_gangs(order)
+        if args.together:
+            order = gather(order, gangs)
         for mode in args.modes:
             row = {"seed": seed, **replay(nodes, order, gangs, mode, args.policy, args.tick, args.timeout)}
             rows.append(row)

@@ -2,6 +2,7 @@
 
 from benchmarks.placement.extender_gangs import (
     GangRecord,
+    gather,
     group_gangs,
     replay,
     score,
@@ -121,3 +122,9 @@ def test_idle_gpu_seconds_count_reserved_slots_until_the_gang_is_whole():
     assert alone["idle_gpu_seconds"] == 3 * 8  # only a's GPUs wait
     assert reserved["share_in_one_rack"] == 1.0
     assert reserved["not_completed"] == 0
+
+
+def test_together_moves_a_gangs_pods_to_its_first_arrival():
+    order = [gpu_pod("a", 8), gpu_pod("x", 1), gpu_pod("b", 2), gpu_pod("c", 8), gpu_pod("y", 1)]
+    gangs = {"a": ("gang-0", 2), "c": ("gang-0", 2)}
+    assert [p.name for p in gather(order, gangs)] == ["a", "c", "x", "b", "y"]
