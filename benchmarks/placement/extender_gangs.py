@@ -21,8 +21,10 @@ the feed would):
   what an unfinished gang still holds.
 - ``pod-by-pod``: the same pods without gang labels: each placed on its own by the engine's policy.
 - ``kueue-tas``: as ``reserve``, but the gang's nodes are chosen by :func:`tas_plan`, Kueue's Topology
-  Aware Scheduling rule as its documentation describes it
-  (https://kueue.sigs.k8s.io/docs/concepts/topology_aware_scheduling/): the podset goes to one domain of
+  Aware Scheduling rule as its design describes it (kubernetes-sigs/kueue,
+  ``keps/2724-topology-aware-scheduling/README.md``, "Computing the assignment", the ``BestFit`` algorithm
+  of the default profile for required and preferred asks; user docs:
+  https://kueue.sigs.k8s.io/docs/concepts/topology_aware_scheduling/): the podset goes to one domain of
   the lowest level that can hold it whole, starting at the asked level (required: that level only;
   preferred: then each wider level, and past the top spread over the whole fleet); among the domains that
   fit, the one with the least free capacity ("BestFit"); inside it, the child domains of each level down
