@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from placement.engine.fleet import LEVELS
+from placement.engine.fleet import LEVELS, Topology
 from placement.extender.pods import BadRequest
 
 KUEUE_GROUP = "kueue.x-k8s.io/pod-group-name"
@@ -83,6 +83,20 @@ def level_of(label_key: str, keys: Mapping[str, str] = TOPOLOGY_KEYS) -> str:
         f"topology {label_key!r} is not a level of this host cluster "
         f"(known: {', '.join(sorted(keys))}, …/block, …/rack)",
         "Pod",
+    )
+
+
+def node_topology(labels: Mapping[str, Any], keys: Mapping[str, str] = TOPOLOGY_KEYS) -> Topology:
+    """A node's zone, block, rack and NVLink domain from its labels, by the keys :func:`level_of` reads."""
+    found: dict[str, str] = {}
+    for key, value in labels.items():
+        try:
+            level = level_of(str(key), keys)
+        except BadRequest:
+            continue
+        found.setdefault(level, str(value))
+    return Topology(
+        found.get("zone", ""), found.get("block", ""), found.get("rack", ""), found.get("nvlink", "")
     )
 
 

@@ -5,6 +5,7 @@ import threading
 import pytest
 
 from placement.engine.fleet import NodeSpec, Tier, Topology
+from placement.extender.feed import node_spec
 from placement.extender.gangs import Gang, gang_of, level_of
 from placement.extender.pods import BadRequest, ObservedPod, pod_request
 from placement.extender.state import Extender
@@ -285,3 +286,18 @@ def test_a_gang_pod_whose_node_was_not_asked_keeps_waiting_for_its_slot():
     others = [n for n in NAMES if n != slot_node]
     assert {h["Score"] for h in ext.prioritize({"Pod": v1, "NodeNames": others})} == {0}
     assert free_gpus(ext) == 32  # the two slots, and nothing booked beside them
+
+
+def test_the_feed_reads_a_nodes_topology_from_its_labels():
+    labels = {
+        "nvidia.com/gpu.product": "H100",
+        "topology.kubernetes.io/zone": "z1",
+        "cloud.provider.com/topology-block": "b7",
+        "cloud.provider.com/topology-rack": "r3",
+        "nvidia.com/gpu.clique": "c1.0",
+        "kubernetes.io/hostname": "n9",
+        "unrelated.example.com/row": "x",
+    }
+    node = {"metadata": {"name": "n9", "labels": labels}, "status": {"allocatable": {"nvidia.com/gpu": "8"}}}
+    assert node_spec(node).topology == Topology("z1", "b7", "r3", "c1.0")
+    assert node_spec({"metadata": {"name": "bare"}, "status": {}}).topology == Topology()
