@@ -1,5 +1,6 @@
 """Gangs in the scheduler extender: who is a gang, reservation, timeout, deletion, concurrent calls."""
 
+import json
 import threading
 
 import pytest
@@ -7,6 +8,7 @@ import pytest
 from placement.engine.fleet import NodeSpec, Tier, Topology
 from placement.extender.feed import node_spec
 from placement.extender.gangs import Gang, gang_of, level_of
+from placement.extender.http import handle
 from placement.extender.pods import BadRequest, ObservedPod, pod_request
 from placement.extender.state import Extender
 
@@ -301,3 +303,11 @@ def test_the_feed_reads_a_nodes_topology_from_its_labels():
     node = {"metadata": {"name": "n9", "labels": labels}, "status": {"allocatable": {"nvidia.com/gpu": "8"}}}
     assert node_spec(node).topology == Topology("z1", "b7", "r3", "c1.0")
     assert node_spec({"metadata": {"name": "bare"}, "status": {}}).topology == Topology()
+
+
+@pytest.mark.parametrize("verb", ["filter", "prioritize"])
+def test_a_bad_gang_annotation_is_a_400_naming_it(verb):
+    body = json.dumps({"Pod": kueue("w0", "g", "many"), "NodeNames": NAMES}).encode()
+    code, answer = handle(Extender(NODES), verb, body)
+    assert code == 400
+    assert "pod-group-total-count" in answer["Error"]
