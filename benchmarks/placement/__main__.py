@@ -8,7 +8,17 @@ import os
 import sys
 from pathlib import Path
 
-from benchmarks.placement import churn, gangs, mig, openb, replay, suite, via_extender, workloads
+from benchmarks.placement import (
+    churn,
+    extender_gangs,
+    gangs,
+    mig,
+    openb,
+    replay,
+    suite,
+    via_extender,
+    workloads,
+)
 from placement.engine.errors import EngineError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -93,6 +103,21 @@ def parser() -> argparse.ArgumentParser:
     g = sub.add_parser("gangs", help="topology-aware gang placement on a synthetic 1,024-GPU fleet")
     g.add_argument("--seeds", type=seeds, default=seeds("42-46"))
     g.add_argument("--json", action="store_true")
+    e = sub.add_parser("extender-gangs", help="openb multi-GPU pods as gangs through the extender, 3 ways")
+    e.add_argument("--nodes", type=Path, default=DEFAULT_NODES)
+    e.add_argument("--pods", type=Path, default=DEFAULT_PODS)
+    e.add_argument("--policy", default="default")
+    e.add_argument("--seeds", type=seeds, default=seeds("42-44"))
+    e.add_argument("--tune", type=float, default=1.3)
+    e.add_argument("--tick", type=float, default=1.0, help="seconds between arrivals")
+    e.add_argument("--timeout", type=float, default=300.0, help="gang reservation timeout, seconds")
+    e.add_argument("--together", action="store_true", help="a gang's pods arrive back to back")
+    e.add_argument("--rack-nodes", type=int, default=8)
+    e.add_argument("--block-racks", type=int, default=8)
+    e.add_argument(
+        "--modes", type=lambda t: t.split(","), default=list(extender_gangs.MODES), help="comma-separated"
+    )
+    e.add_argument("--json", action="store_true")
     m = sub.add_parser("mig", help="MIG planner against the lower bound and an exact solver")
     m.add_argument("--seeds", type=seeds, default=seeds("42-51"))
     m.add_argument("--json", action="store_true")
@@ -111,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         "replay": replay.run,
         "generate": workloads.run,
         "gangs": gangs.run,
+        "extender-gangs": extender_gangs.run,
         "mig": mig.run,
         "mig-churn": churn.run,
     }

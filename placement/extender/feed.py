@@ -29,6 +29,7 @@ from gpucloud.kube.errors import DriverError
 from gpucloud.kube.meta import SHARED, TENANT, TRUST_TIER
 from placement.engine.errors import EngineError
 from placement.engine.fleet import NodeSpec, Tier
+from placement.extender.gangs import node_topology
 from placement.extender.pods import MIG, MODEL_LABEL, BadRequest, ObservedPod, pod_request, quantity
 from placement.live.claims import ClaimStore
 
@@ -40,7 +41,8 @@ DONE = ("Succeeded", "Failed")
 
 
 def node_spec(node: Mapping[str, Any]) -> NodeSpec:
-    """A GPU node as the engine sees it: allocatable CPU and memory, GPU count and product (its model)."""
+    """A GPU node as the engine sees it: allocatable CPU and memory, GPU count and product (its model), and
+    its place in the topology (zone, block, rack, NVLink clique labels: `placement.extender.gangs`)."""
     meta, status = node.get("metadata") or {}, node.get("status") or {}
     labels, allocatable = meta.get("labels") or {}, status.get("allocatable") or {}
     name = str(meta.get("name"))
@@ -55,7 +57,12 @@ def node_spec(node: Mapping[str, Any]) -> NodeSpec:
     if not gpus and str(labels.get(GPU_COUNT, "")).isdigit():
         gpus = int(labels[GPU_COUNT])
     return NodeSpec(
-        name, amount("cpu", 1000), amount("memory", 1) // 2**20, gpus, str(labels.get(MODEL_LABEL, ""))
+        name,
+        amount("cpu", 1000),
+        amount("memory", 1) // 2**20,
+        gpus,
+        str(labels.get(MODEL_LABEL, "")),
+        node_topology(labels),
     )
 
 

@@ -22,7 +22,13 @@ Tenancy: a pod in a namespace the host cluster's feed names as a tenant's (:meth
 from the namespace's ``gpucloud.io/tenant`` and trust-tier labels) is that tenant's: a standard tenant's
 GPUs are its own, trusted tenants share among themselves, a pod of no tenant takes no tenant's GPU
 (``Fleet.usable_gpus``), and an isolated tenant, which has no node pool of its own on a host cluster,
-shares no node with another tenant. MIG: a node's instances of a profile are what it advertises
+shares no node with another tenant. Gangs (`placement.extender.gangs`): the first pod asked about of a gang
+not yet reserved makes the engine place the whole gang (``plan_gang``, the gang's topology ask, default
+preferred rack) and the extender books every slot under a placeholder of the gang (so no other pod, of any
+tenant or gang, can take it); that pod and each next one of the gang are sent to a slot of their own, and
+only there. A bound pod takes its slot's place; the placeholders still unclaimed ``gang_seconds`` after
+the reservation (the gang did not complete) are dropped, and so is the whole reservation as soon as a pod
+of the gang is deleted. MIG: a node's instances of a profile are what it advertises
 (allocatable ``nvidia.com/mig-<profile>``, :meth:`Extender.set_mig_allocatable`) less the MIG pods booked
 on it; a MIG pod is packed onto the node with the fewest free instances, not ranked by the policy.
 """
@@ -32,19 +38,45 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
-from placement.engine.errors import UnknownGpuModel
-from placement.engine.fleet import NodeSpec, PodRequest, Tier
+from placement.engine.errors import EngineError, UnknownGpuModel
+from placement.engine.fleet import Fleet, NodeSpec, PodRequest, Tier
+from placement.engine.gang import GangRequest, plan_gang
 from placement.engine.placer import Engine
 from placement.engine.policies import Policy
+from placement.extender.gangs import TOPOLOGY_KEYS, Gang, gang_of
 from placement.extender.pods import MIG, ObservedPod, extender_args
 
 MAX_PRIORITY = 10  # kube-scheduler's MaxExtenderPriority
 HOPELESS = 3  # reason codes below this: evicting pods on the node could never make room
+GANG_SECONDS = 300.0  # a gang not bound whole within this loses what is still reserved for it
+
+Slot = tuple[int, tuple[int, ...]]  # node index, GPU slots
+GangPlanner = Callable[[Fleet, GangRequest], list[Slot] | None]
+
+
+@dataclass
+class Reservation:
+    """The nodes and GPUs held for a gang's pods: one slot per pod, held by a placeholder or by its pod."""
+
+    gang: Gang
+    tid: int | None
+    template: PodRequest  # the first pod's request: every slot is sized for it
+    slots: list[Slot]
+    holders: list[str]  # per slot: the placeholder or pod holding it ("" once its pod is bound elsewhere)
+    deadline: float
+    claimed: dict[str, int] = field(default_factory=dict)  # pod -> its slot
+
+    def placeholder(self, k: int) -> str:
+        return f"gang:{self.gang.key}#{k}"
+
+    def free_slot(self) -> int | None:
+        taken = set(self.claimed.values())
+        return next((k for k in range(len(self.slots)) if k not in taken), None)
 
 
 class Extender:
@@ -66,6 +98,9 @@ class Extender:
         *,
         assume_seconds: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
+        gang_seconds: float = GANG_SECONDS,
+        topology_keys: Mapping[str, str] = TOPOLOGY_KEYS,
+        gang_planner: GangPlanner = plan_gang,
     ) -> None:
         self.engine = Engine(nodes, policy, workload)
         self.fleet = self.engine.fleet
@@ -82,15 +117,30 @@ class Extender:
         self._tenant_pods = np.zeros((len(self.fleet), 0), dtype=np.int64)  # [node, tenant id]: pods booked
         self._last_names: list[str] = []
         self._last_index = np.zeros(0, dtype=np.int64)
+        self.gang_seconds = gang_seconds
+        self.topology_keys = dict(topology_keys)
+        self.gang_planner = gang_planner
+        self.min_members: dict[str, int] = {}  # KAI PodGroup "namespace/name" -> minMember
+        self.reservations: dict[str, Reservation] = {}  # gang key -> what is held for it
+        self._member_of: dict[str, str] = {}  # pod -> gang key, for every gang pod asked about
+        self._bound: dict[str, set[str]] = {}  # gang key -> its pods the cluster reports bound
+        self._placeholders: dict[str, str] = {}  # placeholder name -> gang key
+        self.gangs_timed_out = 0  # reservations dropped by the timeout, since the start
 
     # --- the verbs ----------------------------------------------------------------------------
 
     def filter(self, args: Any) -> dict[str, Any]:
         """ExtenderArgs -> ExtenderFilterResult."""
         pod, names = extender_args(args)
+        gang = gang_of(args.get("Pod") or {}, self.topology_keys, self.min_members)
         with self.lock:
             self._forget(pod.name)
-            fits, failed, unresolvable = self._filter(*self._tenant(pod), names)
+            request, tid = self._tenant(pod)
+            slot = self._gang_slot(request, tid, gang) if gang else None
+            if slot is None or gang is None:
+                fits, failed, unresolvable = self._filter(request, tid, names)
+            else:
+                fits, failed, unresolvable = self._filter_gang(slot, names, gang)
         return {
             "Nodes": None,
             "NodeNames": fits,
@@ -102,9 +152,18 @@ class Extender:
     def prioritize(self, args: Any) -> list[dict[str, Any]]:
         """ExtenderArgs -> HostPriorityList; the engine's choice is assumed (booked) at once."""
         pod, names = extender_args(args)
+        gang = gang_of(args.get("Pod") or {}, self.topology_keys, self.min_members)
         with self.lock:
             self._forget(pod.name)
-            scores = self._prioritize(*self._tenant(pod), self._index_of(names))
+            request, tid = self._tenant(pod)
+            slot = self._gang_slot(request, tid, gang) if gang else None
+            idx = self._index_of(names)
+            if isinstance(slot, str) or (isinstance(slot, int) and slot not in idx):
+                scores = [0] * len(names)  # the gang does not fit whole, or its slot's node was not asked
+            elif isinstance(slot, int) and self._take_slot(request, tid, slot):
+                scores = np.where(idx == slot, MAX_PRIORITY, 0).tolist()
+            else:
+                scores = self._prioritize(request, tid, idx)
         return [{"Host": n, "Score": s} for n, s in zip(names, scores, strict=True)]
 
     # --- what the cluster reports -------------------------------------------------------------
@@ -115,12 +174,19 @@ class Extender:
             seen = set()
             for p in pods:
                 seen.add(p.request.name)
+                if p.request.name in self._member_of:
+                    self._gang_bound(p.request.name, self.fleet.index.get(p.node))
                 self._book(p)
             if complete:
                 now = self.clock()
-                for name in [n for n in self._holds if n not in seen and self.assumed.get(n, 0) <= now]:
+                for name in [
+                    n
+                    for n in self._holds
+                    if n not in seen and n not in self._placeholders and self.assumed.get(n, 0) <= now
+                ]:
                     self._release(name)
                     self.assumed.pop(name, None)
+            self._expire_gangs()
 
     def set_tenancy(self, namespaces: Mapping[str, tuple[str, Tier]]) -> None:
         """The tenants' host namespaces: namespace -> (tenant slug, trust tier); pods elsewhere have none.
@@ -152,6 +218,27 @@ class Extender:
             self.assumed.pop(name, None)
             if name in self._holds:
                 self._release(name)
+            self._gang_gone(name)
+
+    def set_min_members(self, groups: Mapping[str, int]) -> None:
+        """KAI PodGroups' ``minMember`` by ``namespace/name``: the size of the gang of ``pod-group-name``."""
+        with self.lock:
+            self.min_members = dict(groups)
+
+    def reserved_gpus(self) -> int:
+        """Whole GPUs held by reservations for gang pods not yet there (the benchmarks' idle figure)."""
+        with self.lock:
+            return sum(
+                res.template.num_gpu
+                for res in self.reservations.values()
+                for h in res.holders
+                if h in self._placeholders
+            )
+
+    def expire(self) -> None:
+        """Drop lapsed assumptions and reservations now (the verbs and the feed do it as they go)."""
+        with self.lock:
+            self._expire()
 
     # --- inside the lock ----------------------------------------------------------------------
 
@@ -193,7 +280,7 @@ class Extender:
         """A pod asked about again was not bound where it was assumed: drop the assumption."""
         if name in self.assumed:
             del self.assumed[name]
-            self._release(name)
+            self._unassume(name)
         self._expire()
 
     def _expire(self) -> None:
@@ -207,7 +294,8 @@ class Extender:
             expired.append(name)
         for name in expired:
             del self.assumed[name]
-            self._release(name)
+            self._unassume(name)
+        self._expire_gangs()
 
     def _book(self, p: ObservedPod) -> None:
         pod, tid = self._tenant(p.request)
@@ -226,6 +314,165 @@ class Extender:
             order = np.argsort(-self.fleet.gpu_free[i, :width], kind="stable")
             gpus = tuple(int(g) for g in order[: pod.num_gpu])
         self._allocate(pod, i, gpus, tid)
+
+    # --- gangs (inside the lock) ----------------------------------------------------------------
+
+    def _gang_slot(self, pod: PodRequest, tid: int | None, gang: Gang) -> int | str | None:
+        """The node of this gang pod's slot, reserving the gang first if need be.
+
+        A string: why the gang cannot be reserved now (its pods wait, holding nothing). None: the pod is
+        placed on its own (a MIG pod, a pod already bound, more pods than the gang's size).
+        """
+        if pod.mig_profile:
+            return None
+        self._member_of[pod.name] = gang.key
+        res = self.reservations.get(gang.key)
+        if res is None:
+            bound = self._bound.get(gang.key, set())
+            if pod.name in bound or gang.size - len(bound) < 1:
+                return None
+            made = self._reserve(pod, tid, gang, gang.size - len(bound))
+            if isinstance(made, str):
+                return made
+            res = made
+        k = res.claimed.get(pod.name)
+        if k is None:
+            k = res.free_slot()
+            if k is None:
+                return None
+            res.claimed[pod.name] = k
+        return res.slots[k][0]
+
+    def _reserve(self, pod: PodRequest, tid: int | None, gang: Gang, count: int) -> Reservation | str:
+        """Place ``count`` copies of the pod as one gang and hold every slot under a placeholder."""
+        copies = tuple(replace(pod, name=f"{gang.key}#{k}") for k in range(count))
+        ask = f"{'required' if gang.required else 'preferred'} {gang.level}"
+        try:
+            plan = self.gang_planner(self.fleet, GangRequest(gang.key, copies, gang.level, gang.required))
+        except EngineError as e:
+            return f"gang {gang.key}: {e.what}"
+        allowed = self._isolation(tid)
+        if plan is None or (allowed is not None and not all(allowed[i] for i, _ in plan)):
+            return f"gang {gang.key}: its {count} pods do not fit together now ({ask})"
+        res = Reservation(gang, tid, pod, list(plan), [], self.clock() + self.gang_seconds)
+        for k, (i, gpus) in enumerate(plan):
+            name = res.placeholder(k)
+            self._allocate(replace(pod, name=name), i, gpus, tid)
+            self._placeholders[name] = gang.key
+            res.holders.append(name)
+        self.reservations[gang.key] = res
+        return res
+
+    def _take_slot(self, pod: PodRequest, tid: int | None, node: int) -> bool:
+        """Book the pod in its slot instead of the placeholder (assumed); False if it does not fit there."""
+        res = self.reservations[self._member_of[pod.name]]
+        k = res.claimed[pod.name]
+        holder = res.holders[k]
+        if holder == pod.name:
+            return True
+        if holder:
+            self._release(holder)
+            self._placeholders.pop(holder, None)
+        gpus = res.slots[k][1]
+        usable = self.fleet.usable_gpus(pod, tid)[node]
+        if not all(usable[g] for g in gpus) or len(gpus) != pod.num_gpu:
+            gpus = tuple(int(g) for g in np.flatnonzero(usable)[: pod.num_gpu])
+        f = self.fleet
+        if len(gpus) < pod.num_gpu or f.cpu_free[node] < pod.cpu_milli or f.mem_free[node] < pod.memory_mib:
+            # Larger than the gang's first pod and no room beside it: give the slot back, place it alone.
+            if holder:
+                self._allocate(replace(res.template, name=holder), node, res.slots[k][1], res.tid)
+                self._placeholders[holder] = res.gang.key
+            del res.claimed[pod.name]
+            return False
+        self._allocate(pod, node, gpus, tid)
+        res.holders[k] = pod.name
+        self.assumed[pod.name] = self.clock() + self.assume_seconds
+        return True
+
+    def _unassume(self, name: str) -> None:
+        """An assumption dropped: a gang pod's slot goes back to its placeholder, other pods are released."""
+        self._release(name)
+        res = self.reservations.get(self._member_of.get(name, ""))
+        k = res.claimed.get(name) if res else None
+        if res is None or k is None or res.holders[k] != name:
+            return
+        placeholder = res.placeholder(k)
+        self._allocate(replace(res.template, name=placeholder), *res.slots[k], res.tid)
+        self._placeholders[placeholder] = res.gang.key
+        res.holders[k] = placeholder
+
+    def _gang_bound(self, name: str, node: int | None) -> None:
+        """A gang pod is reported bound (before it is booked): it takes its slot's place, or, bound
+        elsewhere, frees one slot; the reservation ends once the gang is whole."""
+        key = self._member_of[name]
+        bound = self._bound.setdefault(key, set())
+        if name in bound:
+            return
+        bound.add(name)
+        res = self.reservations.get(key)
+        if res is None:
+            return
+        k = res.claimed.get(name)
+        if k is None:  # bound without asking for its slot: one slot fewer is needed
+            k = res.free_slot()
+            if k is not None:
+                res.claimed[name] = k
+        if k is not None:
+            holder = res.holders[k]
+            if holder in self._placeholders:
+                self._release(holder)
+                del self._placeholders[holder]
+            res.holders[k] = name if node == res.slots[k][0] else ""
+        if len(bound) >= res.gang.size or all(h not in self._placeholders for h in res.holders):
+            self._drop(key)
+
+    def _gang_gone(self, name: str) -> None:
+        """A gang pod was deleted: the gang will not complete as reserved, so its reservation goes now."""
+        key = self._member_of.pop(name, None)
+        if key is None:
+            return
+        self._bound.get(key, set()).discard(name)
+        if not self._bound.get(key):
+            self._bound.pop(key, None)
+        if key in self.reservations:
+            self._drop(key)
+
+    def _drop(self, key: str) -> None:
+        """Give back every slot of a reservation still held by a placeholder (its pods keep theirs)."""
+        res = self.reservations.pop(key)
+        for holder in res.holders:
+            if holder in self._placeholders:
+                self._release(holder)
+                del self._placeholders[holder]
+
+    def _expire_gangs(self) -> None:
+        # Same lifetime on a monotonic clock: insertion order is deadline order, as for assumptions.
+        now = self.clock()
+        lapsed = []
+        for key, res in self.reservations.items():
+            if res.deadline > now:
+                break
+            lapsed.append(key)
+        for key in lapsed:
+            self._drop(key)
+            self.gangs_timed_out += 1
+
+    def _filter_gang(
+        self, slot: int | str, names: Sequence[str], gang: Gang
+    ) -> tuple[list[str], dict[str, str], dict[str, str]]:
+        """A gang pod passes only its slot's node (and nodes the engine does not know)."""
+        idx = self._index_of(names).tolist()
+        if isinstance(slot, str):
+            why = f"{slot}; it waits, holding nothing"
+            return (
+                [n for n, i in zip(names, idx, strict=True) if i < 0],
+                {n: why for n, i in zip(names, idx, strict=True) if i >= 0},
+                {},
+            )
+        why = f"gang {gang.key}: this pod's GPUs are reserved on {self.fleet.names[slot]}"
+        passed = [n for n, i in zip(names, idx, strict=True) if i < 0 or i == slot]
+        return passed, {n: why for n, i in zip(names, idx, strict=True) if i >= 0 and i != slot}, {}
 
     def _index_of(self, names: Sequence[str]) -> np.ndarray:
         """Fleet index per name (-1: a node the engine does not know).
