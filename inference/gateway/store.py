@@ -72,7 +72,10 @@ def authenticate(text: str) -> InferenceKey:
     key, reason = keys.check(text)
     if key is None:
         raise Refused(401, reason, "invalid_request_error", "invalid_api_key")
-    InferenceKey.objects.filter(pk=key.pk).update(last_used_at=timezone.now())
+    now = timezone.now()
+    if key.last_used_at is None or (now - key.last_used_at).total_seconds() >= 60:
+        # At most once a minute per key: a write per request would cost more than the request's own reads.
+        InferenceKey.objects.filter(pk=key.pk).update(last_used_at=now)
     return key
 
 

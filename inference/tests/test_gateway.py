@@ -299,6 +299,29 @@ def test_a_stream_broken_by_the_upstream_is_metered_as_not_completed(world):
     assert (row.status, row.completed) == (502, False)
 
 
+def test_a_caller_leaving_mid_stream_is_metered_once_as_not_completed(world):
+    world["standins"]["chat"].delay = 0.2  # 8 chunks: 1.6 s
+    api_key = key(world)
+    with httpx.stream(
+        "POST",
+        f"{world['url']}/v1/chat/completions",
+        json={"model": "llama-chat", "messages": PROMPT, "stream": True},
+        headers={"Authorization": f"Bearer {api_key}"},
+        timeout=30,
+    ) as answer:
+        assert answer.status_code == 200
+        first = next(answer.iter_lines())
+    assert first.startswith("data: ")
+
+    deadline = time.monotonic() + 10
+    while not InferenceUsage.objects.exists():
+        assert time.monotonic() < deadline, "no usage row for the abandoned stream"
+        time.sleep(0.1)
+    time.sleep(2)  # the stand-in's stream would have ended by now: still one row
+    row = InferenceUsage.objects.get()
+    assert (row.status, row.stream, row.completed) == (200, True, False)
+
+
 def test_a_drain_stops_readiness_and_lets_a_stream_in_flight_finish(world, harness):
     world["standins"]["chat"].delay = 0.1  # 8 chunks: 0.8 s
     api_key = key(world)
