@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 import aiohttp
 from aiohttp import web
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import DatabaseError, close_old_connections
 from redis.asyncio import Redis
 
 from inference.gateway import limits, store
@@ -286,13 +286,32 @@ def _usage_event(event: bytes, metered: Metered) -> bool:
     return False
 
 
+@web.middleware
+async def failures(request: web.Request, handler: Any) -> web.StreamResponse:
+    """What went wrong inside the gateway is still answered in OpenAI's shape: 503 when its database does not
+    answer (a caller may retry), 500 otherwise (logged with its traceback)."""
+    try:
+        response: web.StreamResponse = await handler(request)
+        return response
+    except web.HTTPException:
+        raise
+    except DatabaseError:
+        log.exception("the gateway's database failed on %s %s", request.method, request.path)
+        return error(
+            503, "the gateway cannot reach its database; retry", "server_error", "gateway_unavailable", 1
+        )
+    except Exception:
+        log.exception("the gateway failed on %s %s", request.method, request.path)
+        return error(500, "the gateway failed; this is gpucloud's fault", "server_error", "internal_error")
+
+
 async def not_found(request: web.Request) -> web.Response:
     return error(404, f"no route {request.method} {request.path}", "invalid_request_error", "unknown_url")
 
 
 def build(redis_url: str) -> web.Application:
     """The gateway's application, with its thread pool, Redis and upstream client made on startup."""
-    app = web.Application(client_max_size=32 * 1024 * 1024)
+    app = web.Application(client_max_size=32 * 1024 * 1024, middlewares=[failures])
     app[DRAINING] = asyncio.Event()
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)

@@ -204,22 +204,22 @@ def _count(value: object) -> int:
 def record(grant: Grant, metered: Metered) -> None:
     """Write the request's usage row; a second write of the same request id is ignored (exactly once)."""
     cost = Decimal(0) if grant.price is None else grant.price * metered.tokens / MILLION
-    InferenceUsage.objects.get_or_create(
+    row = InferenceUsage(
         request_id=metered.request_id,
-        defaults={
-            "key_id": grant.caller.key_id,
-            "tenant_id": grant.caller.tenant_id,
-            "endpoint_id": grant.endpoint_id,
-            "model": grant.model[:200],
-            "route": metered.route,
-            "stream": metered.stream,
-            "status": metered.status,
-            "prompt_tokens": metered.prompt_tokens,
-            "cached_prompt_tokens": metered.cached_prompt_tokens,
-            "completion_tokens": metered.completion_tokens,
-            "cost": cost,
-            "latency_ms": metered.latency_ms,
-            "first_byte_ms": metered.first_byte_ms,
-            "completed": metered.completed,
-        },
+        key_id=grant.caller.key_id,
+        tenant_id=grant.caller.tenant_id,
+        endpoint_id=grant.endpoint_id,
+        model=grant.model[:200],
+        route=metered.route,
+        stream=metered.stream,
+        status=metered.status,
+        prompt_tokens=metered.prompt_tokens,
+        cached_prompt_tokens=metered.cached_prompt_tokens,
+        completion_tokens=metered.completion_tokens,
+        cost=cost,
+        latency_ms=metered.latency_ms,
+        first_byte_ms=metered.first_byte_ms,
+        completed=metered.completed,
     )
+    # One INSERT … ON CONFLICT DO NOTHING: a second write of the request id (a retry) changes nothing.
+    InferenceUsage.objects.bulk_create([row], ignore_conflicts=True)

@@ -17,11 +17,12 @@ from typing import Any
 import httpx2 as httpx
 import openai
 import pytest
+from django.db import DatabaseError
 
 from core.audit import Actor
 from fleet.models import GpuClass
 from inference import keys
-from inference.gateway import limits
+from inference.gateway import limits, store
 from inference.models import InferenceUsage
 from inference.services import create_endpoint
 from inference.tests.gateway_harness import Harness
@@ -350,6 +351,22 @@ def test_a_drain_stops_readiness_and_lets_a_stream_in_flight_finish(world, harne
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"{world['url']}/healthz")
     assert InferenceUsage.objects.get().completed
+
+
+def test_a_failure_inside_the_gateway_is_answered_in_openais_shape(world, monkeypatch):
+    def broken(text: str, model: str) -> None:
+        raise DatabaseError("connection refused")
+
+    monkeypatch.setattr(store, "grant", broken)
+    with pytest.raises(openai.InternalServerError, match="cannot reach its database") as refused:
+        chat(world, key(world))
+    assert refused.value.status_code == 503
+    assert refused.value.response.headers["retry-after"] == "1"
+
+    monkeypatch.setattr(store, "grant", lambda text, model: 1 / 0)
+    with pytest.raises(openai.InternalServerError) as failed:
+        chat(world, key(world))
+    assert failed.value.body["code"] == "internal_error"
 
 
 def test_the_probes_answer(world):
