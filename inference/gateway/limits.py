@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 
 from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
 from inference.gateway.store import Caller, Refused
 
@@ -29,9 +30,18 @@ def _window(now: float) -> tuple[int, int]:
 
 
 async def admit(redis: Redis, caller: Caller) -> None:
-    """Count the request against the key's `rpm`, refusing (429) it over `rpm` or `tpm`."""
+    """Count the request against the key's `rpm`, refusing (429) it over `rpm` or `tpm`. Without Redis a
+    limited key is refused (503): its limits cannot be kept, and serving it anyway could go far past them."""
     if caller.rpm is None and caller.tpm is None:
         return
+    try:
+        await _admit(redis, caller)
+    except RedisError as e:
+        message = f"the gateway cannot count this key's limits (Redis: {e}); retry"
+        raise Refused(503, message, "server_error", "gateway_unavailable", 1) from None
+
+
+async def _admit(redis: Redis, caller: Caller) -> None:
     minute, retry_after = _window(time.time())
     if caller.tpm is not None:
         used = int(await redis.get(f"{PREFIX}:tpm:{caller.public_id}:{minute}") or 0)

@@ -17,6 +17,7 @@ from typing import Any
 import httpx2 as httpx
 import openai
 import pytest
+import redis
 from django.db import DatabaseError
 
 from core.audit import Actor
@@ -367,6 +368,18 @@ def test_a_failure_inside_the_gateway_is_answered_in_openais_shape(world, monkey
     with pytest.raises(openai.InternalServerError) as failed:
         chat(world, key(world))
     assert failed.value.body["code"] == "internal_error"
+
+
+def test_a_limited_key_is_refused_503_while_redis_is_away_and_an_unlimited_one_served(world, monkeypatch):
+    async def away(*args: Any, **kwargs: Any) -> None:
+        raise redis.ConnectionError("Connection refused")
+
+    monkeypatch.setattr(limits, "_admit", away)
+    with pytest.raises(openai.InternalServerError, match="cannot count this key's limits") as refused:
+        chat(world, key(world, rpm=10))
+    assert refused.value.status_code == 503
+    assert chat(world, key(world)).usage.completion_tokens == 8
+    assert sorted(InferenceUsage.objects.values_list("status", flat=True)) == [200, 503]
 
 
 def test_the_probes_answer(world):
