@@ -7,7 +7,8 @@ per stream chunk. So a test knows exactly what the gateway must meter.
 
 Modes (`StandIn.mode`): "ok"; "fail" answers 500 before anything; "drop" closes the connection before its
 first byte; "break" streams two chunks, then closes the connection. `delay` sleeps before each chunk (and
-before a whole answer). `requests` keeps every body received.
+before a whole answer). `requests` keeps every body received, `streams_finished` counts streams written to
+their end.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ class StandIn:
         self.mode = "ok"
         self.delay = 0.0
         self.requests: list[dict[str, Any]] = []
+        self.streams_finished = 0  # streams written to their end (a caller that went away cuts one short)
 
     def app(self) -> web.Application:
         app = web.Application()
@@ -119,6 +121,7 @@ class StandIn:
             await response.write(f"data: {json.dumps(usage)}\n\n".encode())
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
+        self.streams_finished += 1
         return response
 
     async def embed(self, request: web.Request) -> web.Response:

@@ -117,6 +117,7 @@ def test_a_stream_passes_through_chunk_by_chunk_and_its_usage_is_asked_for_and_m
     assert "".join(c.choices[0].delta.content or "" for c in chunks) == " ".join(f"w{i}" for i in range(8))
     assert all(c.choices for c in chunks), "the caller did not ask for usage, so it gets no usage chunk"
     assert world["standins"]["chat"].requests[-1]["stream_options"] == {"include_usage": True}
+    assert world["standins"]["chat"].streams_finished == 1
     row = InferenceUsage.objects.get()
     assert (row.prompt_tokens, row.completion_tokens, row.stream, row.completed) == (3, 8, True, True)
 
@@ -322,6 +323,7 @@ def test_a_caller_leaving_mid_stream_is_metered_once_as_not_completed(world):
     time.sleep(2)  # the stand-in's stream would have ended by now: still one row
     row = InferenceUsage.objects.get()
     assert (row.status, row.stream, row.completed) == (200, True, False)
+    assert world["standins"]["chat"].streams_finished == 0, "the upstream request was not cancelled"
 
 
 def test_a_drain_stops_readiness_and_lets_a_stream_in_flight_finish(world, harness):
