@@ -8,6 +8,8 @@
                                  with --watch-tenants (`manage.py watch_tenants`; docs/gitops.md)
     gpucloud extender            kube-scheduler's extender for Kubernetes host clusters (`serve_extender`,
                                  docs/placement.md): exactly one, its assumed placements are in memory
+    gpucloud gateway [--bind]    the inference gateway, the OpenAI API for the tenants' endpoints
+                                 (`serve_gateway`, docs/inference.md); drains on SIGTERM
     gpucloud manage ARGS…        any `manage.py` command (collectstatic, createsuperuser, bootstrap, …)
 
 Each process names itself (GPUCLOUD_PROCESS, shown by PostgreSQL as the connection's application_name) and
@@ -187,6 +189,18 @@ def extender(args: argparse.Namespace) -> None:
         raise ConfigError(str(exc)) from None
 
 
+def gateway(args: argparse.Namespace) -> None:
+    bind = args.bind or env_str("GPUCLOUD_GATEWAY_BIND", "0.0.0.0:8080")
+    # Its database work (a key and endpoint read, a usage row per request) runs in a pool of this size.
+    _become("gateway", connections=env_int("GPUCLOUD_GATEWAY_DB_THREADS", 8, minimum=1))
+    from django.core.management import CommandError, call_command
+
+    try:
+        call_command("serve_gateway", bind=bind)  # it handles SIGTERM itself: drain, then exit 0
+    except CommandError as exc:
+        raise ConfigError(str(exc)) from None
+
+
 def manage(args: argparse.Namespace) -> None:
     os.environ.setdefault("GPUCLOUD_PROCESS", "manage")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gpucloud.settings")
@@ -202,6 +216,7 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], None], str]] = {
     "migrate": (migrate, "apply database migrations, then exit (safe to run from several places at once)"),
     "tenant-watcher": (tenant_watcher, "apply Tenant and RateCard custom resources (--watch-tenants)"),
     "extender": (extender, "serve kube-scheduler's extender (exactly one: assumed placements are in memory)"),
+    "gateway": (gateway, "serve the OpenAI API for the tenants' inference endpoints (drains on SIGTERM)"),
     "manage": (manage, "run a manage.py command"),
 }
 
@@ -226,6 +241,8 @@ def main(argv: list[str] | None = None) -> None:
                 "--tls-client-ca",
                 help="admit only certificates it issued (default: GPUCLOUD_EXTENDER_TLS_CLIENT_CA)",
             )
+        if name == "gateway":
+            sub.add_argument("--bind", help="ADDR:PORT (default: GPUCLOUD_GATEWAY_BIND or 0.0.0.0:8080)")
         if name == "manage":
             sub.add_argument("args", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)

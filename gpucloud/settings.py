@@ -398,6 +398,18 @@ INFERENCE_CPU = env_str("GPUCLOUD_INFERENCE_CPU", "4")
 INFERENCE_MEMORY = env_str("GPUCLOUD_INFERENCE_MEMORY", "32Gi")
 INFERENCE_GATEWAY_NAME = env_str("GPUCLOUD_INFERENCE_GATEWAY_NAME", "gpucloud-inference")
 INFERENCE_GATEWAY_NAMESPACE = env_str("GPUCLOUD_INFERENCE_GATEWAY_NAMESPACE", "gpucloud-system")
+# `gpucloud gateway` (docs/inference.md, "The gateway"; docs/operations.md): its Redis for the rpm/tpm windows
+# (default: the broker's, when it is Redis), upstreams by `<tenant>/<endpoint>=<url>` overriding the
+# endpoint's Service (`http://ie-<endpoint>.tenant-<tenant>.svc:8000`), and its timeouts in seconds.
+GATEWAY_REDIS_URL = env_str("GPUCLOUD_GATEWAY_REDIS_URL")
+GATEWAY_UPSTREAMS = dict(
+    item.split("=", 1) for item in env_list("GPUCLOUD_GATEWAY_UPSTREAMS", []) if "=" in item
+)
+GATEWAY_CONNECT_TIMEOUT = env_float("GPUCLOUD_GATEWAY_CONNECT_TIMEOUT", 5.0, minimum=0.1)
+GATEWAY_READ_TIMEOUT = env_float("GPUCLOUD_GATEWAY_READ_TIMEOUT", 600.0, minimum=1.0)
+GATEWAY_DRAIN_DELAY = env_float("GPUCLOUD_GATEWAY_DRAIN_DELAY", 5.0, minimum=0.0)
+GATEWAY_DRAIN_TIMEOUT = env_float("GPUCLOUD_GATEWAY_DRAIN_TIMEOUT", 120.0, minimum=0.0)
+GATEWAY_DB_THREADS = env_int("GPUCLOUD_GATEWAY_DB_THREADS", 8, minimum=1)
 # GPU partitions on Kubernetes host clusters (clusters/partitions/gpu_pass.py, docs/kubernetes.md,
 # "Partitions").
 GPU_OPERATOR_NAMESPACE = env_str("GPUCLOUD_GPU_OPERATOR_NAMESPACE", "gpu-operator")

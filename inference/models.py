@@ -84,3 +84,72 @@ class InferenceEndpoint(models.Model):
     def units_at_max(self) -> int:
         """Units it may hold at its maximum: what may be borrowed up to the quota's burst."""
         return self.max_replicas * self.gpus_per_replica
+
+
+class InferenceKey(models.Model):
+    """A virtual key calling the gateway for one tenant (`docs/inference.md`, "Keys").
+
+    `gpk_` + an 8-character lookup prefix + a 32-character secret; only the prefix and an HMAC of the whole
+    key are stored (as API tokens, `tenants/tokens.py`), and the key is shown once, on creation. Limits are
+    LiteLLM's: `rpm` requests and `tpm` tokens per minute, and per calendar month (UTC) a token budget and a
+    spend budget (at the price of published endpoints). Empty = no limit."""
+
+    public_id = PublicIdField(prefix="ik")
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="inference_keys")
+    name = models.CharField(max_length=100, help_text="where the key is used")
+    prefix = models.CharField(max_length=8, unique=True)
+    digest = models.CharField(max_length=64)
+    endpoints = models.ManyToManyField(
+        InferenceEndpoint, blank=True, related_name="+", help_text="the endpoints it may call; none = all"
+    )
+    rpm = models.PositiveIntegerField(null=True, blank=True, help_text="requests per minute")
+    tpm = models.PositiveIntegerField(null=True, blank=True, help_text="tokens per minute")
+    monthly_tokens = models.PositiveBigIntegerField(null=True, blank=True, help_text="tokens per month")
+    monthly_budget = models.DecimalField(
+        max_digits=12, decimal_places=6, null=True, blank=True, help_text="money per month"
+    )
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["tenant", "created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.tenant_id}/{self.name} (gpk_{self.prefix}…)"
+
+
+class InferenceUsage(models.Model):
+    """One request through the gateway, as metered: written once per request (`request_id`), even when the
+    client went away mid-stream. Billing rates these rows later (not yet: docs/inference.md, "Not yet")."""
+
+    request_id = models.CharField(max_length=40, unique=True)
+    key = models.ForeignKey(InferenceKey, on_delete=models.SET_NULL, null=True, related_name="+")
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+", help_text="the caller")
+    endpoint = models.ForeignKey(InferenceEndpoint, on_delete=models.SET_NULL, null=True, related_name="+")
+    model = models.CharField(max_length=200, help_text="the served name the request asked for")
+    route = models.CharField(max_length=40, help_text="chat/completions, completions or embeddings")
+    stream = models.BooleanField(default=False)
+    status = models.PositiveSmallIntegerField(help_text="the HTTP status the caller got")
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    cached_prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    cost = models.DecimalField(
+        max_digits=16, decimal_places=9, default=0, help_text="at a published endpoint's price; else 0"
+    )
+    latency_ms = models.PositiveIntegerField(default=0, help_text="request in to last byte out")
+    first_byte_ms = models.PositiveIntegerField(null=True, blank=True)
+    completed = models.BooleanField(default=True, help_text="false: the client went away first")
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["created_at"]
+        indexes = [models.Index(fields=["key", "created_at"], name="inference_usage_key_time")]
+
+    def __str__(self) -> str:
+        return f"{self.request_id} {self.model} {self.status}"
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens

@@ -55,7 +55,7 @@ def workloads(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 def gpucloud_workloads(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """gpucloud's own: web, worker, scheduler, tenant watcher, extender, the migration Job."""
+    """gpucloud's own: web, worker, scheduler, tenant watcher, extender, gateway, the migration Job."""
     named = {
         name: w
         for name, w in workloads(objects).items()
@@ -67,6 +67,7 @@ def gpucloud_workloads(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any
         "gpucloud-scheduler",
         "gpucloud-tenant-watcher",
         "gpucloud-extender",
+        "gpucloud-gateway",
         "gpucloud-migrate",
     }
     return named
@@ -261,6 +262,25 @@ def test_one_extender_runs_probed_without_a_client_certificate_and_its_tls_comes
         for p in rule["ports"]
     }
     assert 8443 in allowed
+
+
+def test_the_gateway_is_probed_on_what_it_serves_and_drains_within_its_grace_period(objects):
+    deployment = of_kind(objects, "Deployment")["gpucloud-gateway"]["spec"]
+    pod = deployment["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["args"] == ["gpucloud", "gateway"]
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+    env = {v["name"]: v.get("value") for v in container["env"]}
+    port = {p["name"]: p["containerPort"] for p in container["ports"]}["http"]
+    assert env["GPUCLOUD_GATEWAY_BIND"] == f"0.0.0.0:{port}"
+    drain = float(env["GPUCLOUD_GATEWAY_DRAIN_DELAY"]) + float(env["GPUCLOUD_GATEWAY_DRAIN_TIMEOUT"])
+    assert pod["terminationGracePeriodSeconds"] > drain
+    assert deployment["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+    service = of_kind(objects, "Service")["gpucloud-gateway"]["spec"]
+    assert service["ports"] == [{"name": "http", "port": 8080, "targetPort": "http"}]
+    policy = of_kind(objects, "NetworkPolicy")["gpucloud"]
+    assert {"port": port, "protocol": "TCP"} in policy["spec"]["ingress"][0]["ports"]
 
 
 def test_production_runs_the_extender_and_the_quickstart_without_a_kube_scheduler_does_not():

@@ -22,6 +22,7 @@ from core.audit import Actor
 from fleet.models import Gpu, GpuClass, HostCluster
 from gitops import services as gitops
 from health.models import HealthEvent
+from inference.keys import create_key
 from inference.services import create_endpoint
 from tenants.models import Tenant, TenantCluster
 from tenants.services import quotas
@@ -133,6 +134,11 @@ MATRIX: dict[tuple[str, str], tuple[int, int, int, int]] = {
     ("inference-endpoint-detail", "PUT"): (200, 403, 404, 401),
     ("inference-endpoint-detail", "PATCH"): (200, 403, 404, 401),
     ("inference-endpoint-detail", "DELETE"): (204, 403, 404, 401),
+    # the gateway's virtual keys: the team lists them (never their secrets), members make and revoke them
+    ("inference-key-list", "GET"): (200, 200, 404, 401),
+    ("inference-key-list", "POST"): (201, 403, 404, 401),
+    ("inference-key-detail", "GET"): (200, 200, 404, 401),
+    ("inference-key-detail", "DELETE"): (200, 403, 404, 401),
 }
 
 ENDPOINT = {
@@ -173,6 +179,7 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("inference-endpoint-list", "POST"): {"name": "chat", **ENDPOINT},
     ("inference-endpoint-detail", "PUT"): {**ENDPOINT, "max_replicas": 1},
     ("inference-endpoint-detail", "PATCH"): {"max_replicas": 1, "desired": "running"},
+    ("inference-key-list", "POST"): {"name": "app", "rpm": 60, "endpoints": ["embed"]},
 }
 
 
@@ -225,6 +232,7 @@ def world(people, api, demo_fleet):
         actor=admin, tenant=people["a"], name="embed", model_name="BAAI/bge-m3", source_uri="hf://BAAI/bge-m3",
         gpu_class=GpuClass.objects.get(name="h200-141gb"), desired="stopped",
     )  # fmt: skip
+    inference_key, _ = create_key(actor=admin, tenant=people["a"], name="app")
     values = {
         "*": {"slug": "tenant-a", "tenant_slug": "tenant-a", "username": "bob", "gpu_class": "h200-141gb"},
         "token-detail": {"id": personal.public_id},
@@ -250,6 +258,7 @@ def world(people, api, demo_fleet):
         "host-cluster-nodes": {"name": demo_fleet.name},
         "host-cluster-release": {"name": demo_fleet.name, "node": event.node.name},
         "inference-endpoint-detail": {"id": endpoint.public_id},
+        "inference-key-detail": {"id": inference_key.public_id},
         **{f"gitops-source-{route}": {"name": source.name} for route in ("detail", "sync", "webhook")},
     }
     clients = {name: api(people.get(name)) for name in PEOPLE}

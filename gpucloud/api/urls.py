@@ -23,7 +23,7 @@ from clusters.api.views import (
 )
 from gitops.api.views import ApplyViewSet, GitSourceViewSet, SchemaViewSet
 from health.api.views import HealthEventViewSet
-from inference.api.views import InferenceEndpointViewSet
+from inference.api.views import InferenceEndpointViewSet, InferenceKeyViewSet
 from placement.api.views import CapacityViewSet, GpuClassViewSet, WhatIfViewSet
 from tenants.api.views import (
     AuditEventViewSet,
@@ -63,6 +63,7 @@ tenant_router.register("members", MemberViewSet, basename="member")
 tenant_router.register("quotas", QuotaViewSet, basename="quota")
 tenant_router.register("tokens", ServiceTokenViewSet, basename="service-token")
 tenant_router.register("inference-endpoints", InferenceEndpointViewSet, basename="inference-endpoint")
+tenant_router.register("inference-keys", InferenceKeyViewSet, basename="inference-key")
 
 urlpatterns = [
     path("", include(router.urls)),

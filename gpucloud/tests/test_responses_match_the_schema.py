@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 from urllib.parse import quote
 
@@ -30,6 +31,7 @@ from fleet.models import GpuClass, Node, PendingWorkload
 from gitops import services as gitops
 from health.models import HealthEvent
 from health.services import quarantines
+from inference.keys import create_key
 from inference.services import create_endpoint
 from tenants.models import Tenant, TenantCluster
 from tenants.services import members, quotas
@@ -95,6 +97,12 @@ def present(admin, mini, tenant_on, make_user, settings, api):  # noqa: F811
         gpu_class=GpuClass.objects.get(name="h100-80gb"), min_replicas=0, context_length=32768,
         visibility="published", price_per_million_tokens="0.20", engine_args=["--dtype=bfloat16"],
     )  # fmt: skip
+    inference_key, _ = create_key(  # every limit set, so every field of the answer has a value
+        actor=as_admin, tenant=acme, name="app", endpoints=["chat"], rpm=60, tpm=100000, monthly_tokens=10**9,
+        monthly_budget=Decimal("50"), expires_at=datetime(2099, 1, 1, tzinfo=UTC),
+    )  # fmt: skip
+    inference_key.last_used_at = inference_key.created_at
+    inference_key.save(update_fields=["last_used_at"])
     values = {
         "*": {
             "slug": "acme",
@@ -118,6 +126,7 @@ def present(admin, mini, tenant_on, make_user, settings, api):  # noqa: F811
         "health-event-detail": {"id": event.public_id},
         "gitops-source-detail": {"name": source.name},
         "inference-endpoint-detail": {"id": endpoint.public_id},
+        "inference-key-detail": {"id": inference_key.public_id},
     }
     return values, api(admin)
 

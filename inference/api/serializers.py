@@ -9,7 +9,7 @@ from rest_framework import serializers
 
 from fleet.models import GpuClass
 from gpucloud.api.serializers import ModelSerializer
-from inference.models import InferenceEndpoint
+from inference.models import InferenceEndpoint, InferenceKey
 
 
 class EndpointStatusSerializer(serializers.Serializer[InferenceEndpoint]):
@@ -80,3 +80,63 @@ class InferenceEndpointUpdateSerializer(InferenceEndpointSerializer):
 
     class Meta(InferenceEndpointSerializer.Meta):
         read_only_fields = ["name", "created_at", "updated_at"]
+
+
+class InferenceKeySerializer(ModelSerializer[InferenceKey]):
+    """A virtual key as listed: never its secret."""
+
+    id = serializers.CharField(source="public_id", read_only=True)
+    tenant = serializers.CharField(source="tenant.slug", read_only=True)
+    endpoints = serializers.SerializerMethodField(help_text="the endpoints it may call; empty = all of them")
+
+    class Meta:
+        model = InferenceKey
+        fields = [
+            "id",
+            "tenant",
+            "name",
+            "prefix",
+            "endpoints",
+            "rpm",
+            "tpm",
+            "monthly_tokens",
+            "monthly_budget",
+            "expires_at",
+            "revoked_at",
+            "created_at",
+            "last_used_at",
+        ]
+        read_only_fields = fields
+
+    def get_endpoints(self, key: InferenceKey) -> list[str]:
+        return sorted(e.name for e in key.endpoints.all())
+
+
+class InferenceKeyCreateSerializer(serializers.Serializer[None]):
+    name = serializers.CharField(max_length=100, help_text="where the key is used")
+    endpoints = serializers.ListField(
+        child=serializers.CharField(max_length=40),
+        required=False,
+        default=list,
+        help_text="names of the tenant's endpoints it may call; empty = all (and published ones)",
+    )
+    rpm = serializers.IntegerField(required=False, allow_null=True, default=None, help_text="requests/minute")
+    tpm = serializers.IntegerField(required=False, allow_null=True, default=None, help_text="tokens/minute")
+    monthly_tokens = serializers.IntegerField(required=False, allow_null=True, default=None)
+    monthly_budget = serializers.DecimalField(
+        max_digits=12, decimal_places=6, required=False, allow_null=True, default=None
+    )
+    expires_at = serializers.DateTimeField(required=False, allow_null=True, default=None)
+
+
+class InferenceKeyCreatedSerializer(InferenceKeySerializer):
+    """The answer to creating a key: the only time its text is shown."""
+
+    key = serializers.SerializerMethodField()
+
+    class Meta(InferenceKeySerializer.Meta):
+        fields = [*InferenceKeySerializer.Meta.fields, "key"]
+        read_only_fields = fields
+
+    def get_key(self, row: InferenceKey) -> str:
+        return str(self.context["key"])

@@ -11,9 +11,15 @@ from rest_framework import mixins, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from inference import services
-from inference.api.serializers import InferenceEndpointSerializer, InferenceEndpointUpdateSerializer
-from inference.models import InferenceEndpoint
+from inference import keys, services
+from inference.api.serializers import (
+    InferenceEndpointSerializer,
+    InferenceEndpointUpdateSerializer,
+    InferenceKeyCreatedSerializer,
+    InferenceKeyCreateSerializer,
+    InferenceKeySerializer,
+)
+from inference.models import InferenceEndpoint, InferenceKey
 from tenants.api.views import TenantChildViewSet, gpu_class_named
 
 
@@ -75,3 +81,38 @@ class InferenceEndpointViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
         """Delete an endpoint; the reconciler removes its objects from the host cluster."""
         services.delete_endpoint(actor=self.actor(), endpoint=self.get_object())
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class InferenceKeyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantChildViewSet):
+    """A tenant's virtual keys for the inference gateway (docs/inference.md, "Keys"): listed without
+    secrets; POST shows the key once; DELETE revokes (the key stays listed, with `revoked_at`).
+
+    Reading needs `inference.view`; creating and revoking `inference.manage`."""
+
+    serializer_class = InferenceKeySerializer
+    read_permission = "inference.view"
+    lookup_field = "public_id"
+    lookup_url_kwarg = "id"
+    lookup_value_regex = r"ik_[a-z0-9]+"
+    idempotent_replay = False  # a replay would have to show the secret again
+
+    def get_queryset(self) -> QuerySet[InferenceKey]:
+        if getattr(self, "swagger_fake_view", False):
+            return InferenceKey.objects.none()
+        rows = InferenceKey.objects.filter(tenant=self.tenant()).select_related("tenant")
+        return rows.prefetch_related("endpoints").order_by("created_at", "pk")
+
+    @extend_schema(request=InferenceKeyCreateSerializer, responses={201: InferenceKeyCreatedSerializer})
+    def create(self, request: Request, tenant_slug: str) -> Response:
+        """Make a key; the answer is the only time its text is shown."""
+        serializer = InferenceKeyCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        key, text = keys.create_key(actor=self.actor(), tenant=self.tenant(), **serializer.validated_data)
+        body = InferenceKeyCreatedSerializer(key, context={"key": text}).data
+        return Response(body, status=status.HTTP_201_CREATED)
+
+    @extend_schema(responses={200: InferenceKeySerializer})
+    def destroy(self, request: Request, tenant_slug: str, id: str) -> Response:
+        """Revoke the key: the gateway refuses it from the next request on."""
+        key = keys.revoke_key(actor=self.actor(), key=self.get_object())
+        return Response(InferenceKeySerializer(key).data)
