@@ -38,6 +38,7 @@ from kombu.utils.encoding import bytes_to_str
 from kombu.utils.json import loads
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
 
 log = logging.getLogger(__name__)
 BUSY_TIMEOUT_MS = 20_000
@@ -116,6 +117,20 @@ class Channel(sqlalchemy.Channel):
         except PoisonMessage as exc:
             _report(queue, exc, None)
         raise Empty()
+
+    def _get_or_create(self, queue: str) -> Any:
+        """kombu's, made safe between processes. kombu checks for the queue's row, then inserts it, under a
+        lock of its own process only: two processes creating one queue at once (a worker declaring its
+        queues as the web process sends the first task) both insert, and the loser's IntegrityError stops its
+        worker ("Unrecoverable error"). The loser now takes the winner's row."""
+        try:
+            return super()._get_or_create(queue)  # type: ignore[no-untyped-call]
+        except IntegrityError:
+            self.session.rollback()
+            found = self.session.query(self.queue_cls).filter(self.queue_cls.name == queue).first()
+            if found is None:
+                raise
+            return found
 
     def sweep(self) -> int:
         """Delete the messages already delivered; kombu never reads them again (a restore sends a copy)."""

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import redis
 from kombu.connection import Connection
+from sqlalchemy.orm import Query
 
 from gpucloud import broker
 from gpucloud import celery as names
@@ -173,3 +174,25 @@ def test_a_worker_sets_aside_what_is_not_a_task_message_and_runs_the_task_queued
     assert "Received unregistered task of type 'no.such.task'" in log.read_text()
     if queues is RedisQueues:  # Redis keeps them; the broker file's sweep deletes them with delivered ones
         assert sorted(broker_queues.dead_letters()) == sorted(NOT_MESSAGES * 2)
+
+
+def test_a_process_that_loses_the_race_to_create_a_queue_takes_the_winners(tmp_path, monkeypatch):
+    """Two processes create one queue at once: both looked before either inserted. kombu's own check holds
+    within one process only; the loser's insert fails on the unique name, and must not stop its worker."""
+    path = tmp_path / "broker.sqlite3"
+    with connect(path) as winner, connect(path) as loser:
+        winner.default_channel._new_queue("reconcile")
+        real_first = Query.first
+        looked: list[int] = []
+
+        def before_the_winner_committed(self: Query[Any]) -> Any:
+            looked.append(1)
+            return None if len(looked) <= 2 else real_first(self)  # kombu looks twice, then inserts
+
+        monkeypatch.setattr(Query, "first", before_the_winner_committed)
+        row = loser.default_channel._get_or_create("reconcile")
+
+        assert row.name == "reconcile"
+        assert len(looked) == 3
+        tables = sqlite3.connect(path).execute("SELECT name FROM kombu_queue").fetchall()
+        assert tables == [("reconcile",)]
