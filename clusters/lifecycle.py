@@ -495,7 +495,8 @@ def _open_pods(host_cluster: HostCluster) -> list[str]:
     return [f"{namespace}/{name}" for namespace, name in pods.values_list("namespace", "name")]
 
 
-def _refuse_retire_while_in_use(host_cluster: HostCluster) -> None:
+def _refuse_while_tenants_live(host_cluster: HostCluster) -> None:
+    """A Conflict naming the tenants still on the host cluster, if any (retire and delete both refuse)."""
     tenants = [t.slug for t in live_tenants(host_cluster)]
     if tenants:
         raise Conflict(
@@ -504,6 +505,10 @@ def _refuse_retire_while_in_use(host_cluster: HostCluster) -> None:
             errors={"tenants": tenants},
             tenants=tenants,
         )
+
+
+def _refuse_retire_while_in_use(host_cluster: HostCluster) -> None:
+    _refuse_while_tenants_live(host_cluster)
     pods = _open_pods(host_cluster)
     if pods:
         shown = ", ".join(pods[:5]) + ("…" if len(pods) > 5 else "")
@@ -580,14 +585,7 @@ def delete_host_cluster(*, actor: Actor, host_cluster: HostCluster) -> None:
         actor, "HostCluster", host_cluster.name, None, f"deleting host cluster {host_cluster.name}"
     )
     host_cluster = HostCluster.objects.select_for_update().get(pk=host_cluster.pk)
-    tenants = [t.slug for t in live_tenants(host_cluster)]
-    if tenants:
-        raise Conflict(
-            f"host cluster {host_cluster.name} still runs tenants {', '.join(tenants)}: drain it (or delete "
-            "them) first",
-            errors={"tenants": tenants},
-            tenants=tenants,
-        )
+    _refuse_while_tenants_live(host_cluster)
     before = {**snapshot(host_cluster), "nodes": host_cluster.nodes.count()}
     public_id = host_cluster.public_id
     try:

@@ -1,6 +1,6 @@
 """Virtual keys of the inference gateway: `gpk_` + 8-character lookup prefix + 32-character secret.
 
-Hashed as API tokens are (`tenants/tokens.py`): only the prefix and an HMAC-SHA256 of the whole key (keyed
+Hashed as API tokens are (`gpucloud/bearer.py`): only the prefix and an HMAC-SHA256 of the whole key (keyed
 from SECRET_KEY, with a purpose of its own so a key's digest is never an API token's) are stored; the key is
 returned once, on creation; checking compares digests in constant time. A key belongs to one tenant and
 calls that tenant's endpoints (all of them, or the ones it names) and endpoints other tenants published.
@@ -9,20 +9,16 @@ Creating and revoking need `inference.manage`; both are audited. docs/inference.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import secrets
-import string
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from django.conf import settings
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from core import audit
 from core.audit import Actor
+from gpucloud.bearer import BearerKind, lapsed
 from gpucloud.errors import NotFound, ValidationFailed
 from gpucloud.transactions import atomic
 from inference.models import InferenceEndpoint, InferenceKey
@@ -31,19 +27,9 @@ from tenants.services import roles
 from tenants.services.lifecycle import require_live
 
 KIND = "gpk_"
-ALPHABET = string.ascii_letters + string.digits
-PREFIX_LENGTH = 8
-SECRET_LENGTH = 32
-LENGTH = len(KIND) + PREFIX_LENGTH + SECRET_LENGTH
-
-
-def digest(key: str) -> str:
-    secret = hashlib.sha256(("gpucloud.inference-key:" + settings.SECRET_KEY).encode()).digest()
-    return hmac.new(secret, key.encode(), hashlib.sha256).hexdigest()
-
-
-def _random(length: int) -> str:
-    return "".join(secrets.choice(ALPHABET) for _ in range(length))
+KEY = BearerKind(KIND, "gpucloud.inference-key")
+LENGTH = KEY.length
+digest = KEY.digest
 
 
 def snapshot(key: InferenceKey) -> dict[str, Any]:
@@ -103,10 +89,7 @@ def create_key(
     if expires_at is not None and expires_at <= timezone.now():
         raise ValidationFailed.on("expires_at", "the expiry must be in the future")
     allowed = _endpoints(tenant, list(endpoints or []))
-    prefix = _random(PREFIX_LENGTH)
-    while InferenceKey.objects.filter(prefix=prefix).exists():
-        prefix = _random(PREFIX_LENGTH)
-    text = f"{KIND}{prefix}{_random(SECRET_LENGTH)}"
+    prefix, text = KEY.issue(lambda p: InferenceKey.objects.filter(prefix=p).exists())
     key = InferenceKey.objects.create(
         tenant=tenant,
         name=name.strip(),
@@ -154,19 +137,15 @@ def revoke_key(*, actor: Actor, key: InferenceKey) -> InferenceKey:
 
 def check(text: str) -> tuple[InferenceKey | None, str]:
     """The live key `text` names, or None and the reason it is refused."""
-    if not text.startswith(KIND) or len(text) != LENGTH:
+    prefix = KEY.prefix_of(text)
+    if prefix is None:
         return None, "the API key is not a gpucloud inference key (gpk_…)"
-    key = (
-        InferenceKey.objects.select_related("tenant")
-        .filter(prefix=text[len(KIND) : len(KIND) + PREFIX_LENGTH])
-        .first()
-    )
-    if key is None or not hmac.compare_digest(key.digest, digest(text)):
+    key = InferenceKey.objects.select_related("tenant").filter(prefix=prefix).first()
+    if key is None or not KEY.matches(key.digest, text):
         return None, "the API key is unknown"
-    if key.revoked_at is not None:
-        return None, f"the API key was revoked at {key.revoked_at:%Y-%m-%dT%H:%M:%SZ}"
-    if key.expires_at is not None and key.expires_at <= timezone.now():
-        return None, f"the API key expired at {key.expires_at:%Y-%m-%dT%H:%M:%SZ}"
+    why = lapsed("the API key", key.revoked_at, key.expires_at, timezone.now())
+    if why:
+        return None, why
     if key.tenant.state in (Tenant.State.SUSPENDED, Tenant.State.DELETING, Tenant.State.DELETED):
         return None, f"the API key's tenant {key.tenant.slug} is {key.tenant.state}"
     return key, ""

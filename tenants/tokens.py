@@ -14,14 +14,9 @@ API refuses it, and SCIM refuses every other token (`tenants.scim.views`).
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import secrets
-import string
 from datetime import datetime
 from typing import Any
 
-from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import Q
@@ -31,24 +26,15 @@ from core import audit
 from core.audit import Actor
 from core.declared import source_problem
 from core.permissions import SERVICE_TOKEN_ROLE
+from gpucloud.bearer import BearerKind, lapsed, random_text
 from gpucloud.errors import Conflict, PermissionDenied, ValidationFailed
 from tenants.models import ApiToken, Membership, Tenant
 from tenants.services import members
 from tenants.services.roles import require
 
 KIND = "gpc_"
-ALPHABET = string.ascii_letters + string.digits
-PREFIX_LENGTH = 8
-SECRET_LENGTH = 32
-
-
-def digest(token: str) -> str:
-    key = hashlib.sha256(("gpucloud.api-token:" + settings.SECRET_KEY).encode()).digest()
-    return hmac.new(key, token.encode(), hashlib.sha256).hexdigest()
-
-
-def _random(length: int) -> str:
-    return "".join(secrets.choice(ALPHABET) for _ in range(length))
+TOKEN = BearerKind(KIND, "gpucloud.api-token")
+digest = TOKEN.digest
 
 
 def token_snapshot(row: ApiToken) -> dict[str, Any]:
@@ -102,10 +88,7 @@ def _issue(
     expires_at: datetime | None,
     source: str,
 ) -> tuple[ApiToken, str]:
-    prefix = _random(PREFIX_LENGTH)
-    while ApiToken.objects.filter(prefix=prefix).exists():
-        prefix = _random(PREFIX_LENGTH)
-    token = f"{KIND}{prefix}{_random(SECRET_LENGTH)}"
+    prefix, token = TOKEN.issue(lambda p: ApiToken.objects.filter(prefix=p).exists())
     row = ApiToken.objects.create(
         user=user,
         tenant=tenant,
@@ -182,7 +165,7 @@ def create_service_token(
     _validate(actor, name, scope, expires_at, source)
     if tenant.state in (Tenant.State.DELETING, Tenant.State.DELETED):
         raise Conflict(f"tenant {tenant.slug} is {tenant.state}; it can get no new tokens")
-    account = User.objects.create_user(f"svc.{tenant.slug}.{_random(8).lower()}")
+    account = User.objects.create_user(f"svc.{tenant.slug}.{random_text(8).lower()}")
     account.set_unusable_password()
     account.save(update_fields=["password"])
     Membership.objects.create(
@@ -205,7 +188,7 @@ def create_scim_token(*, actor: Actor, name: str, expires_at: datetime | None = 
     if not actor.is_platform_admin:
         raise PermissionDenied("only a platform administrator can make a SCIM token")
     _validate(actor, name, ApiToken.Scope.READ, expires_at, "")
-    account = User.objects.create_user(f"{SCIM_ACCOUNT_PREFIX}{_random(8).lower()}")
+    account = User.objects.create_user(f"{SCIM_ACCOUNT_PREFIX}{random_text(8).lower()}")
     account.set_unusable_password()
     account.save(update_fields=["password"])
     return _issue(
@@ -283,20 +266,14 @@ def revoke_personal_tokens(*, actor: Actor, user: User) -> int:
 
 def check(token: str) -> tuple[ApiToken | None, str]:
     """The live token row `token` names, or None and the reason it is refused."""
-    if not token.startswith(KIND) or len(token) != len(KIND) + PREFIX_LENGTH + SECRET_LENGTH:
+    prefix = TOKEN.prefix_of(token)
+    if prefix is None:
         return None, "the bearer token is not a gpucloud token (gpc_…)"
-    row = (
-        ApiToken.objects.select_related("user", "tenant")
-        .filter(prefix=token[len(KIND) : len(KIND) + PREFIX_LENGTH])
-        .first()
-    )
-    if row is None or not hmac.compare_digest(row.digest, digest(token)):
+    row = ApiToken.objects.select_related("user", "tenant").filter(prefix=prefix).first()
+    if row is None or not TOKEN.matches(row.digest, token):
         return None, "the bearer token is unknown"
-    if row.revoked_at is not None:
-        return None, f"the bearer token was revoked at {row.revoked_at:%Y-%m-%dT%H:%M:%SZ}"
-    if row.expires_at is not None and row.expires_at <= timezone.now():
-        return None, f"the bearer token expired at {row.expires_at:%Y-%m-%dT%H:%M:%SZ}"
-    return row, ""
+    why = lapsed("the bearer token", row.revoked_at, row.expires_at, timezone.now())
+    return (None, why) if why else (row, "")
 
 
 def authenticate(token: str) -> ApiToken | None:
